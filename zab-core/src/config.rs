@@ -1,0 +1,69 @@
+//! The static configuration of one peer, in ZooKeeper's units (ticks).
+
+use std::collections::BTreeMap;
+
+use crate::types::{LearnerType, ServerId};
+
+/// Configuration of one peer. Times are in milliseconds of the clock the driver passes with
+/// `Input::Tick`; limits are in ticks of `tick_ms`, as in zoo.cfg.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This server's id.
+    pub sid: ServerId,
+    /// Every member of the ensemble, this one included, and whether it votes.
+    pub members: BTreeMap<ServerId, LearnerType>,
+    /// zoo.cfg `tickTime`.
+    pub tick_ms: u64,
+    /// zoo.cfg `initLimit`: discovery and sync must finish within this many ticks.
+    pub init_limit_ticks: u32,
+    /// zoo.cfg `syncLimit`: a learner (or a leader's quorum) silent this many ticks is lost.
+    pub sync_limit_ticks: u32,
+    /// Fast leader election waits this long for a better vote before deciding (ZooKeeper's
+    /// finalizeWait, 200 ms).
+    pub finalize_wait_ms: u64,
+    /// How many recently committed txns the leader keeps in memory to DIFF learners from
+    /// (ZooKeeper's committedLog, 500).
+    pub committed_log_window: usize,
+    /// A learner further behind than this many txns gets a SNAP instead of a DIFF from the
+    /// on-disk log.
+    pub diff_from_log_limit: u64,
+    /// The largest zxid counter a leader may assign before it forces a new epoch. `u32::MAX`
+    /// in production; tests lower it to reach the rollover quickly.
+    pub max_counter: u32,
+}
+
+impl Config {
+    /// A configuration with ZooKeeper's defaults for everything but the membership.
+    pub fn new(sid: ServerId, members: BTreeMap<ServerId, LearnerType>) -> Config {
+        Config {
+            sid,
+            members,
+            tick_ms: 2000,
+            init_limit_ticks: 10,
+            sync_limit_ticks: 5,
+            finalize_wait_ms: 200,
+            committed_log_window: 500,
+            diff_from_log_limit: 100_000,
+            max_counter: u32::MAX,
+        }
+    }
+
+    /// The voting members.
+    pub fn participants(&self) -> impl Iterator<Item = ServerId> + '_ {
+        self.members
+            .iter()
+            .filter(|(_, t)| **t == LearnerType::Participant)
+            .map(|(sid, _)| *sid)
+    }
+
+    /// True when `voters` (which may contain observers and strangers; they are ignored) is a
+    /// strict majority of the participants.
+    pub fn is_quorum<'a>(&self, voters: impl IntoIterator<Item = &'a ServerId>) -> bool {
+        let total = self.participants().count();
+        let count = voters
+            .into_iter()
+            .filter(|sid| self.members.get(sid) == Some(&LearnerType::Participant))
+            .count();
+        count * 2 > total
+    }
+}

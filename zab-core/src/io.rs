@@ -1,0 +1,160 @@
+//! The peer's whole interface: the inputs a driver feeds it and the actions it asks for.
+//!
+//! # Contract with the driver
+//! The driver executes the actions of one `take_actions()` batch **in order**:
+//! - `PersistAcceptedEpoch`, `PersistCurrentEpoch` and `TruncateLog` are durable (written,
+//!   fsynced, renamed, directory fsynced) before any later action of the batch runs. A driver
+//!   that cannot make them durable must stop the peer: continuing would break INV-durability.
+//! - `AppendLog` is asynchronous: the txn joins the group-commit queue behind every earlier
+//!   append/truncate, and the driver later feeds `Input::LogPersisted { upto }`. Appends,
+//!   truncations and log resets reach the disk in the order they were issued.
+//! - `Send`s to one peer leave in order (FIFO per link), and after anything `SendLogRange` or
+//!   `SendSnapshot` queued for that peer earlier.
+//! - `Apply` actions reach the state machine in order; `SendSnapshot { zxid }` captures the
+//!   state machine exactly after every earlier `Apply` and before any later one (`zxid` is the
+//!   last applied zxid).
+//! - A SNAP received from the leader arrives as `BeginSnapshot`, `SnapshotChunk`s and
+//!   `EndSnapshot`; after `EndSnapshot` the driver makes the snapshot durable, loads it into the
+//!   state machine, resets the log so it holds no record (new appends follow the snapshot) and
+//!   feeds `Input::SnapshotInstalled`. If the stream is abandoned (`AbortSnapshot`, or the peer
+//!   restarts) the old state and files stay as they were.
+
+use bytes::Bytes;
+
+use crate::message::{Message, RequestError};
+use crate::types::{Epoch, RequestId, Role, ServerId, Txn, Zxid};
+
+/// Something that happened, fed to the peer by its driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The clock moved; the only source of time. Feed at least every `tick_ms / 2`.
+    Tick {
+        /// Milliseconds on a monotonic clock.
+        now_ms: u64,
+    },
+    /// A message arrived from an authenticated peer.
+    Message {
+        /// The sender.
+        from: ServerId,
+        /// The message.
+        msg: Message,
+    },
+    /// The quorum channel to `peer` closed; nothing more arrives from that connection.
+    ConnectionLost {
+        /// The other end.
+        peer: ServerId,
+    },
+    /// Every appended txn up to `upto` is durable.
+    LogPersisted {
+        /// The highest durable zxid.
+        upto: Zxid,
+    },
+    /// The snapshot of a SNAP sync is durable, loaded, and the log was reset to it.
+    SnapshotInstalled {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+    },
+    /// Log segments before `first_zxid` were purged; `SendLogRange` can no longer reach them.
+    LogPurged {
+        /// The first zxid still on disk.
+        first_zxid: Zxid,
+    },
+    /// A local client wants to write `payload`.
+    ClientWrite {
+        /// Matched by `Action::WriteDone`.
+        request_id: RequestId,
+        /// The state machine operation.
+        payload: Bytes,
+    },
+    /// A local client wants a linearizable read point.
+    ClientSync {
+        /// Matched by `Action::SyncDone`.
+        request_id: RequestId,
+    },
+}
+
+/// Something the peer asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a message to a peer.
+    Send {
+        /// The receiver.
+        to: ServerId,
+        /// The message.
+        msg: Message,
+    },
+    /// Close the quorum channel to `peer`, dropping whatever is queued either way.
+    Disconnect {
+        /// The other end.
+        peer: ServerId,
+    },
+    /// Durably replace the acceptedEpoch file (synchronous).
+    PersistAcceptedEpoch(Epoch),
+    /// Durably replace the currentEpoch file (synchronous).
+    PersistCurrentEpoch(Epoch),
+    /// Append a txn to the log (asynchronous; see `Input::LogPersisted`).
+    AppendLog(Txn),
+    /// Durably drop every log record after `zxid` (synchronous).
+    TruncateLog {
+        /// The last zxid kept.
+        zxid: Zxid,
+    },
+    /// Queue to `to`, as `Proposal` + `Commit` pairs, every logged txn in `(after, upto]`.
+    /// The peer only asks for a range its log index proves is on disk and contiguous.
+    SendLogRange {
+        /// The receiver.
+        to: ServerId,
+        /// Exclusive lower bound (a zxid the receiver has).
+        after: Zxid,
+        /// Inclusive upper bound.
+        upto: Zxid,
+    },
+    /// Queue to `to` a `Snap { zxid }` header and the state machine's snapshot as `SnapChunk`s.
+    SendSnapshot {
+        /// The receiver.
+        to: ServerId,
+        /// The last applied zxid, which the snapshot must be at.
+        zxid: Zxid,
+    },
+    /// A SNAP from the leader starts; prepare a temporary snapshot file.
+    BeginSnapshot {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+    },
+    /// Bytes of the SNAP in progress.
+    SnapshotChunk(Bytes),
+    /// The SNAP stream is complete: make it durable, load it, reset the log, then feed
+    /// `Input::SnapshotInstalled`.
+    EndSnapshot {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+    },
+    /// Abandon the SNAP in progress; keep the old state.
+    AbortSnapshot,
+    /// Apply a committed txn to the state machine.
+    Apply(Txn),
+    /// Outcome of a `ClientWrite`; on success the txn was already applied here.
+    WriteDone {
+        /// The client's request.
+        request_id: RequestId,
+        /// The committed zxid, or why not.
+        outcome: Result<Zxid, RequestError>,
+    },
+    /// Outcome of a `ClientSync`; on success everything up to the zxid is applied here, so a
+    /// local read now is linearizable.
+    SyncDone {
+        /// The client's request.
+        request_id: RequestId,
+        /// The read point, or why not.
+        outcome: Result<Zxid, RequestError>,
+    },
+    /// The role, leader or epoch changed.
+    RoleChanged {
+        /// The new role.
+        role: Role,
+        /// The leader, when known.
+        leader: Option<ServerId>,
+        /// The epoch being followed or led (currentEpoch once established).
+        epoch: Epoch,
+    },
+}

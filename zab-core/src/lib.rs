@@ -1,0 +1,40 @@
+//! ZooKeeper's ZAB atomic broadcast as a deterministic, sans-I/O state machine.
+//!
+//! A [`Peer`] does no I/O, reads no clock and spawns nothing. Its driver feeds it [`Input`]s
+//! (messages, ticks carrying the time, "log persisted up to Z", client requests) and carries out
+//! the [`Action`]s it returns (send, persist, truncate, apply, reply). The contract between the
+//! two, in particular the ordering that makes acknowledgements mean durability, is in [`io`].
+//!
+//! # Phases
+//! ```text
+//!  LOOKING ──(fast leader election)──▶ LEADING / FOLLOWING / OBSERVING
+//!   leader:   wait FOLLOWERINFO quorum ─▶ LEADERINFO(e) ─▶ ACKEPOCH quorum ─▶ per-learner sync
+//!             (DIFF | TRUNC | TRUNC+DIFF | DIFF from log | SNAP) ─▶ NEWLEADER ─▶ ACK quorum
+//!             ─▶ commit own history ─▶ UPTODATE ─▶ broadcast
+//!   learner:  FOLLOWERINFO ─▶ persist acceptedEpoch ─▶ ACKEPOCH ─▶ sync data ─▶ NEWLEADER:
+//!             make sync data durable ─▶ persist currentEpoch ─▶ ACK ─▶ UPTODATE: apply, serve
+//! ```
+//!
+//! # Invariants (named after ZooKeeper's Zab.tla; the simulation in `tests` checks them)
+//! - Leadership: at most one leader establishes each epoch; established epochs only grow.
+//! - PrefixConsistency / Agreement / TotalOrder: the applied sequences of any two peers are
+//!   prefixes of one another.
+//! - Integrity / PrimaryOrder: only proposed txns are applied; a leader's txns are applied in its
+//!   proposal order; a txn of a later epoch is never applied before one of an earlier epoch
+//!   that is applied anywhere.
+//! - Durability: an ACK (and an ACKEPOCH / NEWLEADER ACK) is sent only after what it
+//!   acknowledges is durable; a txn is committed only when a quorum acked it and every earlier
+//!   zxid is committed; a client hears of success only for a committed txn.
+//! - TRUNC and SNAP never remove a committed txn.
+
+pub mod config;
+pub mod durable;
+pub mod io;
+pub mod message;
+pub mod types;
+
+pub use config::Config;
+pub use durable::DurableState;
+pub use io::{Action, Input};
+pub use message::{ElectionState, Message, Notification, RequestError, Vote, PROTOCOL_VERSION};
+pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, Zxid};

@@ -1,0 +1,1 @@
+//! Durable state of one ZAB peer.
