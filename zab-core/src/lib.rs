@@ -27,6 +27,7 @@
 //!   zxid is committed; a client hears of success only for a committed txn.
 //! - TRUNC and SNAP never remove a committed txn.
 
+pub mod codec;
 pub mod config;
 pub mod durable;
 pub mod io;
