@@ -1,0 +1,207 @@
+//! Durability: acknowledged writes survive, and acknowledgements mean "on disk".
+//!
+//! INV-U1: a `WriteDone Ok(z)` answers a pending request of that node, once, with the txn the
+//! client wrote, which is applied at `z` on that node.
+//! INV-U2: every acknowledged txn is in the history (applied state or log) of every leader
+//! established after the acknowledgement.
+//! INV-U3: a learner sends `Ack { z }` for a txn only when its disk holds `z` durably, and no
+//! proposal ACK between receiving sync data and acking NEWLEADER (ZOOKEEPER-4685).
+//! INV-U4: a learner acks NEWLEADER `<e, 0>` only once its currentEpoch file holds `e` and every
+//! txn the leader committed during the sync (and the SNAP) is durable (ZOOKEEPER-4643/3911).
+//! INV-U5: a learner sends ACKEPOCH only once its acceptedEpoch file holds the proposed epoch;
+//! a leader sends LEADERINFO { e } only once its own acceptedEpoch file holds `e`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use zab_core::{Epoch, Message, RequestError, RequestId, Role, ServerId, Zxid};
+
+use super::{NodeView, Verdict};
+
+/// Per-learner tracking of the current discovery/sync exchange.
+#[derive(Debug, Default, Clone)]
+struct SyncTrack {
+    leader_info: Option<Epoch>,
+    in_sync: bool,
+    sync_committed: Zxid,
+}
+
+/// State of the durability checker.
+#[derive(Debug, Default)]
+pub struct Durability {
+    pending: BTreeMap<(ServerId, RequestId), Bytes>,
+    acked: BTreeMap<Zxid, Bytes>,
+    track: BTreeMap<ServerId, SyncTrack>,
+}
+
+impl Durability {
+    /// The highest acknowledged zxid.
+    pub fn max_acked(&self) -> Zxid {
+        self.acked.keys().next_back().copied().unwrap_or(Zxid::ZERO)
+    }
+
+    /// Every acknowledged write.
+    pub fn acked(&self) -> &BTreeMap<Zxid, Bytes> {
+        &self.acked
+    }
+
+    /// A client of `id` submits `payload`.
+    pub fn on_client_write(&mut self, id: ServerId, req: RequestId, payload: &Bytes) -> Verdict {
+        if self.pending.insert((id, req), payload.clone()).is_some() {
+            return Err(format!("harness: request {req:?} reused on {id}"));
+        }
+        Ok(())
+    }
+
+    /// `node` answers a write.
+    pub fn on_write_done(
+        &mut self,
+        node: NodeView<'_>,
+        req: RequestId,
+        outcome: &Result<Zxid, RequestError>,
+    ) -> Verdict {
+        let id = node.id;
+        let Some(payload) = self.pending.remove(&(id, req)) else {
+            return Err(format!(
+                "node {id} answers write {req:?} that is not pending"
+            ));
+        };
+        let Ok(z) = outcome else { return Ok(()) };
+        let at = node.applied.binary_search_by_key(z, |t| t.zxid).ok();
+        match at.map(|i| &node.applied[i]) {
+            Some(t) if t.data == payload => {
+                self.acked.insert(*z, payload);
+                Ok(())
+            }
+            Some(t) => Err(format!(
+                "node {id} acknowledges write {payload:?} at {z}, which holds {:?}",
+                t.data
+            )),
+            None => Err(format!(
+                "node {id} acknowledges write {payload:?} at {z} before applying it"
+            )),
+        }
+    }
+
+    /// `node` just became an established leader (INV-U2).
+    pub fn on_established(&mut self, node: NodeView<'_>) -> Verdict {
+        for (z, payload) in &self.acked {
+            let in_applied = node
+                .applied
+                .binary_search_by_key(z, |t| t.zxid)
+                .is_ok_and(|i| node.applied[i].data == *payload);
+            let in_log = || {
+                node.disk
+                    .log
+                    .iter()
+                    .chain(node.disk.pending.iter())
+                    .any(|t| t.zxid == *z && t.data == *payload)
+            };
+            if !in_applied && !in_log() {
+                return Err(format!(
+                    "Durability: leader {} established without acknowledged write {z} ({payload:?})",
+                    node.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `id` received `msg` from `from`.
+    pub fn on_receive(&mut self, id: ServerId, _from: ServerId, msg: &Message) {
+        let t = self.track.entry(id).or_default();
+        match msg {
+            Message::LeaderInfo { new_epoch, .. } => {
+                *t = SyncTrack {
+                    leader_info: Some(*new_epoch),
+                    ..SyncTrack::default()
+                };
+            }
+            Message::Diff { .. } | Message::Trunc { .. } => {
+                t.in_sync = true;
+            }
+            Message::Snap { zxid } => {
+                t.in_sync = true;
+                t.sync_committed = t.sync_committed.max(*zxid);
+            }
+            Message::Commit { zxid } if t.in_sync => {
+                t.sync_committed = t.sync_committed.max(*zxid);
+            }
+            _ => {}
+        }
+    }
+
+    /// `id` changed role.
+    pub fn on_role(&mut self, id: ServerId, role: Role) {
+        if role == Role::Looking || role == Role::Leading {
+            self.track.remove(&id);
+        }
+    }
+
+    /// `node` sends `msg` to `to` (checked before the send executes).
+    pub fn on_send(&mut self, node: NodeView<'_>, to: ServerId, msg: &Message) -> Verdict {
+        let id = node.id;
+        let disk = node.disk;
+        match msg {
+            Message::Ack { zxid } if zxid.counter() == 0 => {
+                let t = self.track.entry(id).or_default();
+                if disk.current_epoch != zxid.epoch() {
+                    return Err(format!(
+                        "node {id} acks NEWLEADER {zxid} to {to} with currentEpoch {} on disk",
+                        disk.current_epoch
+                    ));
+                }
+                if disk.durable_upto() < t.sync_committed {
+                    return Err(format!(
+                        "node {id} acks NEWLEADER {zxid} to {to} with sync data durable only up \
+                         to {} < {}",
+                        disk.durable_upto(),
+                        t.sync_committed
+                    ));
+                }
+                t.in_sync = false;
+                Ok(())
+            }
+            Message::Ack { zxid } => {
+                if self.track.get(&id).is_some_and(|t| t.in_sync) {
+                    return Err(format!(
+                        "node {id} acks proposal {zxid} to {to} before acking NEWLEADER"
+                    ));
+                }
+                if disk.durable_upto() < *zxid {
+                    return Err(format!(
+                        "node {id} acks {zxid} to {to} but its disk is durable only up to {}",
+                        disk.durable_upto()
+                    ));
+                }
+                Ok(())
+            }
+            Message::AckEpoch { .. } => {
+                let t = self.track.entry(id).or_default();
+                match t.leader_info {
+                    Some(e) if disk.accepted_epoch >= e => Ok(()),
+                    Some(e) => Err(format!(
+                        "node {id} sends ACKEPOCH for {e} to {to} with acceptedEpoch {} on disk",
+                        disk.accepted_epoch
+                    )),
+                    None => Err(format!(
+                        "node {id} sends ACKEPOCH to {to} without LEADERINFO"
+                    )),
+                }
+            }
+            Message::LeaderInfo { new_epoch, .. } if disk.accepted_epoch < *new_epoch => {
+                Err(format!(
+                    "leader {id} proposes epoch {new_epoch} to {to} with acceptedEpoch {} on disk",
+                    disk.accepted_epoch
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `id` crashed.
+    pub fn on_crash(&mut self, id: ServerId) {
+        self.track.remove(&id);
+        self.pending.retain(|(n, _), _| *n != id);
+    }
+}

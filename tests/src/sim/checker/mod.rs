@@ -1,0 +1,191 @@
+//! Safety checkers, run on every input, every action and after every step of the simulation.
+//! One module per property of ZooKeeper's `Zab.tla` (and of DESIGN §3.6):
+//!
+//! | module          | properties                                                          |
+//! |-----------------|---------------------------------------------------------------------|
+//! | [`leadership`]  | Leadership1/2: ≤ 1 established leader per epoch; established epochs grow |
+//! | [`order`]       | PrefixConsistency, Agreement, TotalOrder, Integrity, PrimaryOrder   |
+//! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK only after durable |
+//! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
+//! | [`reads`]       | sync-then-read is linearizable                                      |
+//!
+//! A checker never panics itself: it returns a [`Verdict`]; the cluster turns a violation into
+//! a failure that names the seed, the step and the replay command.
+
+pub mod durability;
+pub mod leadership;
+pub mod order;
+pub mod reads;
+pub mod serving;
+
+use zab_core::{Action, Input, Message, Role, ServerId, Txn, Zxid};
+
+use crate::sim::disk::Disk;
+
+/// `Err(description)` when a property is violated.
+pub type Verdict = Result<(), String>;
+
+/// What a checker may look at on one node.
+#[derive(Clone, Copy)]
+pub struct NodeView<'a> {
+    /// The node.
+    pub id: ServerId,
+    /// Its disk model.
+    pub disk: &'a Disk,
+    /// Its state machine: the applied txns.
+    pub applied: &'a [Txn],
+}
+
+impl NodeView<'_> {
+    /// The last applied zxid.
+    pub fn last_applied(&self) -> Zxid {
+        self.applied.last().map_or(Zxid::ZERO, |t| t.zxid)
+    }
+}
+
+/// The peer's externally visible state after a step.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerView {
+    /// `Peer::role()`.
+    pub role: Role,
+    /// `Peer::leader()`.
+    pub leader: Option<ServerId>,
+    /// `Peer::is_serving()`.
+    pub serving: bool,
+    /// `Peer::current_epoch()`.
+    pub current_epoch: zab_core::Epoch,
+}
+
+/// Every checker.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// Leadership1/2.
+    pub leadership: leadership::Leadership,
+    /// Order properties over applied sequences.
+    pub order: order::Order,
+    /// Acknowledged writes and ACK-after-durable.
+    pub durability: durability::Durability,
+    /// Learners serve only after UPTODATE.
+    pub serving: serving::Serving,
+    /// Linearizable sync-reads.
+    pub reads: reads::Reads,
+}
+
+impl Checker {
+    /// An input is about to be fed to `node`.
+    pub fn on_input(&mut self, node: NodeView<'_>, input: &Input) -> Verdict {
+        match input {
+            Input::Message { from, msg } => {
+                self.durability.on_receive(node.id, *from, msg);
+                self.serving.on_receive(node.id, *from, msg);
+            }
+            Input::ClientWrite {
+                request_id,
+                payload,
+            } => {
+                self.order.on_client_write(payload);
+                self.durability
+                    .on_client_write(node.id, *request_id, payload)?;
+            }
+            Input::ClientSync { request_id } => {
+                self.reads
+                    .on_client_sync(node.id, *request_id, self.durability.max_acked())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `node` asks for `action`; called before the driver executes it.
+    pub fn on_action(&mut self, node: NodeView<'_>, action: &Action) -> Verdict {
+        match action {
+            Action::Send { to, msg } => self.on_send(node, *to, msg),
+            Action::AppendLog(txn) => self.order.on_logged(node.id, txn),
+            Action::TruncateLog { zxid } => {
+                if *zxid < node.last_applied() {
+                    return Err(format!(
+                        "node {} truncates its log to {zxid} below its last applied (committed) \
+                         zxid {}",
+                        node.id,
+                        node.last_applied()
+                    ));
+                }
+                Ok(())
+            }
+            Action::Apply(txn) => {
+                self.serving.on_serve(node.id, "Apply")?;
+                self.order.on_apply(node.id, node.applied, txn)
+            }
+            Action::WriteDone {
+                request_id,
+                outcome,
+            } => {
+                if outcome.is_ok() {
+                    self.serving.on_serve(node.id, "WriteDone")?;
+                }
+                self.durability.on_write_done(node, *request_id, outcome)
+            }
+            Action::SyncDone {
+                request_id,
+                outcome,
+            } => {
+                if outcome.is_ok() {
+                    self.serving.on_serve(node.id, "SyncDone")?;
+                }
+                self.reads.on_sync_done(node, *request_id, outcome)
+            }
+            Action::RoleChanged { role, leader, .. } => {
+                self.serving.on_role(node.id, *role, *leader);
+                self.durability.on_role(node.id, *role);
+                Ok(())
+            }
+            Action::SendSnapshot { zxid, .. } => {
+                if *zxid != node.last_applied() {
+                    return Err(format!(
+                        "node {} sends a snapshot labelled {zxid} but its state is at {}",
+                        node.id,
+                        node.last_applied()
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn on_send(&mut self, node: NodeView<'_>, to: ServerId, msg: &Message) -> Verdict {
+        if let Message::Proposal(txn) | Message::Inform(txn) = msg {
+            self.order.on_logged(node.id, txn)?;
+        }
+        self.durability.on_send(node, to, msg)
+    }
+
+    /// The state machine of `node` was replaced (restart or SNAP install).
+    pub fn on_state_loaded(
+        &mut self,
+        id: ServerId,
+        old: &[Txn],
+        new: &[Txn],
+        snap: bool,
+    ) -> Verdict {
+        self.order.on_state_loaded(id, old, new, snap)
+    }
+
+    /// After a step: `views` holds every up node.
+    pub fn after_step(&mut self, views: &[(NodeView<'_>, PeerView)]) -> Verdict {
+        for (node, peer) in views {
+            if self.leadership.after_step(node.id, peer)? {
+                self.durability.on_established(*node)?;
+            }
+            self.serving.after_step(node.id, peer)?;
+        }
+        Ok(())
+    }
+
+    /// `id` crashed: forget its volatile tracking and its clients' pending requests.
+    pub fn on_crash(&mut self, id: ServerId) {
+        self.durability.on_crash(id);
+        self.serving.on_crash(id);
+        self.reads.on_crash(id);
+    }
+}

@@ -1,0 +1,384 @@
+//! The simulated cluster and its seeded scheduler.
+//!
+//! One thread, no sockets, no clock: every step the scheduler picks, by seeded weight, one of
+//! deliver (the head of a link, or a pending `ConnectionLost`), tick (advance virtual time and
+//! tick a node), fsync (complete a node's group commit), install (finish a SNAP install),
+//! client write, client sync, or a fault. Every choice comes from one `ChaCha8Rng`, and every
+//! collection is ordered, so a seed replays the same run exactly (the trace hash proves it).
+//!
+//! INV-C1: every live node is ticked at least every `tick_ms / 2` of virtual time (the
+//! contract of `Input::Tick`); a paused node is not (that is the fault).
+//! INV-C2: the checkers run on every input, every action and after every step; the first
+//! violation aborts the run with its seed, step and replay command.
+
+use std::collections::BTreeMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use zab_core::{Input, RequestError, RequestId, ServerId, Zxid};
+
+use super::checker::{Checker, PeerView, Verdict};
+use super::core::Peer;
+use super::disk::Disk;
+use super::net::{Delivery, Network};
+use super::node::SimNode;
+use super::options::{SimOptions, Weights};
+use super::record::{Event, SyncRecorder};
+
+/// What one scheduler step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// Delivered a message or a `ConnectionLost`.
+    Deliver,
+    /// Advanced time and ticked a node.
+    Tick,
+    /// Completed an fsync.
+    Fsync,
+    /// Finished a SNAP install.
+    Install,
+    /// Issued a client write.
+    Write,
+    /// Issued a client sync.
+    Sync,
+    /// Injected a fault.
+    Fault,
+}
+
+/// The whole simulated cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    pub(crate) opts: SimOptions,
+    pub(crate) rng: ChaCha8Rng,
+    pub(crate) now_ms: u64,
+    pub(crate) step_no: u64,
+    pub(crate) nodes: BTreeMap<ServerId, SimNode>,
+    pub(crate) net: Network,
+    pub(crate) checker: Checker,
+    pub(crate) hash: u64,
+    pub(crate) next_request: u64,
+    pub(crate) write_outcomes: BTreeMap<RequestId, Result<Zxid, RequestError>>,
+    pub(crate) sync_outcomes: BTreeMap<RequestId, Result<Zxid, RequestError>>,
+    pub(crate) syncs: SyncRecorder,
+    pub(crate) events: Vec<Event>,
+    /// Faults injected so far.
+    pub faults: u64,
+}
+
+impl Cluster {
+    /// Starts every node empty at virtual time 0.
+    pub fn new(opts: SimOptions) -> Cluster {
+        let rng = ChaCha8Rng::seed_from_u64(opts.seed);
+        let mut c = Cluster {
+            rng,
+            now_ms: 0,
+            step_no: 0,
+            nodes: BTreeMap::new(),
+            net: Network::default(),
+            checker: Checker::default(),
+            hash: 0xcbf2_9ce4_8422_2325,
+            next_request: 0,
+            write_outcomes: BTreeMap::new(),
+            sync_outcomes: BTreeMap::new(),
+            syncs: SyncRecorder::default(),
+            events: Vec::new(),
+            faults: 0,
+            opts,
+        };
+        for sid in c.opts.members().into_keys() {
+            let node = SimNode {
+                id: sid,
+                config: c.opts.config(sid),
+                peer: None,
+                disk: Disk::default(),
+                applied: Vec::new(),
+                since_snapshot: 0,
+                paused: false,
+                last_tick_ms: 0,
+                crashes: 0,
+            };
+            c.nodes.insert(sid, node);
+            c.net.crash(sid, &[]);
+        }
+        let ids: Vec<ServerId> = c.nodes.keys().copied().collect();
+        for id in ids {
+            c.start(id);
+        }
+        c
+    }
+
+    /// The options of this run.
+    pub fn options(&self) -> &SimOptions {
+        &self.opts
+    }
+
+    /// Virtual time in ms.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Steps taken so far.
+    pub fn step_no(&self) -> u64 {
+        self.step_no
+    }
+
+    /// A hash of everything that happened so far; equal for equal seeds.
+    pub fn trace_hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Every node id.
+    pub fn ids(&self) -> Vec<ServerId> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// One node.
+    pub fn node(&self, id: ServerId) -> &SimNode {
+        &self.nodes[&id]
+    }
+
+    /// The checkers' state.
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// The network.
+    pub fn net(&self) -> &Network {
+        &self.net
+    }
+
+    pub(crate) fn mix(&mut self, v: u64) {
+        self.hash = (self.hash ^ v)
+            .wrapping_mul(0x0100_0000_01b3)
+            .rotate_left(7);
+    }
+
+    /// Aborts the run: a property is violated (or the harness met something impossible).
+    // A failed invariant must stop the test and name the seed; panicking is the way to do it.
+    #[allow(clippy::panic)]
+    pub(crate) fn fail(&self, msg: &str) -> ! {
+        panic!(
+            "\nSIMULATION FAILURE at step {} (seed {}, {} voters + {} observers, t={} ms):\n  \
+             {msg}\nreplay: ZAB_SEED={} cargo test -p tests --release --test random -- \
+             --nocapture   (ZAB_TRACE=1 prints every step; scenario tests replay by name)\n",
+            self.step_no,
+            self.opts.seed,
+            self.opts.voters,
+            self.opts.observers,
+            self.now_ms,
+            self.opts.seed
+        )
+    }
+
+    pub(crate) fn check(&self, v: Verdict) {
+        if let Err(msg) = v {
+            self.fail(&msg);
+        }
+    }
+
+    pub(crate) fn trace(&self, what: std::fmt::Arguments<'_>) {
+        if self.opts.trace {
+            eprintln!("[{} t={}] {what}", self.step_no, self.now_ms);
+        }
+    }
+
+    fn live(&self) -> Vec<ServerId> {
+        self.nodes
+            .values()
+            .filter(|n| n.is_live())
+            .map(|n| n.id)
+            .collect()
+    }
+
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(v[self.rng.gen_range(0..v.len())])
+        }
+    }
+
+    /// One step with the run's weights.
+    pub fn step(&mut self) -> StepKind {
+        self.step_with(self.opts.weights)
+    }
+
+    /// One step with the given weights; runs the checkers afterwards.
+    pub fn step_with(&mut self, w: Weights) -> StepKind {
+        self.step_no += 1;
+        let live = self.live();
+        let links: Vec<_> = self
+            .net
+            .ready_links()
+            .filter(|(_, to, _)| self.nodes[to].is_live())
+            .collect();
+        let notices: Vec<_> = self
+            .net
+            .ready_notices()
+            .filter(|id| self.nodes[id].is_live())
+            .collect();
+        let fsyncs: Vec<_> = live
+            .iter()
+            .copied()
+            .filter(|id| {
+                let d = &self.nodes[id].disk;
+                !d.pending.is_empty() || d.owed_persisted.is_some()
+            })
+            .collect();
+        let installs: Vec<_> = live
+            .iter()
+            .copied()
+            .filter(|id| self.nodes[id].disk.install.is_some())
+            .collect();
+        let has_live = !live.is_empty();
+        let options = [
+            (
+                StepKind::Deliver,
+                w.deliver,
+                !links.is_empty() || !notices.is_empty(),
+            ),
+            (StepKind::Tick, w.tick, has_live),
+            (StepKind::Fsync, w.fsync, !fsyncs.is_empty()),
+            (StepKind::Install, w.install, !installs.is_empty()),
+            (StepKind::Write, w.write, has_live),
+            (StepKind::Sync, w.sync, has_live),
+            (StepKind::Fault, w.fault, true),
+        ];
+        let total: u32 = options.iter().filter(|o| o.2).map(|o| o.1).sum();
+        let mut kind = StepKind::Tick;
+        if total > 0 {
+            let mut r = self.rng.gen_range(0..total);
+            for (k, weight, enabled) in options {
+                if !enabled {
+                    continue;
+                }
+                if r < weight {
+                    kind = k;
+                    break;
+                }
+                r -= weight;
+            }
+        }
+        self.mix(kind as u64);
+        match kind {
+            StepKind::Deliver => {
+                let n = links.len() + notices.len();
+                let i = self.rng.gen_range(0..n);
+                if i < links.len() {
+                    self.deliver(links[i]);
+                } else {
+                    self.deliver_notice(notices[i - links.len()]);
+                }
+            }
+            StepKind::Tick => {
+                let delta = self.rng.gen_range(1..=(self.opts.tick_ms / 4).max(1));
+                self.advance(delta);
+                if let Some(id) = self.pick(&live) {
+                    self.tick_node(id);
+                }
+            }
+            StepKind::Fsync => {
+                if let Some(id) = self.pick(&fsyncs) {
+                    let len = self.nodes[&id].disk.pending.len();
+                    let n = if len == 0 {
+                        0
+                    } else {
+                        self.rng.gen_range(1..=len)
+                    };
+                    self.fsync(id, n);
+                }
+            }
+            StepKind::Install => {
+                if let Some(id) = self.pick(&installs) {
+                    self.finish_install(id);
+                }
+            }
+            StepKind::Write => {
+                if let Some(id) = self.pick(&live) {
+                    self.write(id);
+                }
+            }
+            StepKind::Sync => {
+                if let Some(id) = self.pick(&live) {
+                    self.sync_read(id);
+                }
+            }
+            StepKind::Fault => self.random_fault(),
+        }
+        self.after_step();
+        kind
+    }
+
+    fn deliver(&mut self, key: super::net::LinkKey) {
+        let (from, to, _) = key;
+        self.mix(from.0 << 8 | to.0);
+        match self.net.pop(key) {
+            Some(Delivery::Lost) => self.feed(to, Input::ConnectionLost { peer: from }),
+            Some(Delivery::Message(msg)) => {
+                self.trace(format_args!("deliver {from}->{to}: {msg:?}"));
+                self.feed(to, Input::Message { from, msg });
+            }
+            None => {}
+        }
+    }
+
+    fn deliver_notice(&mut self, id: ServerId) {
+        if let Some(peer) = self.net.pop_notice(id) {
+            self.mix(id.0 << 16 | peer.0);
+            self.feed(id, Input::ConnectionLost { peer });
+        }
+    }
+
+    /// Advances virtual time by `delta` ms, ticking every live node that would otherwise go
+    /// longer than `tick_ms / 2` without a tick (INV-C1).
+    pub fn advance(&mut self, delta: u64) {
+        let target = self.now_ms + delta;
+        let half = (self.opts.tick_ms / 2).max(1);
+        loop {
+            let due = self
+                .nodes
+                .values()
+                .filter(|n| n.is_live() && n.last_tick_ms + half < target)
+                .min_by_key(|n| (n.last_tick_ms, n.id))
+                .map(|n| (n.id, n.last_tick_ms + half));
+            let Some((id, at)) = due else { break };
+            self.now_ms = self.now_ms.max(at);
+            self.tick_node(id);
+        }
+        self.now_ms = target;
+    }
+
+    pub(crate) fn tick_node(&mut self, id: ServerId) {
+        self.maybe_local_snapshot(id);
+        let now_ms = self.now_ms;
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.last_tick_ms = now_ms;
+        }
+        self.feed(id, Input::Tick { now_ms });
+    }
+
+    fn after_step(&mut self) {
+        let views: Vec<_> = self
+            .nodes
+            .values()
+            .filter_map(|n| n.peer_view().map(|p| (n.view(), p)))
+            .collect();
+        let mut h = 0u64;
+        for (n, p) in &views {
+            h = h
+                .wrapping_mul(31)
+                .wrapping_add(state_code(n.id, p, n.last_applied()));
+        }
+        let verdict = self.checker.after_step(&views);
+        self.check(verdict);
+        self.mix(h);
+    }
+
+    /// The peer of `id`, when up.
+    pub fn peer(&self, id: ServerId) -> Option<&Peer> {
+        self.nodes[&id].peer.as_ref()
+    }
+}
+
+fn state_code(id: ServerId, p: &PeerView, applied: Zxid) -> u64 {
+    id.0 ^ (p.role as u64) << 8 ^ u64::from(p.serving) << 12 ^ applied.0.rotate_left(17)
+}

@@ -1,0 +1,301 @@
+//! The disk of one simulated node, honouring the contract of `zab_core::io` exactly.
+//!
+//! # Model
+//! - Epoch files and `TruncateLog` are durable the moment the action executes.
+//! - `AppendLog` joins a volatile group-commit queue; a scheduler step later makes a prefix of
+//!   that queue durable (one fsync for the group) and the node is fed `LogPersisted`.
+//! - A SNAP received from the leader is assembled from its chunks in a temporary buffer; after
+//!   `EndSnapshot` it becomes durable after a random delay, then the log is reset to it.
+//!   Appends issued after `EndSnapshot` queue behind the install.
+//! - The driver takes local snapshots of the applied state and purges old log records.
+//! - A crash keeps only what is durable.
+//!
+//! INV-D1: the durable log and the pending queue together are strictly increasing in zxid.
+//! INV-D2: every snapshot holds exactly a sequence of txns ending at its zxid.
+//! INV-D3: `log_base` is the zxid the first log record follows: the log holds every txn in
+//! `(log_base, last]` that this node logged, without gaps.
+
+use std::collections::VecDeque;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use zab_core::{DurableState, Epoch, Txn, Zxid};
+
+/// A snapshot of a state machine: the list of applied txns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The last applied zxid (`Zxid::ZERO` when empty).
+    pub zxid: Zxid,
+    /// The applied txns, ascending.
+    pub txns: Vec<Txn>,
+}
+
+impl Snapshot {
+    /// A snapshot of `txns`.
+    pub fn of(txns: &[Txn]) -> Snapshot {
+        Snapshot {
+            zxid: txns.last().map_or(Zxid::ZERO, |t| t.zxid),
+            txns: txns.to_vec(),
+        }
+    }
+
+    /// Serializes the snapshot: per txn, zxid (u64 BE), length (u32 BE), payload.
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::new();
+        for t in &self.txns {
+            b.put_u64(t.zxid.0);
+            b.put_u32(t.data.len() as u32);
+            b.put_slice(&t.data);
+        }
+        b.freeze()
+    }
+
+    /// Parses [`Snapshot::encode`]'s output; `None` when malformed.
+    pub fn decode(mut b: Bytes) -> Option<Vec<Txn>> {
+        let mut txns = Vec::new();
+        while b.has_remaining() {
+            if b.remaining() < 12 {
+                return None;
+            }
+            let zxid = Zxid(b.get_u64());
+            let len = b.get_u32() as usize;
+            if b.remaining() < len {
+                return None;
+            }
+            txns.push(Txn {
+                zxid,
+                data: b.split_to(len),
+            });
+        }
+        Some(txns)
+    }
+}
+
+/// A SNAP whose stream ended and which is being written.
+#[derive(Clone, Debug)]
+pub struct PendingInstall {
+    /// The snapshot being installed.
+    pub snapshot: Snapshot,
+    /// Appends issued after `EndSnapshot`: they reach the disk after the install.
+    pub queued_after: VecDeque<Txn>,
+    /// The install is already durable (a later synchronous action forced it); only the
+    /// `SnapshotInstalled` input is still owed.
+    pub durable: bool,
+}
+
+/// One node's disk.
+#[derive(Clone, Debug, Default)]
+pub struct Disk {
+    /// The acceptedEpoch file.
+    pub accepted_epoch: Epoch,
+    /// The currentEpoch file.
+    pub current_epoch: Epoch,
+    /// Durable snapshots, oldest first (at most `retain` kept).
+    pub snapshots: Vec<Snapshot>,
+    /// Durable log records, ascending.
+    pub log: Vec<Txn>,
+    /// The zxid the first log record follows (INV-D3).
+    pub log_base: Zxid,
+    /// Appends waiting for the next fsync.
+    pub pending: VecDeque<Txn>,
+    /// Highest zxid made durable by a flush whose `LogPersisted` is still owed.
+    pub owed_persisted: Option<Zxid>,
+    /// The SNAP being received from the leader: zxid and bytes so far.
+    pub incoming: Option<(Zxid, BytesMut)>,
+    /// The SNAP being made durable.
+    pub install: Option<PendingInstall>,
+}
+
+impl Disk {
+    /// The newest durable snapshot's zxid.
+    pub fn snapshot_zxid(&self) -> Zxid {
+        self.snapshots.last().map_or(Zxid::ZERO, |s| s.zxid)
+    }
+
+    /// Every txn up to this zxid is durable here (log or snapshot).
+    pub fn durable_upto(&self) -> Zxid {
+        let log_last = self.log.last().map_or(self.log_base, |t| t.zxid);
+        log_last.max(self.snapshot_zxid())
+    }
+
+    /// The last zxid logged or queued (what the peer believes its log ends at).
+    pub fn last_appended(&self) -> Zxid {
+        if let Some(i) = self.install.as_ref().filter(|i| !i.durable) {
+            return i.queued_after.back().map_or(i.snapshot.zxid, |t| t.zxid);
+        }
+        self.pending.back().map_or(self.durable_upto(), |t| t.zxid)
+    }
+
+    /// Queues an append. Returns false when it would break INV-D1.
+    pub fn append(&mut self, txn: Txn) -> bool {
+        if txn.zxid <= self.last_appended() {
+            return false;
+        }
+        match self.install.as_mut().filter(|i| !i.durable) {
+            Some(i) => i.queued_after.push_back(txn),
+            None => self.pending.push_back(txn),
+        }
+        true
+    }
+
+    /// Makes the first `n` pending appends durable; returns the highest zxid now owed to the
+    /// peer as `LogPersisted`.
+    pub fn fsync(&mut self, n: usize) -> Option<Zxid> {
+        let n = n.min(self.pending.len());
+        for txn in self.pending.drain(..n) {
+            self.owed_persisted = Some(txn.zxid);
+            self.log.push(txn);
+        }
+        self.owed_persisted.take()
+    }
+
+    /// `TruncateLog { zxid }`: flushes pending appends in order, then drops records after
+    /// `zxid`, durably.
+    pub fn truncate(&mut self, zxid: Zxid) {
+        self.force_install();
+        while let Some(txn) = self.pending.pop_front() {
+            if txn.zxid <= zxid {
+                self.owed_persisted = Some(txn.zxid);
+                self.log.push(txn);
+            }
+        }
+        self.log.retain(|t| t.zxid <= zxid);
+        if let Some(o) = self.owed_persisted {
+            if o > zxid {
+                self.owed_persisted = None;
+            }
+        }
+        if self.log_base > zxid {
+            self.log_base = zxid;
+        }
+    }
+
+    /// Makes a pending SNAP install durable now (a later synchronous action needs it on disk
+    /// first); `SnapshotInstalled` stays owed.
+    pub fn force_install(&mut self) {
+        let Some(i) = &mut self.install else { return };
+        if i.durable {
+            return;
+        }
+        i.durable = true;
+        let snap = i.snapshot.clone();
+        let after = std::mem::take(&mut i.queued_after);
+        self.reset_to(snap);
+        self.pending = after;
+    }
+
+    fn reset_to(&mut self, snap: Snapshot) {
+        self.pending.clear();
+        self.log.clear();
+        self.log_base = snap.zxid;
+        self.owed_persisted = None;
+        self.snapshots.push(snap);
+    }
+
+    /// `EndSnapshot`: the received stream is complete. Pending appends before it are erased by
+    /// the coming log reset. Returns the decoded snapshot, or `None` when the stream is missing
+    /// or malformed.
+    pub fn end_snapshot(&mut self, zxid: Zxid) -> Option<Snapshot> {
+        let (z, bytes) = self.incoming.take()?;
+        let txns = Snapshot::decode(bytes.freeze())?;
+        if z != zxid {
+            return None;
+        }
+        self.pending.clear();
+        let snapshot = Snapshot { zxid, txns };
+        self.install = Some(PendingInstall {
+            snapshot: snapshot.clone(),
+            queued_after: VecDeque::new(),
+            durable: false,
+        });
+        Some(snapshot)
+    }
+
+    /// Completes the pending install; returns its snapshot.
+    pub fn finish_install(&mut self) -> Option<Snapshot> {
+        self.force_install();
+        self.install.take().map(|i| i.snapshot)
+    }
+
+    /// A local snapshot of the applied state; keeps `retain` snapshots and purges log records
+    /// no retained snapshot needs, keeping `keep_log` records before the oldest one. Returns
+    /// the first zxid still in the log when records were purged.
+    pub fn take_snapshot(
+        &mut self,
+        snap: Snapshot,
+        retain: usize,
+        keep_log: usize,
+    ) -> Option<Zxid> {
+        if snap.zxid <= self.snapshot_zxid() {
+            return None;
+        }
+        self.snapshots.push(snap);
+        while self.snapshots.len() > retain.max(1) {
+            self.snapshots.remove(0);
+        }
+        let oldest = self.snapshots.first().map_or(Zxid::ZERO, |s| s.zxid);
+        let covered = self.log.iter().take_while(|t| t.zxid <= oldest).count();
+        let purge = covered.saturating_sub(keep_log);
+        if purge == 0 || purge >= self.log.len() {
+            return None;
+        }
+        self.log_base = self.log[purge - 1].zxid;
+        self.log.drain(..purge);
+        self.log.first().map(|t| t.zxid)
+    }
+
+    /// Reads the log range `(after, upto]`; `None` unless the range is provably present and
+    /// contiguous (INV-D3). Reads what was written, synced or not.
+    pub fn read_range(&self, after: Zxid, upto: Zxid) -> Option<Vec<Txn>> {
+        if upto < after {
+            return None;
+        }
+        let all: Vec<&Txn> = self.log.iter().chain(self.pending.iter()).collect();
+        let starts_ok = after == self.log_base || all.iter().any(|t| t.zxid == after);
+        if !starts_ok {
+            return None;
+        }
+        let range: Vec<Txn> = all
+            .iter()
+            .filter(|t| t.zxid > after && t.zxid <= upto)
+            .map(|t| (*t).clone())
+            .collect();
+        let ends_ok = upto == after || range.last().map(|t| t.zxid) == Some(upto);
+        ends_ok.then_some(range)
+    }
+
+    /// What survives a crash.
+    pub fn crash(&mut self) {
+        self.pending.clear();
+        self.owed_persisted = None;
+        self.incoming = None;
+        if let Some(i) = self.install.take() {
+            if i.durable {
+                // the reset happened already; appends queued after it were volatile
+                self.pending.clear();
+            }
+        }
+    }
+
+    /// Wipes everything (an operator emptied the data dir).
+    pub fn wipe(&mut self) {
+        *self = Disk::default();
+    }
+
+    /// The durable state a restarted peer is given, and the state machine it starts with.
+    pub fn load(&self) -> (DurableState, Vec<Txn>) {
+        let snap = self.snapshots.last().cloned().unwrap_or_default();
+        let durable = DurableState {
+            accepted_epoch: self.accepted_epoch,
+            current_epoch: self.current_epoch,
+            snapshot_zxid: snap.zxid,
+            log_index: self.log.iter().map(|t| t.zxid).collect(),
+            log_tail: self
+                .log
+                .iter()
+                .filter(|t| t.zxid > snap.zxid)
+                .cloned()
+                .collect(),
+        };
+        (durable, snap.txns)
+    }
+}

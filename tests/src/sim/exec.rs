@@ -1,0 +1,250 @@
+//! The driver: feeds inputs to a peer and carries out its actions against the simulated disk,
+//! state machine and network, exactly as `zab_core::io` prescribes (actions of a batch in
+//! order; epoch files and truncation durable at once; appends through group commit).
+//!
+//! Anything the contract says cannot happen (a `SendLogRange` the log cannot serve, snapshot
+//! chunks without a stream, a malformed or mislabelled SNAP, an append that does not extend
+//! the log, a step error) is reported as a failure of the core.
+
+use bytes::BytesMut;
+use rand::Rng;
+use zab_core::{Action, Input, Message, ServerId, Zxid};
+
+use super::cluster::Cluster;
+use super::core::Peer;
+use super::disk::Snapshot;
+use super::node::SimNode;
+use super::record::Event;
+
+impl Cluster {
+    /// Starts (or restarts) `id` from its disk.
+    pub(crate) fn start(&mut self, id: ServerId) {
+        let now_ms = self.now_ms;
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        let (durable, state) = node.disk.load();
+        let peer = match Peer::new(node.config.clone(), durable, now_ms) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = format!("node {id} refuses to start from its durable state: {e}");
+                self.fail(&msg)
+            }
+        };
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        node.peer = Some(peer);
+        node.paused = false;
+        node.last_tick_ms = now_ms;
+        node.since_snapshot = 0;
+        let old = std::mem::replace(&mut node.applied, state);
+        let v = self.checker.on_state_loaded(id, &old, &node.applied, false);
+        self.check(v);
+        self.net.restart(id);
+        self.trace(format_args!("start {id}"));
+        self.run_actions(id);
+    }
+
+    /// Feeds `input` to `id` and executes the resulting actions.
+    pub(crate) fn feed(&mut self, id: ServerId, input: Input) {
+        let Some(node) = self.nodes.get(&id) else {
+            return;
+        };
+        let verdict = self.checker.on_input(node.view(), &input);
+        self.check(verdict);
+        let Some(peer) = self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()) else {
+            return;
+        };
+        if let Err(e) = peer.step(input) {
+            let msg = format!("node {id}: step error: {e}");
+            self.fail(&msg);
+        }
+        self.run_actions(id);
+    }
+
+    fn run_actions(&mut self, id: ServerId) {
+        let actions = match self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()) {
+            Some(p) => p.take_actions(),
+            None => return,
+        };
+        self.mix(id.0 ^ (actions.len() as u64) << 32);
+        for a in actions {
+            self.execute(id, a);
+        }
+    }
+
+    fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
+        self.syncs.on_send(from, to, &msg, self.step_no);
+        if self.opts.record_events {
+            self.events.push(Event {
+                step: self.step_no,
+                from,
+                to,
+                msg: msg.clone(),
+            });
+        }
+        self.net.send(from, to, msg);
+    }
+
+    fn execute(&mut self, id: ServerId, action: Action) {
+        let node = &self.nodes[&id];
+        let verdict = self.checker.on_action(node.view(), &action);
+        self.check(verdict);
+        if !matches!(
+            action,
+            Action::Send {
+                msg: Message::Ping { .. } | Message::PingAck { .. },
+                ..
+            }
+        ) {
+            self.trace(format_args!("{id} does {action:?}"));
+        }
+        match action {
+            Action::Send { to, msg } => self.send(id, to, msg),
+            Action::Disconnect { peer } => self.net.disconnect(id, peer),
+            Action::SendLogRange { to, after, upto } => {
+                let disk = &self.nodes[&id].disk;
+                match disk.read_range(after, upto) {
+                    Some(txns) => {
+                        self.syncs.on_log_range(id, to);
+                        for t in txns {
+                            let zxid = t.zxid;
+                            self.send(id, to, Message::Proposal(t));
+                            self.send(id, to, Message::Commit { zxid });
+                        }
+                    }
+                    None => {
+                        let msg = format!(
+                            "node {id} asks to send log range ({after}, {upto}] to {to}, which \
+                             its log (base {}, {} records, first {:?}, last {:?}) does not hold \
+                             contiguously",
+                            disk.log_base,
+                            disk.log.len(),
+                            disk.log.first().map(|t| t.zxid),
+                            disk.last_appended()
+                        );
+                        self.fail(&msg);
+                    }
+                }
+            }
+            Action::SendSnapshot { to, zxid } => {
+                let bytes = Snapshot::of(&self.nodes[&id].applied).encode();
+                let chunks = self.rng.gen_range(1..=3usize);
+                let size = bytes.len().div_ceil(chunks).max(1);
+                self.syncs.on_snapshot(id, to);
+                self.send(id, to, Message::Snap { zxid });
+                let mut rest = bytes;
+                loop {
+                    let data = rest.split_to(size.min(rest.len()));
+                    let last = rest.is_empty();
+                    self.send(id, to, Message::SnapChunk { data, last });
+                    if last {
+                        break;
+                    }
+                }
+            }
+            Action::WriteDone {
+                request_id,
+                outcome,
+            } => {
+                self.write_outcomes.insert(request_id, outcome);
+            }
+            Action::SyncDone {
+                request_id,
+                outcome,
+            } => {
+                self.sync_outcomes.insert(request_id, outcome);
+            }
+            Action::RoleChanged { .. } => {}
+            local => {
+                let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+                if let Err(msg) = execute_local(node, local) {
+                    self.fail(&msg);
+                }
+            }
+        }
+    }
+
+    /// Completes an fsync on `id` covering its first `n` pending appends.
+    pub(crate) fn fsync(&mut self, id: ServerId, n: usize) {
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        if let Some(upto) = node.disk.fsync(n) {
+            self.mix(upto.0);
+            self.feed(id, Input::LogPersisted { upto });
+        }
+    }
+
+    /// Finishes the SNAP install pending on `id`: durable, loaded, log reset, peer told.
+    pub(crate) fn finish_install(&mut self, id: ServerId) {
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        let Some(snap) = node.disk.finish_install() else {
+            return;
+        };
+        let zxid = snap.zxid;
+        let old = std::mem::replace(&mut node.applied, snap.txns);
+        node.since_snapshot = 0;
+        let v = self.checker.on_state_loaded(id, &old, &node.applied, true);
+        self.check(v);
+        self.feed(id, Input::SnapshotInstalled { zxid });
+    }
+
+    /// The driver's periodic local snapshot (snapCount) and log purge.
+    pub(crate) fn maybe_local_snapshot(&mut self, id: ServerId) {
+        let (every, retain, keep) = (
+            self.opts.snap_every,
+            self.opts.snap_retain,
+            self.opts.keep_log,
+        );
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        if every == 0 || node.since_snapshot < every || node.disk.install.is_some() {
+            return;
+        }
+        node.since_snapshot = 0;
+        let snap = Snapshot::of(&node.applied);
+        if let Some(first_zxid) = node.disk.take_snapshot(snap, retain, keep) {
+            self.feed(id, Input::LogPurged { first_zxid });
+        }
+    }
+}
+
+/// Actions that touch only the node's own disk and state machine.
+fn execute_local(node: &mut SimNode, action: Action) -> Result<(), String> {
+    let id = node.id;
+    let disk = &mut node.disk;
+    match action {
+        Action::PersistAcceptedEpoch(e) => disk.accepted_epoch = e,
+        Action::PersistCurrentEpoch(e) => disk.current_epoch = e,
+        Action::AppendLog(txn) => {
+            let z = txn.zxid;
+            if !disk.append(txn) {
+                return Err(format!(
+                    "node {id} appends {z} after {}: the log must grow strictly",
+                    disk.last_appended()
+                ));
+            }
+        }
+        Action::TruncateLog { zxid } => disk.truncate(zxid),
+        Action::BeginSnapshot { zxid } => disk.incoming = Some((zxid, BytesMut::new())),
+        Action::SnapshotChunk(b) => match &mut disk.incoming {
+            Some((_, buf)) => buf.extend_from_slice(&b),
+            None => return Err(format!("node {id}: SnapshotChunk without BeginSnapshot")),
+        },
+        Action::EndSnapshot { zxid } => {
+            let ok = disk.end_snapshot(zxid).is_some_and(|s| {
+                s.txns
+                    .last()
+                    .map_or(s.zxid == Zxid::ZERO, |t| t.zxid == s.zxid)
+            });
+            if !ok {
+                return Err(format!(
+                    "node {id}: EndSnapshot {zxid} without a complete stream whose state ends at \
+                     {zxid}"
+                ));
+            }
+        }
+        Action::AbortSnapshot => disk.incoming = None,
+        Action::Apply(txn) => {
+            node.applied.push(txn);
+            node.since_snapshot += 1;
+        }
+        other => return Err(format!("harness: {other:?} is not a local action")),
+    }
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! The simulated network: FIFO links between every ordered pair of nodes.
+//!
+//! # Model
+//! Each ordered pair `(a, b)` has two FIFO queues, like ZooKeeper's two ports:
+//! - the **election** channel carries `Message::Notification` only; it is best effort (a cut or
+//!   a crash drops its content silently) and never produces `ConnectionLost`;
+//! - the **quorum** channel carries every other message and behaves like a TCP connection.
+//!
+//! A quorum connection that breaks (link cut, far end crashed, `Action::Disconnect` from the far
+//! end) drops everything in flight both ways and leaves each affected end with a pending
+//! `ConnectionLost { peer }` *notice*. Until an end has consumed its notice, what it sends to
+//! that peer is written into the dead socket and dropped. Sending while the link is cut or the
+//! peer is down breaks the sender's connection the same way. A new connection is opened
+//! implicitly by the next send after the notice was consumed.
+//!
+//! INV-N1: per ordered pair and channel, messages are delivered in send order, without
+//! duplicates, and never across a break: a message sent before a break is never delivered after
+//! it.
+//! INV-N2: a node consumes `ConnectionLost { peer }` before any quorum message `peer` sent on a
+//! newer connection (see [`Network::pop`]).
+//! INV-N3: nothing is queued to or from a node that is down.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use zab_core::{Message, ServerId};
+
+/// Which of the two per-pair channels a message travels on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Channel {
+    /// Fast leader election notifications.
+    Election,
+    /// The quorum protocol (discovery, sync, broadcast, heartbeats, requests).
+    Quorum,
+}
+
+impl Channel {
+    /// The channel `msg` travels on.
+    pub fn of(msg: &Message) -> Channel {
+        match msg {
+            Message::Notification(_) => Channel::Election,
+            _ => Channel::Quorum,
+        }
+    }
+}
+
+/// What [`Network::pop`] hands to the receiver.
+#[derive(Debug)]
+pub enum Delivery {
+    /// A message from the link's sender.
+    Message(Message),
+    /// The receiver's pending `ConnectionLost` for the sender, which must come first (INV-N2).
+    Lost,
+}
+
+/// Key of one FIFO queue: (from, to, channel).
+pub type LinkKey = (ServerId, ServerId, Channel);
+
+/// All links of the cluster.
+#[derive(Debug, Default)]
+pub struct Network {
+    queues: BTreeMap<LinkKey, VecDeque<Message>>,
+    /// Unordered pairs (low, high) whose link is cut.
+    cut: BTreeSet<(ServerId, ServerId)>,
+    /// (holder, peer): `holder` has a pending, unconsumed `ConnectionLost { peer }`.
+    broken: BTreeSet<(ServerId, ServerId)>,
+    /// Pending `ConnectionLost` notices per node, in the order they happened.
+    notices: BTreeMap<ServerId, VecDeque<ServerId>>,
+    down: BTreeSet<ServerId>,
+    /// Messages dropped so far (statistics).
+    pub dropped: u64,
+}
+
+fn pair(a: ServerId, b: ServerId) -> (ServerId, ServerId) {
+    if a <= b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+impl Network {
+    /// True when the link between `a` and `b` is cut.
+    pub fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
+        self.cut.contains(&pair(a, b))
+    }
+
+    /// True when `id` is down.
+    pub fn is_down(&self, id: ServerId) -> bool {
+        self.down.contains(&id)
+    }
+
+    fn break_end(&mut self, holder: ServerId, peer: ServerId) {
+        if self.down.contains(&holder) {
+            return;
+        }
+        if self.broken.insert((holder, peer)) {
+            self.notices.entry(holder).or_default().push_back(peer);
+        }
+    }
+
+    fn clear_queue(&mut self, key: LinkKey) {
+        if let Some(q) = self.queues.get_mut(&key) {
+            self.dropped += q.len() as u64;
+            q.clear();
+        }
+    }
+
+    /// Queues `msg` from `from` to `to`, or drops it as described in the module docs.
+    pub fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
+        let channel = Channel::of(&msg);
+        let unreachable = self.down.contains(&to) || self.is_cut(from, to) || from == to;
+        if channel == Channel::Quorum {
+            if self.broken.contains(&(from, to)) {
+                self.dropped += 1;
+                return;
+            }
+            if unreachable {
+                self.dropped += 1;
+                self.break_end(from, to);
+                return;
+            }
+        } else if unreachable {
+            self.dropped += 1;
+            return;
+        }
+        self.queues
+            .entry((from, to, channel))
+            .or_default()
+            .push_back(msg);
+    }
+
+    /// `from` closed its quorum connection to `peer` (`Action::Disconnect`).
+    pub fn disconnect(&mut self, from: ServerId, peer: ServerId) {
+        self.clear_queue((from, peer, Channel::Quorum));
+        self.clear_queue((peer, from, Channel::Quorum));
+        self.break_end(peer, from);
+    }
+
+    /// Cuts the link between `a` and `b`: both channels lose their content, both ends lose
+    /// the quorum connection.
+    pub fn cut(&mut self, a: ServerId, b: ServerId) {
+        if a == b || !self.cut.insert(pair(a, b)) {
+            return;
+        }
+        for ch in [Channel::Election, Channel::Quorum] {
+            self.clear_queue((a, b, ch));
+            self.clear_queue((b, a, ch));
+        }
+        self.break_end(a, b);
+        self.break_end(b, a);
+    }
+
+    /// Heals the link between `a` and `b`.
+    pub fn heal(&mut self, a: ServerId, b: ServerId) {
+        self.cut.remove(&pair(a, b));
+    }
+
+    /// Heals every link.
+    pub fn heal_all(&mut self) {
+        self.cut.clear();
+    }
+
+    /// Number of cut links.
+    pub fn cut_count(&self) -> usize {
+        self.cut.len()
+    }
+
+    /// `id` crashed: everything to and from it is lost; its peers lose their connection.
+    pub fn crash(&mut self, id: ServerId, peers: &[ServerId]) {
+        for &p in peers {
+            if p == id {
+                continue;
+            }
+            for ch in [Channel::Election, Channel::Quorum] {
+                self.clear_queue((id, p, ch));
+                self.clear_queue((p, id, ch));
+            }
+            self.break_end(p, id);
+        }
+        self.notices.remove(&id);
+        self.broken.retain(|(holder, _)| *holder != id);
+        self.down.insert(id);
+    }
+
+    /// `id` is up again, with no connection.
+    pub fn restart(&mut self, id: ServerId) {
+        self.down.remove(&id);
+    }
+
+    /// Every non-empty queue.
+    pub fn ready_links(&self) -> impl Iterator<Item = LinkKey> + '_ {
+        self.queues
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| *k)
+    }
+
+    /// Every node with a pending notice.
+    pub fn ready_notices(&self) -> impl Iterator<Item = ServerId> + '_ {
+        self.notices
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| *k)
+    }
+
+    /// Total messages in flight.
+    pub fn in_flight(&self) -> usize {
+        self.queues.values().map(VecDeque::len).sum()
+    }
+
+    /// Takes the head of a link, or the receiver's pending notice for the sender first.
+    pub fn pop(&mut self, key: LinkKey) -> Option<Delivery> {
+        let (from, to, channel) = key;
+        if channel == Channel::Quorum && self.broken.contains(&(to, from)) {
+            self.consume_notice(to, from);
+            return Some(Delivery::Lost);
+        }
+        self.queues
+            .get_mut(&key)?
+            .pop_front()
+            .map(Delivery::Message)
+    }
+
+    /// Takes the oldest pending notice of `id`: the peer whose connection it lost.
+    pub fn pop_notice(&mut self, id: ServerId) -> Option<ServerId> {
+        let peer = self.notices.get_mut(&id)?.pop_front()?;
+        self.broken.remove(&(id, peer));
+        Some(peer)
+    }
+
+    fn consume_notice(&mut self, holder: ServerId, peer: ServerId) {
+        self.broken.remove(&(holder, peer));
+        if let Some(q) = self.notices.get_mut(&holder) {
+            q.retain(|p| *p != peer);
+        }
+    }
+}

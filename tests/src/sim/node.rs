@@ -1,0 +1,64 @@
+//! One simulated server: the peer (absent while down), its disk and its state machine.
+//!
+//! INV-SN1: `applied` is the state machine: the snapshot it was loaded from followed by every
+//! txn the peer applied since; a crash replaces it with the newest durable snapshot.
+
+use zab_core::{Config, ServerId, Txn};
+
+use super::checker::{NodeView, PeerView};
+use super::core::Peer;
+use super::disk::Disk;
+
+/// One server of the cluster.
+#[derive(Debug)]
+pub struct SimNode {
+    /// Its id.
+    pub id: ServerId,
+    /// Its configuration.
+    pub config: Config,
+    /// The running peer; `None` while crashed.
+    pub peer: Option<Peer>,
+    /// Its disk.
+    pub disk: Disk,
+    /// Its state machine: the applied txns.
+    pub applied: Vec<Txn>,
+    /// Applies since the last local snapshot.
+    pub since_snapshot: usize,
+    /// A paused node gets no input (a stalled process); time still passes.
+    pub paused: bool,
+    /// Virtual time of its last tick.
+    pub last_tick_ms: u64,
+    /// Times it crashed.
+    pub crashes: u32,
+}
+
+impl SimNode {
+    /// True when up (crashed nodes are down; paused ones are up).
+    pub fn is_up(&self) -> bool {
+        self.peer.is_some()
+    }
+
+    /// Up and not paused: it can take inputs.
+    pub fn is_live(&self) -> bool {
+        self.peer.is_some() && !self.paused
+    }
+
+    /// The checker's view of the node.
+    pub fn view(&self) -> NodeView<'_> {
+        NodeView {
+            id: self.id,
+            disk: &self.disk,
+            applied: &self.applied,
+        }
+    }
+
+    /// The peer's visible state, when up.
+    pub fn peer_view(&self) -> Option<PeerView> {
+        self.peer.as_ref().map(|p| PeerView {
+            role: p.role(),
+            leader: p.leader(),
+            serving: p.is_serving(),
+            current_epoch: p.current_epoch(),
+        })
+    }
+}

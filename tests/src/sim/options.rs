@@ -1,0 +1,156 @@
+//! Knobs of a simulation run.
+
+use zab_core::{Config, LearnerType, ServerId};
+
+/// Relative weights of the scheduler's step kinds (0 disables a kind).
+#[derive(Clone, Copy, Debug)]
+pub struct Weights {
+    /// Deliver the head of a link (or a pending `ConnectionLost`).
+    pub deliver: u32,
+    /// Advance virtual time and tick a node.
+    pub tick: u32,
+    /// Complete a node's pending fsync (group commit).
+    pub fsync: u32,
+    /// Finish a pending SNAP install.
+    pub install: u32,
+    /// A client write on a random node.
+    pub write: u32,
+    /// A client sync on a random node.
+    pub sync: u32,
+    /// A fault (crash, restart, cut, heal, partition, pause, resume).
+    pub fault: u32,
+}
+
+impl Weights {
+    /// The random sweep's mix.
+    pub const RANDOM: Weights = Weights {
+        deliver: 60,
+        tick: 14,
+        fsync: 10,
+        install: 4,
+        write: 6,
+        sync: 2,
+        fault: 1,
+    };
+    /// No faults, no client traffic: the system only makes progress.
+    pub const QUIET: Weights = Weights {
+        deliver: 60,
+        tick: 14,
+        fsync: 10,
+        install: 4,
+        write: 0,
+        sync: 0,
+        fault: 0,
+    };
+}
+
+/// Everything that defines a run besides the seed's choices.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// The seed of the scheduler (and of the cluster's shape in the random sweep).
+    pub seed: u64,
+    /// Number of voting members (sids 1..=voters).
+    pub voters: usize,
+    /// Number of observers (sids after the voters).
+    pub observers: usize,
+    /// `tickTime` in virtual ms.
+    pub tick_ms: u64,
+    /// `initLimit`.
+    pub init_limit_ticks: u32,
+    /// `syncLimit`.
+    pub sync_limit_ticks: u32,
+    /// FLE finalize wait.
+    pub finalize_wait_ms: u64,
+    /// The leader's in-memory committed-log window.
+    pub committed_log_window: usize,
+    /// Further behind than this, a learner gets SNAP instead of DIFF-from-log.
+    pub diff_from_log_limit: u64,
+    /// Largest zxid counter before a forced new epoch.
+    pub max_counter: u32,
+    /// Take a local snapshot every this many applies (0 = never).
+    pub snap_every: usize,
+    /// Snapshots kept on disk.
+    pub snap_retain: usize,
+    /// Log records kept before the oldest retained snapshot.
+    pub keep_log: usize,
+    /// Scheduler weights.
+    pub weights: Weights,
+    /// At most this many nodes down or paused at once in random faults.
+    pub max_faulty: usize,
+    /// Print every step to stderr.
+    pub trace: bool,
+    /// Keep a log of every message sent (for scenario assertions).
+    pub record_events: bool,
+}
+
+impl SimOptions {
+    /// Defaults for `voters` + `observers` nodes.
+    pub fn new(seed: u64, voters: usize, observers: usize) -> SimOptions {
+        SimOptions {
+            seed,
+            voters,
+            observers,
+            tick_ms: 100,
+            init_limit_ticks: 10,
+            sync_limit_ticks: 5,
+            finalize_wait_ms: 40,
+            committed_log_window: 8,
+            diff_from_log_limit: 40,
+            max_counter: u32::MAX,
+            snap_every: 15,
+            snap_retain: 2,
+            keep_log: 5,
+            weights: Weights::RANDOM,
+            max_faulty: voters + observers,
+            trace: std::env::var_os("ZAB_TRACE").is_some(),
+            record_events: false,
+        }
+    }
+
+    /// The random sweep's run for `seed`: the cluster shape (3, 5 or 7 voters, 0–2 observers)
+    /// and a few knobs are drawn from the seed itself; returns the options and the number of
+    /// random steps before the liveness phase.
+    pub fn for_seed(seed: u64) -> (SimOptions, u64) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5eed_5eed_5eed);
+        let voters = [3, 3, 5, 5, 7][rng.gen_range(0..5)];
+        let observers = rng.gen_range(0..=2);
+        let mut o = SimOptions::new(seed, voters, observers);
+        if rng.gen_ratio(1, 6) {
+            o.max_counter = rng.gen_range(5..40);
+        }
+        o.snap_every = [0, 7, 15, 40][rng.gen_range(0..4)];
+        o.committed_log_window = rng.gen_range(2..20);
+        o.diff_from_log_limit = rng.gen_range(5..60);
+        o.max_faulty = rng.gen_range(1..=voters);
+        let steps = rng.gen_range(2_000..8_000);
+        (o, steps)
+    }
+
+    /// Every sid and its type.
+    pub fn members(&self) -> std::collections::BTreeMap<ServerId, LearnerType> {
+        (1..=self.voters + self.observers)
+            .map(|i| {
+                let t = if i <= self.voters {
+                    LearnerType::Participant
+                } else {
+                    LearnerType::Observer
+                };
+                (ServerId(i as u64), t)
+            })
+            .collect()
+    }
+
+    /// The peer configuration of `sid`.
+    pub fn config(&self, sid: ServerId) -> Config {
+        let mut c = Config::new(sid, self.members());
+        c.tick_ms = self.tick_ms;
+        c.init_limit_ticks = self.init_limit_ticks;
+        c.sync_limit_ticks = self.sync_limit_ticks;
+        c.finalize_wait_ms = self.finalize_wait_ms;
+        c.committed_log_window = self.committed_log_window;
+        c.diff_from_log_limit = self.diff_from_log_limit;
+        c.max_counter = self.max_counter;
+        c
+    }
+}
