@@ -1,0 +1,102 @@
+//! [`DataDir`]: the convenience a driver uses at start-up: open the snapshot directory (with the
+//! epoch files, like ZooKeeper's `dataDir`) and the log directory (`dataLogDir`, may be the
+//! same), recover the log, load the newest valid snapshot, and assemble the core's
+//! [`DurableState`]. Also the purge that keeps snapshots and logs consistent.
+//!
+//! INV-1: the durable state handed to the core has no hole: the log tail starts right after the
+//! loaded snapshot, or loading fails naming the log directory (for instance after falling back
+//! to an older snapshot whose following records were already purged).
+//! INV-2: purge removes log segments only up to the oldest *kept* snapshot, and nothing at all
+//! while no snapshot exists.
+
+use std::io;
+use std::path::Path;
+
+use zab_core::{DurableState, Zxid};
+
+use crate::epoch_file::{EpochFiles, EpochKind};
+use crate::error::{Result, StoreError};
+use crate::log::{LogOptions, TxnLog};
+use crate::recovery::Recovery;
+use crate::snap_dir::SnapDir;
+use crate::snapshot::SnapshotReader;
+use crate::writer::LogWriter;
+
+/// The opened durable state of one peer.
+#[derive(Debug)]
+pub struct DataDir {
+    /// Snapshots.
+    pub snaps: SnapDir,
+    /// `acceptedEpoch` / `currentEpoch`, in the snapshot directory.
+    pub epochs: EpochFiles,
+    /// The recovered txn log (move it into [`LogWriter::spawn`] after [`DataDir::load`]).
+    pub log: TxnLog,
+    /// What log recovery found.
+    pub recovery: Recovery,
+}
+
+impl DataDir {
+    /// Opens both directories (creating them), removing unfinished snapshot files and
+    /// recovering the log.
+    pub fn open(
+        snap_dir: impl AsRef<Path>,
+        log_dir: impl AsRef<Path>,
+        opts: LogOptions,
+    ) -> Result<DataDir> {
+        let snaps = SnapDir::open(snap_dir.as_ref(), opts.force_sync)?;
+        snaps.remove_temp()?;
+        let epochs = EpochFiles::open(snap_dir.as_ref(), opts.force_sync)?;
+        let (log, recovery) = TxnLog::open(log_dir, opts)?;
+        Ok(DataDir {
+            snaps,
+            epochs,
+            log,
+            recovery,
+        })
+    }
+
+    /// Loads the newest valid snapshot through `restore` and returns the core's durable state.
+    pub fn load<F>(&self, restore: F) -> Result<DurableState>
+    where
+        F: FnMut(&mut SnapshotReader) -> io::Result<()>,
+    {
+        let snapshot_zxid = self
+            .snaps
+            .load_newest(restore)?
+            .map_or(Zxid::ZERO, |(info, ())| info.zxid);
+        let reader = self.log.reader();
+        let last = reader.last_zxid().unwrap_or(reader.floor());
+        let log_tail = if last <= snapshot_zxid {
+            Vec::new()
+        } else if snapshot_zxid < reader.floor() {
+            return Err(StoreError::NotOnDisk {
+                path: reader.dir().to_path_buf(),
+                zxid: snapshot_zxid,
+                reason: format!(
+                    "the log starts after {} but the loaded snapshot is at {snapshot_zxid}",
+                    reader.floor()
+                ),
+            });
+        } else {
+            reader.read_range(snapshot_zxid, last)?
+        };
+        Ok(DurableState {
+            accepted_epoch: self.epochs.read(EpochKind::Accepted)?.unwrap_or_default(),
+            current_epoch: self.epochs.read(EpochKind::Current)?.unwrap_or_default(),
+            snapshot_zxid,
+            log_index: reader.zxids(),
+            log_tail,
+        })
+    }
+}
+
+/// Keeps the newest `retain` snapshots and queues the removal of the log segments only older
+/// snapshots needed (INV-2); returns the oldest kept snapshot's zxid. The log's answer arrives
+/// as `LogEvent::Purged`.
+pub fn purge(snaps: &SnapDir, log: &LogWriter, retain: usize) -> Result<Option<Zxid>> {
+    let oldest_kept = snaps.purge(retain.max(1))?;
+    if let Some(z) = oldest_kept {
+        log.purge(z)?;
+    }
+    Ok(oldest_kept)
+}

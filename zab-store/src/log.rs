@@ -1,0 +1,323 @@
+//! [`TxnLog`]: the writer side of the txn log. Appends go into the mapped segments; `sync`
+//! makes them durable; `truncate`, `reset` and `purge` remove records durably.
+//!
+//! Normally a `TxnLog` is moved into the sync thread (`crate::LogWriter`), which calls these
+//! methods in command order and syncs once per batch; tests may call them directly.
+//!
+//! INV-1: appended zxids strictly increase (above the last record, or the floor of an empty
+//! log); a smaller or equal one is refused with [`StoreError::NotIncreasing`].
+//! INV-2: before a new segment is created, every record of the previous one is durable, so only
+//! the last segment can ever hold a torn write.
+//! INV-3: truncation keeps the disk a prefix of the old log at every instant: later segments
+//! are removed newest first (directory fsynced after each), then the first dropped record's
+//! header is zeroed and synced, and only then the rest of the dropped bytes.
+//! INV-4: with `force_sync = false` nothing is ever fsynced or msynced: **for tests only**.
+//! A process crash loses nothing in that mode (the page cache survives), a power loss or
+//! kernel crash can lose anything, including records reported persisted.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use zab_core::{Txn, Zxid};
+
+use crate::error::{Result, StoreError};
+use crate::fsutil;
+use crate::log_state::{IndexEntry, SegEntry};
+use crate::reader::{LogReader, Shared};
+use crate::record::{self, HEADER_LEN, MAX_PAYLOAD_LEN};
+use crate::recovery::{self, Recovery};
+use crate::segment::{Segment, SEGMENT_HEADER_LEN};
+
+/// Options of a txn log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Size of a new segment file (ZooKeeper's `preAllocSize`); a record larger than this gets
+    /// a segment of its own size.
+    pub prealloc_bytes: usize,
+    /// Make writes durable (`forceSync`). `false` skips every fsync/msync: tests only, see
+    /// INV-4.
+    pub force_sync: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            prealloc_bytes: 64 << 20,
+            force_sync: true,
+        }
+    }
+}
+
+/// The txn log of one peer (see the module docs).
+#[derive(Debug)]
+pub struct TxnLog {
+    shared: Arc<Shared>,
+    opts: LogOptions,
+    /// Written but not yet synced byte ranges: (segment base, lo, hi).
+    dirty: Vec<(Zxid, usize, usize)>,
+}
+
+impl TxnLog {
+    /// Opens (creating if needed) the log in `dir`, recovering it (see `recovery`).
+    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(TxnLog, Recovery)> {
+        let dir = dir.as_ref().to_path_buf();
+        let (state, report) = recovery::recover(&dir, opts.force_sync)?;
+        let shared = Arc::new(Shared {
+            dir,
+            state: RwLock::new(state),
+        });
+        let log = TxnLog {
+            shared,
+            opts,
+            dirty: Vec::new(),
+        };
+        Ok((log, report))
+    }
+
+    /// A read handle for other threads.
+    pub fn reader(&self) -> LogReader {
+        LogReader {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The options the log was opened with.
+    pub fn options(&self) -> &LogOptions {
+        &self.opts
+    }
+
+    /// The last record's zxid, durable or not.
+    pub fn last_zxid(&self) -> Option<Zxid> {
+        self.shared.state.read().index.last().map(|e| e.zxid)
+    }
+
+    /// Verifies the in-memory invariants (`log_state` INV-1, INV-2, INV-4); O(records).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        self.shared.state.read().check()
+    }
+
+    /// Appends `txn` to the mapping; durable only after the next [`TxnLog::sync`].
+    pub fn append(&mut self, txn: &Txn) -> Result<()> {
+        let len = txn.data.len();
+        if len > MAX_PAYLOAD_LEN {
+            return Err(StoreError::RecordTooLarge {
+                path: self.shared.dir.clone(),
+                zxid: txn.zxid,
+                len,
+            });
+        }
+        let need = record::encoded_len(len);
+        let (last, fits) = {
+            let st = self.shared.state.read();
+            let last = st.last_or_floor();
+            if txn.zxid <= last {
+                return Err(StoreError::NotIncreasing {
+                    path: st.current_path(&self.shared.dir),
+                    zxid: txn.zxid,
+                    last,
+                });
+            }
+            let fits = st.segs.last().is_some_and(|s| s.end + need <= s.seg.size());
+            (last, fits)
+        };
+        if !fits {
+            self.roll(txn.zxid, last, need)?;
+        }
+        let mut guard = self.shared.state.write();
+        let st = &mut *guard;
+        let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
+        let (base, off) = (seg.seg.base(), seg.end);
+        let out = seg
+            .seg
+            .bytes_mut()
+            .get_mut(off..off + need)
+            .ok_or_else(|| {
+                StoreError::corrupt(self.shared.dir.clone(), off as u64, "record does not fit")
+            })?;
+        record::encode_into(out, txn.zxid, &txn.data);
+        seg.end += need;
+        st.index.push(IndexEntry {
+            zxid: txn.zxid,
+            base,
+            offset: off,
+            len: need,
+        });
+        drop(guard);
+        self.mark_dirty(base, off, off + need);
+        Ok(())
+    }
+
+    /// Makes every appended record durable (one msync per touched segment) and returns the last
+    /// zxid, which is now durable.
+    pub fn sync(&mut self) -> Result<Option<Zxid>> {
+        {
+            let st = self.shared.state.read();
+            for (base, lo, hi) in self.dirty.drain(..) {
+                if let Some(s) = st.seg(base) {
+                    s.seg.sync_range(lo, hi, self.opts.force_sync)?;
+                }
+            }
+        }
+        let mut st = self.shared.state.write();
+        st.durable = st.index.len();
+        Ok(st.last_durable())
+    }
+
+    /// Durably drops every record after `to` (see INV-3); returns the new last zxid.
+    pub fn truncate(&mut self, to: Zxid) -> Result<Option<Zxid>> {
+        self.sync()?;
+        let cut = {
+            let mut st = self.shared.state.write();
+            let keep = st.index.partition_point(|e| e.zxid <= to);
+            let Some(first_dropped) = st.index.get(keep).copied() else {
+                return Ok(st.last_durable());
+            };
+            st.generation += 1;
+            st.index.truncate(keep);
+            st.durable = keep;
+            if keep == 0 {
+                st.floor = to.min(first_dropped.zxid);
+            }
+            (first_dropped.base <= to).then_some((first_dropped.base, first_dropped.offset))
+        };
+        self.remove_segments_after(to)?;
+        if let Some((base, offset)) = cut {
+            self.zero_tail(base, offset)?;
+        }
+        Ok(self.shared.state.read().last_durable())
+    }
+
+    /// Durably removes every record; the log then follows `after` (a snapshot's zxid), so the
+    /// next append must be greater.
+    pub fn reset(&mut self, after: Zxid) -> Result<()> {
+        self.dirty.clear();
+        {
+            let mut st = self.shared.state.write();
+            st.generation += 1;
+            st.index.clear();
+            st.durable = 0;
+            st.floor = after;
+        }
+        self.remove_segments_after(Zxid::ZERO)?;
+        self.shared.state.write().floor = after;
+        Ok(())
+    }
+
+    /// Durably removes the oldest segments whose records are all `<= upto`, never the last
+    /// one; returns the first zxid left on disk.
+    pub fn purge(&mut self, upto: Zxid) -> Result<Option<Zxid>> {
+        loop {
+            let path = {
+                let mut st = self.shared.state.write();
+                if st.segs.len() < 2 {
+                    break;
+                }
+                let base0 = st.segs[0].seg.base();
+                let n = st.index.partition_point(|e| e.base == base0);
+                let last0 = match n.checked_sub(1) {
+                    Some(i) => st.index[i].zxid,
+                    None => base0,
+                };
+                if last0 > upto || n > st.durable {
+                    break;
+                }
+                let removed = st.segs.remove(0);
+                st.index.drain(..n);
+                st.durable -= n;
+                st.floor = st.segs[0].seg.prev();
+                removed.seg.path().to_path_buf()
+            };
+            fsutil::remove_durably(&path, self.opts.force_sync)?;
+        }
+        Ok(self.reader().first_zxid())
+    }
+
+    /// Creates the segment that starts with `zxid` after making the current one durable.
+    fn roll(&mut self, zxid: Zxid, prev: Zxid, need: usize) -> Result<()> {
+        self.sync()?;
+        let size = self.opts.prealloc_bytes.max(SEGMENT_HEADER_LEN + need);
+        let seg = Segment::create(&self.shared.dir, zxid, prev, size, self.opts.force_sync)?;
+        let mut st = self.shared.state.write();
+        if st.segs.is_empty() {
+            st.floor = prev;
+        }
+        st.segs.push(SegEntry {
+            seg,
+            end: SEGMENT_HEADER_LEN,
+        });
+        Ok(())
+    }
+
+    /// Removes, newest first, every segment whose base is above `to`.
+    fn remove_segments_after(&mut self, to: Zxid) -> Result<()> {
+        loop {
+            let path: PathBuf = {
+                let mut st = self.shared.state.write();
+                match st.segs.last() {
+                    Some(s) if s.seg.base() > to => {}
+                    _ => return Ok(()),
+                }
+                match st.segs.pop() {
+                    Some(s) => s.seg.path().to_path_buf(),
+                    None => return Ok(()),
+                }
+            };
+            fsutil::remove_durably(&path, self.opts.force_sync)?;
+        }
+    }
+
+    /// Zeroes the segment from `offset` (a record header) to its old end: header first.
+    fn zero_tail(&mut self, base: Zxid, offset: usize) -> Result<()> {
+        let force = self.opts.force_sync;
+        let end = {
+            let mut st = self.shared.state.write();
+            let Some(s) = st.segs.iter_mut().find(|s| s.seg.base() == base) else {
+                return Err(self.missing_segment());
+            };
+            let end = s.end;
+            s.seg.zero(offset, offset + HEADER_LEN);
+            s.end = offset;
+            end
+        };
+        let sync = |lo: usize, hi: usize| -> Result<()> {
+            let st = self.shared.state.read();
+            match st.seg(base) {
+                Some(s) => s.seg.sync_range(lo, hi, force),
+                None => Ok(()),
+            }
+        };
+        sync(offset, offset + HEADER_LEN)?;
+        if let Some(s) = self
+            .shared
+            .state
+            .write()
+            .segs
+            .iter_mut()
+            .find(|s| s.seg.base() == base)
+        {
+            s.seg.zero(offset + HEADER_LEN, end);
+        }
+        sync(offset + HEADER_LEN, end)
+    }
+
+    fn mark_dirty(&mut self, base: Zxid, lo: usize, hi: usize) {
+        match self.dirty.last_mut() {
+            Some((b, _, h)) if *b == base && *h == lo => *h = hi,
+            _ => self.dirty.push((base, lo, hi)),
+        }
+    }
+
+    fn missing_segment(&self) -> StoreError {
+        StoreError::corrupt(
+            self.shared.dir.clone(),
+            0,
+            "internal: no segment to write to",
+        )
+    }
+}

@@ -1,0 +1,327 @@
+//! Snapshot files `snapshot.<zxid, 16 hex>`: a streamed writer and a streamed, verifying reader.
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "ZSNP"
+//!      4     4  format version (1)
+//!      8     8  zxid (equal to the name's)
+//!     16     8  cluster id
+//!     24     4  reserved (0)
+//!     28     4  CRC32C of bytes 0..28
+//!     32     n  body: the state machine's bytes, opaque here
+//!   32+n     8  n, the body length
+//!   40+n     4  CRC32C of header and body (bytes 0..32+n)
+//!   44+n     4  end magic "ZEND"
+//! ```
+//! INV-1: a snapshot appears under its final name only complete and durable: written to
+//! `snapshot.<zxid>.tmp`, fsynced, renamed, directory fsynced ([`SnapshotWriter::finish`]).
+//! A writer dropped without `finish` removes its temp file.
+//! INV-2: neither side holds more than a fixed-size buffer (64 KiB) of the body in memory.
+//! INV-3: [`SnapshotReader`] never reports the end of the body as success unless the trailer
+//! matches: the `read` that returns the last body bytes fails instead if the CRC, the length or
+//! the end magic is wrong, or the file is truncated.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use byteorder::{BigEndian, ByteOrder};
+use zab_core::Zxid;
+
+use crate::error::{Result, StoreError};
+use crate::fsutil;
+
+const MAGIC: &[u8; 4] = b"ZSNP";
+const END_MAGIC: &[u8; 4] = b"ZEND";
+const VERSION: u32 = 1;
+/// Size of the snapshot header.
+pub const SNAP_HEADER_LEN: usize = 32;
+/// Size of the snapshot trailer.
+pub const SNAP_TRAILER_LEN: usize = 16;
+const BUF_LEN: usize = 64 * 1024;
+
+/// The file name of the snapshot at `zxid`.
+pub fn snapshot_name(zxid: Zxid) -> String {
+    format!("snapshot.{:016x}", zxid.0)
+}
+
+/// The zxid of a snapshot file name, if `name` is one.
+pub fn parse_snapshot_name(name: &str) -> Option<Zxid> {
+    fsutil::parse_hex_suffix(name, "snapshot.").map(Zxid)
+}
+
+/// What a snapshot's header says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The file.
+    pub path: PathBuf,
+    /// The last zxid the snapshot includes.
+    pub zxid: Zxid,
+    /// The cluster it belongs to.
+    pub cluster_id: u64,
+}
+
+/// Writes one snapshot as a stream (see the module docs); implements [`Write`].
+#[derive(Debug)]
+pub struct SnapshotWriter {
+    info: SnapshotInfo,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+    crc: u32,
+    body_len: u64,
+    force_sync: bool,
+}
+
+impl SnapshotWriter {
+    /// Starts `snapshot.<zxid>` in `dir` under its temp name.
+    pub fn create(
+        dir: &Path,
+        zxid: Zxid,
+        cluster_id: u64,
+        force_sync: bool,
+    ) -> Result<SnapshotWriter> {
+        let path = dir.join(snapshot_name(zxid));
+        let tmp = fsutil::temp_path(&path);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| StoreError::io("create", &tmp, e))?;
+        let mut out = BufWriter::with_capacity(BUF_LEN, file);
+        let mut header = [0u8; SNAP_HEADER_LEN];
+        header[0..4].copy_from_slice(MAGIC);
+        BigEndian::write_u32(&mut header[4..8], VERSION);
+        BigEndian::write_u64(&mut header[8..16], zxid.0);
+        BigEndian::write_u64(&mut header[16..24], cluster_id);
+        let hcrc = crc32c::crc32c(&header[0..28]);
+        BigEndian::write_u32(&mut header[28..32], hcrc);
+        out.write_all(&header)
+            .map_err(|e| StoreError::io("write header", &tmp, e))?;
+        Ok(SnapshotWriter {
+            info: SnapshotInfo {
+                path,
+                zxid,
+                cluster_id,
+            },
+            tmp,
+            out: Some(out),
+            crc: crc32c::crc32c(&header),
+            body_len: 0,
+            force_sync,
+        })
+    }
+
+    /// Body bytes written so far.
+    pub fn body_len(&self) -> u64 {
+        self.body_len
+    }
+
+    /// Writes the trailer and makes the snapshot durable under its final name (INV-1).
+    pub fn finish(mut self) -> Result<SnapshotInfo> {
+        let Some(mut out) = self.out.take() else {
+            return Err(StoreError::io(
+                "finish",
+                &self.tmp,
+                io::Error::other("already finished"),
+            ));
+        };
+        let mut trailer = [0u8; SNAP_TRAILER_LEN];
+        BigEndian::write_u64(&mut trailer[0..8], self.body_len);
+        BigEndian::write_u32(&mut trailer[8..12], self.crc);
+        trailer[12..16].copy_from_slice(END_MAGIC);
+        out.write_all(&trailer)
+            .map_err(|e| StoreError::io("write trailer", &self.tmp, e))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| StoreError::io("flush", &self.tmp, e.into_error()))?;
+        fsutil::sync_file(&file, &self.tmp, self.force_sync)?;
+        drop(file);
+        fsutil::rename_durably(&self.tmp, &self.info.path, self.force_sync)?;
+        Ok(self.info.clone())
+    }
+}
+
+impl Write for SnapshotWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| io::Error::other("snapshot already finished"))?;
+        let n = out.write(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        self.body_len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.out.as_mut() {
+            Some(out) => out.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SnapshotWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            // Abandoned before `finish`: the temp file is garbage. A failure to remove it is
+            // harmless (it is ignored and cleaned at the next start).
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Reads one snapshot's body as a stream, verifying it (INV-3); implements [`Read`].
+#[derive(Debug)]
+pub struct SnapshotReader {
+    info: SnapshotInfo,
+    input: BufReader<File>,
+    crc: u32,
+    body_len: u64,
+    remaining: u64,
+    verified: bool,
+}
+
+impl SnapshotReader {
+    /// Opens `path` and validates its header; `expect` is the zxid its name promises.
+    pub fn open(path: &Path, expect: Option<Zxid>) -> Result<SnapshotReader> {
+        let file = File::open(path).map_err(|e| StoreError::io("open", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| StoreError::io("stat", path, e))?
+            .len();
+        let bad = |offset: u64, reason: String| StoreError::BadSnapshot {
+            path: path.to_path_buf(),
+            offset,
+            reason,
+        };
+        let overhead = (SNAP_HEADER_LEN + SNAP_TRAILER_LEN) as u64;
+        if size < overhead {
+            return Err(bad(
+                size,
+                format!("truncated: {size} bytes, less than header and trailer"),
+            ));
+        }
+        let mut input = BufReader::with_capacity(BUF_LEN, file);
+        let mut h = [0u8; SNAP_HEADER_LEN];
+        input
+            .read_exact(&mut h)
+            .map_err(|e| StoreError::io("read header", path, e))?;
+        if &h[0..4] != MAGIC {
+            return Err(bad(0, "not a snapshot (bad magic)".into()));
+        }
+        if BigEndian::read_u32(&h[28..32]) != crc32c::crc32c(&h[0..28]) {
+            return Err(bad(28, "header checksum mismatch".into()));
+        }
+        let version = BigEndian::read_u32(&h[4..8]);
+        if version != VERSION {
+            return Err(bad(
+                4,
+                format!("unsupported snapshot format version {version}"),
+            ));
+        }
+        let zxid = Zxid(BigEndian::read_u64(&h[8..16]));
+        if let Some(want) = expect.filter(|w| *w != zxid) {
+            return Err(bad(
+                8,
+                format!("header says zxid {zxid} but the name says {want}"),
+            ));
+        }
+        let body_len = size - overhead;
+        Ok(SnapshotReader {
+            info: SnapshotInfo {
+                path: path.to_path_buf(),
+                zxid,
+                cluster_id: BigEndian::read_u64(&h[16..24]),
+            },
+            input,
+            crc: crc32c::crc32c(&h),
+            body_len,
+            remaining: body_len,
+            verified: false,
+        })
+    }
+
+    /// The header's content.
+    pub fn info(&self) -> &SnapshotInfo {
+        &self.info
+    }
+
+    /// The body's length.
+    pub fn body_len(&self) -> u64 {
+        self.body_len
+    }
+
+    /// Reads (and discards) whatever the consumer left and verifies the trailer.
+    pub fn finish(mut self) -> Result<SnapshotInfo> {
+        let mut sink = io::sink();
+        io::copy(&mut self, &mut sink)
+            .map_err(|e| StoreError::from_io("read", self.info.path.clone(), e))?;
+        Ok(self.info)
+    }
+
+    fn verify(&mut self) -> Result<()> {
+        if self.verified {
+            return Ok(());
+        }
+        let path = &self.info.path;
+        let offset = SNAP_HEADER_LEN as u64 + self.body_len;
+        let bad = |reason: String| StoreError::BadSnapshot {
+            path: path.clone(),
+            offset,
+            reason,
+        };
+        let mut t = [0u8; SNAP_TRAILER_LEN];
+        self.input
+            .read_exact(&mut t)
+            .map_err(|e| bad(format!("trailer unreadable: {e}")))?;
+        if &t[12..16] != END_MAGIC {
+            return Err(bad("bad end magic (truncated or not a snapshot)".into()));
+        }
+        let len = BigEndian::read_u64(&t[0..8]);
+        if len != self.body_len {
+            return Err(bad(format!(
+                "trailer says {len} body bytes, file has {}",
+                self.body_len
+            )));
+        }
+        let crc = BigEndian::read_u32(&t[8..12]);
+        if crc != self.crc {
+            return Err(bad(format!(
+                "checksum mismatch: stored {crc:#010x}, computed {:#010x}",
+                self.crc
+            )));
+        }
+        self.verified = true;
+        Ok(())
+    }
+}
+
+impl Read for SnapshotReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.remaining == 0 {
+            self.verify()?;
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = self.input.read(&mut buf[..want])?;
+        if n == 0 && want > 0 {
+            let offset = SNAP_HEADER_LEN as u64 + self.body_len - self.remaining;
+            return Err(StoreError::BadSnapshot {
+                path: self.info.path.clone(),
+                offset,
+                reason: "file ended inside the body".into(),
+            }
+            .into());
+        }
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        self.remaining -= n as u64;
+        if self.remaining == 0 {
+            self.verify()?;
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,256 @@
+//! Group commit: [`LogWriter`] hands commands to a dedicated sync thread that owns the
+//! [`TxnLog`].
+//!
+//! The thread blocks for one command, then drains everything else already queued (up to
+//! `MAX_BATCH`), executes the commands in order, and syncs once for all the appends of the
+//! batch before reporting [`LogEvent::Persisted`]. While it syncs, new commands queue up and
+//! form the next batch, so the number of syncs per second stays bounded by the disk while the
+//! records per sync grow with the load.
+//!
+//! INV-1: commands take effect in the order they were sent (one channel, one thread).
+//! INV-2: `Persisted { upto }` is reported only after every append up to `upto` is durable;
+//! `Truncated`, `Reset` and `Purged` only after the removal is durable. Appends sent before a
+//! truncate/reset/flush are synced (and reported) before it runs.
+//! INV-3: the first error stops the thread: it is reported as [`LogEvent::Failed`] (with the
+//! error itself), later sends and [`SyncThread::join`] fail with [`StoreError::WriterStopped`]. The log is in
+//! an unknown state then; the owner must stop the peer and reopen.
+
+use std::path::PathBuf;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{Receiver, Sender};
+use tracing::error;
+use zab_core::{Txn, Zxid};
+
+use crate::error::{Result, StoreError};
+use crate::log::TxnLog;
+use crate::reader::LogReader;
+
+const MAX_BATCH: usize = 64 * 1024;
+
+/// A command for the sync thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogCommand {
+    /// Append a txn (reported by a later `Persisted`).
+    Append(Txn),
+    /// Durably drop every record after `to` (TRUNC).
+    Truncate {
+        /// The last zxid kept.
+        to: Zxid,
+    },
+    /// Durably drop every record; the log then follows `after` (an installed snapshot).
+    Reset {
+        /// The zxid the next record follows.
+        after: Zxid,
+    },
+    /// Durably remove the oldest segments holding only records `<= upto`.
+    Purge {
+        /// The oldest kept snapshot's zxid.
+        upto: Zxid,
+    },
+    /// Sync everything sent before, then answer with `Flushed { token }`.
+    Flush {
+        /// Echoed back.
+        token: u64,
+    },
+}
+
+/// What the sync thread reports, in command order.
+#[derive(Debug)]
+pub enum LogEvent {
+    /// Every append up to `upto` is durable.
+    Persisted {
+        /// The last durable zxid.
+        upto: Zxid,
+    },
+    /// A `Truncate` is durable; `last` is the log's last zxid now.
+    Truncated {
+        /// The truncate point asked for.
+        to: Zxid,
+        /// The last record left.
+        last: Option<Zxid>,
+    },
+    /// A `Reset` is durable.
+    Reset {
+        /// The zxid the next record follows.
+        after: Zxid,
+    },
+    /// A `Purge` is durable; `first` is the first zxid left on disk.
+    Purged {
+        /// The first record left.
+        first: Option<Zxid>,
+    },
+    /// Everything sent before the `Flush` is durable.
+    Flushed {
+        /// The flush's token.
+        token: u64,
+        /// The last durable zxid.
+        upto: Option<Zxid>,
+    },
+    /// The thread hit an error and stopped (INV-3).
+    Failed(StoreError),
+}
+
+/// A cloneable handle that sends commands to the sync thread. The thread ends when every
+/// handle is dropped (after finishing what was queued).
+#[derive(Clone, Debug)]
+pub struct LogWriter {
+    tx: Sender<LogCommand>,
+    dir: PathBuf,
+}
+
+/// The sync thread; join it to learn how it ended.
+#[derive(Debug)]
+pub struct SyncThread {
+    handle: JoinHandle<Result<()>>,
+    dir: PathBuf,
+}
+
+impl LogWriter {
+    /// Moves `log` into a new sync thread that reports to `on_event`; returns the command
+    /// handle, a reader of the durable records, and the thread.
+    pub fn spawn<F>(log: TxnLog, on_event: F) -> Result<(LogWriter, LogReader, SyncThread)>
+    where
+        F: FnMut(LogEvent) + Send + 'static,
+    {
+        let dir = log.dir().to_path_buf();
+        let reader = log.reader();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = thread::Builder::new()
+            .name("zab-log-sync".into())
+            .spawn(move || run(log, rx, on_event))
+            .map_err(|e| StoreError::io("spawn sync thread for", &dir, e))?;
+        let writer = LogWriter {
+            tx,
+            dir: dir.clone(),
+        };
+        Ok((writer, reader, SyncThread { handle, dir }))
+    }
+
+    /// Like [`LogWriter::spawn`], reporting to a channel.
+    pub fn spawn_with_channel(
+        log: TxnLog,
+    ) -> Result<(LogWriter, LogReader, SyncThread, Receiver<LogEvent>)> {
+        let (etx, erx) = crossbeam_channel::unbounded();
+        let (w, r, t) = LogWriter::spawn(log, move |ev| {
+            // The receiver may be gone during shutdown; nobody is left to tell then.
+            let _ = etx.send(ev);
+        })?;
+        Ok((w, r, t, erx))
+    }
+
+    /// Sends any command.
+    pub fn send(&self, cmd: LogCommand) -> Result<()> {
+        self.tx.send(cmd).map_err(|_| StoreError::WriterStopped {
+            path: self.dir.clone(),
+        })
+    }
+
+    /// Queues an append.
+    pub fn append(&self, txn: Txn) -> Result<()> {
+        self.send(LogCommand::Append(txn))
+    }
+
+    /// Queues a durable truncate.
+    pub fn truncate(&self, to: Zxid) -> Result<()> {
+        self.send(LogCommand::Truncate { to })
+    }
+
+    /// Queues a durable reset.
+    pub fn reset(&self, after: Zxid) -> Result<()> {
+        self.send(LogCommand::Reset { after })
+    }
+
+    /// Queues a purge.
+    pub fn purge(&self, upto: Zxid) -> Result<()> {
+        self.send(LogCommand::Purge { upto })
+    }
+
+    /// Queues a flush.
+    pub fn flush(&self, token: u64) -> Result<()> {
+        self.send(LogCommand::Flush { token })
+    }
+}
+
+impl SyncThread {
+    /// Waits for the thread (drop every [`LogWriter`] first) and returns its outcome.
+    pub fn join(self) -> Result<()> {
+        match self.handle.join() {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::WriterStopped { path: self.dir }),
+        }
+    }
+}
+
+fn run<F: FnMut(LogEvent)>(
+    mut log: TxnLog,
+    rx: Receiver<LogCommand>,
+    mut on_event: F,
+) -> Result<()> {
+    let mut batch = Vec::new();
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(cmd) => batch.push(cmd),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = run_batch(&mut log, &mut batch, &mut on_event) {
+            error!(dir = %log.dir().display(), error = %e, "txn log sync thread stops");
+            let report = StoreError::WriterStopped {
+                path: log.dir().to_path_buf(),
+            };
+            on_event(LogEvent::Failed(e));
+            return Err(report);
+        }
+    }
+    Ok(())
+}
+
+fn run_batch<F: FnMut(LogEvent)>(
+    log: &mut TxnLog,
+    batch: &mut Vec<LogCommand>,
+    on_event: &mut F,
+) -> Result<()> {
+    let mut pending = false;
+    for cmd in batch.drain(..) {
+        if !matches!(cmd, LogCommand::Append(_)) && pending {
+            sync_and_report(log, on_event)?;
+            pending = false;
+        }
+        match cmd {
+            LogCommand::Append(txn) => {
+                log.append(&txn)?;
+                pending = true;
+            }
+            LogCommand::Truncate { to } => {
+                let last = log.truncate(to)?;
+                on_event(LogEvent::Truncated { to, last });
+            }
+            LogCommand::Reset { after } => {
+                log.reset(after)?;
+                on_event(LogEvent::Reset { after });
+            }
+            LogCommand::Purge { upto } => {
+                let first = log.purge(upto)?;
+                on_event(LogEvent::Purged { first });
+            }
+            LogCommand::Flush { token } => {
+                let upto = log.sync()?;
+                on_event(LogEvent::Flushed { token, upto });
+            }
+        }
+    }
+    if pending {
+        sync_and_report(log, on_event)?;
+    }
+    Ok(())
+}
+
+fn sync_and_report<F: FnMut(LogEvent)>(log: &mut TxnLog, on_event: &mut F) -> Result<()> {
+    if let Some(upto) = log.sync()? {
+        on_event(LogEvent::Persisted { upto });
+    }
+    Ok(())
+}
