@@ -1,0 +1,125 @@
+//! Unit tests of the simulation's own models (disk, network), independent of the core.
+
+use bytes::Bytes;
+use tests::sim::disk::{Disk, Snapshot};
+use tests::sim::net::{Delivery, Network};
+use zab_core::{Epoch, Message, ServerId, Txn, Zxid};
+
+fn txn(e: u32, c: u32) -> Txn {
+    Txn {
+        zxid: Zxid::new(Epoch(e), c),
+        data: Bytes::from(format!("{e}:{c}")),
+    }
+}
+
+#[test]
+fn disk_loses_unsynced_appends_on_crash() {
+    let mut d = Disk::default();
+    assert!(d.append(txn(1, 1)));
+    assert!(d.append(txn(1, 2)));
+    assert!(!d.append(txn(1, 2)), "the log grows strictly");
+    assert_eq!(d.fsync(1), Some(Zxid::new(Epoch(1), 1)));
+    d.crash();
+    assert_eq!(d.durable_upto(), Zxid::new(Epoch(1), 1));
+    assert_eq!(d.load().0.log_index, vec![Zxid::new(Epoch(1), 1)]);
+}
+
+#[test]
+fn truncate_flushes_in_order_then_cuts() {
+    let mut d = Disk::default();
+    for c in 1..=4 {
+        assert!(d.append(txn(1, c)));
+    }
+    d.fsync(1);
+    d.truncate(Zxid::new(Epoch(1), 2));
+    assert_eq!(d.log.len(), 2);
+    assert_eq!(
+        d.fsync(0),
+        Some(Zxid::new(Epoch(1), 2)),
+        "the flush of 1:2 is owed"
+    );
+    assert!(d.append(txn(2, 1)));
+}
+
+#[test]
+fn snap_install_resets_the_log_and_orders_later_appends() {
+    let mut d = Disk::default();
+    assert!(d.append(txn(1, 1)));
+    d.fsync(1);
+    let snap = Snapshot::of(&[txn(1, 1), txn(1, 2), txn(1, 3)]);
+    d.incoming = Some((snap.zxid, snap.encode().into()));
+    assert!(d.end_snapshot(snap.zxid).is_some());
+    assert!(
+        d.append(txn(2, 1)),
+        "appends after EndSnapshot queue behind the install"
+    );
+    assert!(d.pending.is_empty());
+    d.crash();
+    assert_eq!(
+        d.snapshot_zxid(),
+        Zxid::ZERO,
+        "a crash before the install keeps the old state"
+    );
+    let mut d2 = Disk::default();
+    d2.incoming = Some((snap.zxid, snap.encode().into()));
+    d2.end_snapshot(snap.zxid);
+    assert!(d2.append(txn(2, 1)));
+    assert_eq!(d2.finish_install().map(|s| s.zxid), Some(snap.zxid));
+    assert!(d2.log.is_empty());
+    assert_eq!(d2.pending.len(), 1);
+    assert_eq!(d2.fsync(1), Some(Zxid::new(Epoch(2), 1)));
+    let (durable, state) = d2.load();
+    assert_eq!(durable.snapshot_zxid, snap.zxid);
+    assert_eq!(state.len(), 3);
+    assert_eq!(durable.log_tail.len(), 1);
+}
+
+#[test]
+fn purge_keeps_the_log_contiguous_and_ranges_are_checked() {
+    let mut d = Disk::default();
+    let txns: Vec<Txn> = (1..=10).map(|c| txn(1, c)).collect();
+    for t in &txns {
+        assert!(d.append(t.clone()));
+    }
+    d.fsync(10);
+    assert_eq!(
+        d.read_range(Zxid::ZERO, Zxid::new(Epoch(1), 3))
+            .map(|v| v.len()),
+        Some(3)
+    );
+    let first = d.take_snapshot(Snapshot::of(&txns[..8]), 1, 2);
+    assert_eq!(first, Some(Zxid::new(Epoch(1), 7)));
+    assert!(d.read_range(Zxid::ZERO, Zxid::new(Epoch(1), 9)).is_none());
+    assert!(d
+        .read_range(Zxid::new(Epoch(1), 6), Zxid::new(Epoch(1), 9))
+        .is_some());
+    assert!(d
+        .read_range(Zxid::new(Epoch(1), 7), Zxid::new(Epoch(1), 11))
+        .is_none());
+}
+
+#[test]
+fn broken_connection_is_reported_before_newer_messages() {
+    let (a, b) = (ServerId(1), ServerId(2));
+    let mut n = Network::default();
+    n.send(a, b, Message::UpToDate);
+    n.disconnect(b, a);
+    n.send(a, b, Message::Ping { round: 1 });
+    assert!(matches!(
+        n.pop((a, b, tests::sim::net::Channel::Quorum)),
+        None
+    ));
+    assert_eq!(n.pop_notice(a), Some(b));
+    n.send(a, b, Message::Ping { round: 2 });
+    assert!(matches!(
+        n.pop((a, b, tests::sim::net::Channel::Quorum)),
+        Some(Delivery::Message(Message::Ping { round: 2 }))
+    ));
+    n.cut(a, b);
+    n.heal(a, b);
+    n.send(a, b, Message::Ping { round: 3 });
+    assert!(matches!(
+        n.pop((a, b, tests::sim::net::Channel::Quorum)),
+        Some(Delivery::Lost)
+    ));
+}
