@@ -1,0 +1,480 @@
+//! zoo.cfg, parsed into a typed [`NodeConfig`].
+//!
+//! The file is ZooKeeper's: one `key=value` per line, `#` or `!` starts a comment line,
+//! whitespace around keys and values is ignored. Known keys:
+//!
+//! | key | type | default |
+//! |-----|------|---------|
+//! | `tickTime` | ms, > 0 | required |
+//! | `initLimit`, `syncLimit` | ticks, > 0 | required |
+//! | `dataDir` | path | required |
+//! | `dataLogDir` | path | `dataDir` |
+//! | `clientPort` | port | none |
+//! | `server.N` | `host:quorumPort:electionPort[:participant\|:observer]` | at least one |
+//! | `snapCount` | txns, > 0 | 100000 |
+//! | `autopurge.snapRetainCount` | ≥ 3 | 3 |
+//! | `autopurge.purgeInterval` | hours, 0 = off | 0 |
+//! | `preAllocSize` | KiB, > 0 (as ZooKeeper) | 65536 (64 MiB) |
+//! | `forceSync` | `yes` \| `no` | `yes` |
+//! | `clusterId` | u64, decimal or `0x` hex | none |
+//!
+//! The embedding application declares keys of its own with [`parse_with`]; they are returned,
+//! unparsed, in [`NodeConfig::extra`], and [`NodeConfig::extra_value`] parses one with errors
+//! that name its key and line.
+//!
+//! INV-1: a [`NodeConfig`] that parsed is complete and consistent: every required key was
+//! present, every value in range, no key appeared twice, at least one server votes, and no two
+//! servers share a quorum or election address.
+//! INV-2: every error names the offending key (or the malformed line) and its 1-based line.
+
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use thiserror::Error;
+use zab_core::{LearnerType, ServerId};
+
+pub use server::ServerAddr;
+
+/// Why a zoo.cfg did not parse or does not fit its use.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A line is not `key=value`.
+    #[error("line {line}: expected `key=value`, found `{text}`")]
+    Syntax {
+        /// 1-based line number.
+        line: usize,
+        /// The line's text.
+        text: String,
+    },
+    /// A key neither zoo.cfg nor the application knows.
+    #[error("line {line}: unknown key `{key}`")]
+    UnknownKey {
+        /// The key.
+        key: String,
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A key given twice.
+    #[error("line {line}: key `{key}` already set on line {first_line}")]
+    Duplicate {
+        /// The key.
+        key: String,
+        /// 1-based line number of the repeat.
+        line: usize,
+        /// 1-based line number of the first occurrence.
+        first_line: usize,
+    },
+    /// A value out of range or of the wrong form.
+    #[error("line {line}: bad value `{value}` for `{key}`: {reason}")]
+    BadValue {
+        /// The key.
+        key: String,
+        /// 1-based line number.
+        line: usize,
+        /// The value as written.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// A required key is absent.
+    #[error("missing required key `{key}`")]
+    Missing {
+        /// The key.
+        key: &'static str,
+    },
+    /// No `server.N` line names a participant.
+    #[error("no voting server: at least one `server.N=host:quorumPort:electionPort` line must not be an observer")]
+    NoParticipants,
+    /// Two servers share an address.
+    #[error("line {line}: `{key}` uses address {addr} already used by `server.{other}`")]
+    AddressInUse {
+        /// The key of the later server.
+        key: String,
+        /// Its line.
+        line: usize,
+        /// The shared `host:port`.
+        addr: String,
+        /// The sid of the earlier server.
+        other: u64,
+    },
+    /// The sid this node runs as is not one of the `server.N` lines.
+    #[error("server id {sid} has no `server.{sid}` line")]
+    NotAMember {
+        /// The sid.
+        sid: u64,
+    },
+}
+
+/// A key the embedding application declared, as written in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtraValue {
+    /// The value, trimmed.
+    pub value: String,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// A parsed zoo.cfg.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// `tickTime`: the length of a tick in milliseconds.
+    pub tick_ms: u64,
+    /// `initLimit`: ticks allowed for discovery and sync.
+    pub init_limit_ticks: u32,
+    /// `syncLimit`: ticks a learner may stay silent.
+    pub sync_limit_ticks: u32,
+    /// `dataDir`: snapshots, epoch files, `myid`.
+    pub data_dir: PathBuf,
+    /// `dataLogDir`: the txn log (defaults to `dataDir`).
+    pub data_log_dir: PathBuf,
+    /// `clientPort`, if given.
+    pub client_port: Option<u16>,
+    /// `server.N` lines by sid.
+    pub servers: BTreeMap<ServerId, ServerAddr>,
+    /// `snapCount`: txns between snapshots.
+    pub snap_count: u64,
+    /// `autopurge.snapRetainCount`: snapshots kept by purge.
+    pub snap_retain_count: u32,
+    /// `autopurge.purgeInterval`: hours between purges; 0 disables purging.
+    pub purge_interval_hours: u32,
+    /// `preAllocSize` (given in KiB), in bytes: the size txn log segments are preallocated to.
+    pub pre_alloc_bytes: u64,
+    /// `forceSync`: fsync the txn log. `no` is for tests only: acknowledged writes can be lost.
+    pub force_sync: bool,
+    /// `clusterId`, if given.
+    pub cluster_id: Option<u64>,
+    /// The application's own keys that were present, by key.
+    pub extra: BTreeMap<String, ExtraValue>,
+}
+
+/// Parses zoo.cfg text that contains only zoo.cfg keys.
+pub fn parse(text: &str) -> Result<NodeConfig, ConfigError> {
+    parse_with(text, &[])
+}
+
+/// Parses zoo.cfg text in which the keys in `extra` (exact names, or prefixes ending in `.*`,
+/// e.g. `"meta.*"`) are also allowed; they are returned in [`NodeConfig::extra`].
+pub fn parse_with(text: &str, extra: &[&str]) -> Result<NodeConfig, ConfigError> {
+    let mut b = Builder::default();
+    for (idx, raw) in text.lines().enumerate() {
+        let line = idx + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+            continue;
+        }
+        let Some((key, value)) = trimmed.split_once('=') else {
+            return Err(ConfigError::Syntax {
+                line,
+                text: trimmed.to_string(),
+            });
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if key.is_empty() {
+            return Err(ConfigError::Syntax {
+                line,
+                text: trimmed.to_string(),
+            });
+        }
+        if let Some(&first_line) = b.seen.get(key) {
+            return Err(ConfigError::Duplicate {
+                key: key.to_string(),
+                line,
+                first_line,
+            });
+        }
+        b.seen.insert(key.to_string(), line);
+        b.set(key, value, line, extra)?;
+    }
+    b.finish()
+}
+
+/// Reads and parses a zoo.cfg file; see [`parse_with`].
+pub fn load(path: &Path, extra: &[&str]) -> Result<NodeConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_with(&text, extra)
+}
+
+/// Reads the server id from `dataDir/myid`, as ZooKeeper does.
+pub fn read_myid(data_dir: &Path) -> Result<ServerId, ConfigError> {
+    let path = data_dir.join("myid");
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let value = text.trim();
+    value
+        .parse::<u64>()
+        .map(ServerId)
+        .map_err(|e| ConfigError::BadValue {
+            key: path.display().to_string(),
+            line: 1,
+            value: value.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+impl NodeConfig {
+    /// The protocol configuration of server `sid` (ZooKeeper's defaults for what zoo.cfg does
+    /// not set).
+    pub fn to_core(&self, sid: ServerId) -> Result<zab_core::Config, ConfigError> {
+        if !self.servers.contains_key(&sid) {
+            return Err(ConfigError::NotAMember { sid: sid.0 });
+        }
+        let members = self
+            .servers
+            .iter()
+            .map(|(id, s)| (*id, s.learner_type))
+            .collect();
+        let mut cfg = zab_core::Config::new(sid, members);
+        cfg.tick_ms = self.tick_ms;
+        cfg.init_limit_ticks = self.init_limit_ticks;
+        cfg.sync_limit_ticks = self.sync_limit_ticks;
+        Ok(cfg)
+    }
+
+    /// Parses the application key `key`, if present; a value that does not parse is a
+    /// [`ConfigError::BadValue`] naming the key and its line.
+    pub fn extra_value<T>(&self, key: &str) -> Result<Option<T>, ConfigError>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let Some(v) = self.extra.get(key) else {
+            return Ok(None);
+        };
+        v.value
+            .parse::<T>()
+            .map(Some)
+            .map_err(|e| ConfigError::BadValue {
+                key: key.to_string(),
+                line: v.line,
+                value: v.value.clone(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// Accumulates keys while parsing; `finish` checks completeness.
+#[derive(Default)]
+struct Builder {
+    seen: BTreeMap<String, usize>,
+    tick_ms: Option<u64>,
+    init_limit_ticks: Option<u32>,
+    sync_limit_ticks: Option<u32>,
+    data_dir: Option<PathBuf>,
+    data_log_dir: Option<PathBuf>,
+    client_port: Option<u16>,
+    servers: BTreeMap<ServerId, (ServerAddr, usize)>,
+    snap_count: Option<u64>,
+    snap_retain_count: Option<u32>,
+    purge_interval_hours: Option<u32>,
+    pre_alloc_kib: Option<u64>,
+    force_sync: Option<bool>,
+    cluster_id: Option<u64>,
+    extra: BTreeMap<String, ExtraValue>,
+}
+
+impl Builder {
+    fn set(
+        &mut self,
+        key: &str,
+        value: &str,
+        line: usize,
+        extra: &[&str],
+    ) -> Result<(), ConfigError> {
+        let bad = |reason: &str| ConfigError::BadValue {
+            key: key.to_string(),
+            line,
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        match key {
+            "tickTime" => self.tick_ms = Some(positive(value).ok_or_else(|| bad(POSITIVE))?),
+            "initLimit" => {
+                self.init_limit_ticks = Some(positive(value).ok_or_else(|| bad(POSITIVE))?)
+            }
+            "syncLimit" => {
+                self.sync_limit_ticks = Some(positive(value).ok_or_else(|| bad(POSITIVE))?)
+            }
+            "dataDir" => self.data_dir = Some(path(value).ok_or_else(|| bad(PATH))?),
+            "dataLogDir" => self.data_log_dir = Some(path(value).ok_or_else(|| bad(PATH))?),
+            "clientPort" => {
+                self.client_port = Some(value.parse().map_err(|_| bad("expected a port 0-65535"))?)
+            }
+            "snapCount" => self.snap_count = Some(positive(value).ok_or_else(|| bad(POSITIVE))?),
+            "autopurge.snapRetainCount" => {
+                let n: u32 = value.parse().map_err(|_| bad("expected an integer ≥ 3"))?;
+                if n < 3 {
+                    return Err(bad("expected an integer ≥ 3"));
+                }
+                self.snap_retain_count = Some(n);
+            }
+            "autopurge.purgeInterval" => {
+                self.purge_interval_hours = Some(
+                    value
+                        .parse()
+                        .map_err(|_| bad("expected a number of hours (0 disables purging)"))?,
+                )
+            }
+            "preAllocSize" => {
+                let kib: u64 = positive(value).ok_or_else(|| bad("expected a size in KiB > 0"))?;
+                if kib.checked_mul(1024).is_none() {
+                    return Err(bad("size too large"));
+                }
+                self.pre_alloc_kib = Some(kib);
+            }
+            "forceSync" => {
+                self.force_sync = Some(match value {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(bad("expected `yes` or `no`")),
+                })
+            }
+            "clusterId" => {
+                let parsed = match value
+                    .strip_prefix("0x")
+                    .or_else(|| value.strip_prefix("0X"))
+                {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => value.parse(),
+                };
+                self.cluster_id =
+                    Some(parsed.map_err(|_| bad("expected a u64, decimal or 0x hex"))?);
+            }
+            _ if key.starts_with("server.") => {
+                let sid = key
+                    .strip_prefix("server.")
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .ok_or_else(|| ConfigError::UnknownKey {
+                        key: key.to_string(),
+                        line,
+                    })?;
+                let addr = ServerAddr::parse(value).map_err(|reason| bad(&reason))?;
+                self.add_server(ServerId(sid), addr, key, line)?;
+            }
+            _ if is_extra(key, extra) => {
+                self.extra.insert(
+                    key.to_string(),
+                    ExtraValue {
+                        value: value.to_string(),
+                        line,
+                    },
+                );
+            }
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    key: key.to_string(),
+                    line,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn add_server(
+        &mut self,
+        sid: ServerId,
+        addr: ServerAddr,
+        key: &str,
+        line: usize,
+    ) -> Result<(), ConfigError> {
+        for (other, (o, _)) in &self.servers {
+            let ours = [addr.quorum_endpoint(), addr.election_endpoint()];
+            for theirs in [o.quorum_endpoint(), o.election_endpoint()] {
+                if ours.contains(&theirs) {
+                    return Err(ConfigError::AddressInUse {
+                        key: key.to_string(),
+                        line,
+                        addr: theirs,
+                        other: other.0,
+                    });
+                }
+            }
+        }
+        if addr.quorum_port == addr.election_port {
+            return Err(ConfigError::BadValue {
+                key: key.to_string(),
+                line,
+                value: format!("{addr}"),
+                reason: "quorum and election ports must differ".to_string(),
+            });
+        }
+        self.servers.insert(sid, (addr, line));
+        Ok(())
+    }
+
+    fn finish(self) -> Result<NodeConfig, ConfigError> {
+        let tick_ms = self
+            .tick_ms
+            .ok_or(ConfigError::Missing { key: "tickTime" })?;
+        let init_limit_ticks = self
+            .init_limit_ticks
+            .ok_or(ConfigError::Missing { key: "initLimit" })?;
+        let sync_limit_ticks = self
+            .sync_limit_ticks
+            .ok_or(ConfigError::Missing { key: "syncLimit" })?;
+        let data_dir = self
+            .data_dir
+            .ok_or(ConfigError::Missing { key: "dataDir" })?;
+        if self.servers.is_empty() {
+            return Err(ConfigError::Missing { key: "server.N" });
+        }
+        if !self
+            .servers
+            .values()
+            .any(|(s, _)| s.learner_type == LearnerType::Participant)
+        {
+            return Err(ConfigError::NoParticipants);
+        }
+        Ok(NodeConfig {
+            tick_ms,
+            init_limit_ticks,
+            sync_limit_ticks,
+            data_log_dir: self.data_log_dir.unwrap_or_else(|| data_dir.clone()),
+            data_dir,
+            client_port: self.client_port,
+            servers: self.servers.into_iter().map(|(k, (v, _))| (k, v)).collect(),
+            snap_count: self.snap_count.unwrap_or(100_000),
+            snap_retain_count: self.snap_retain_count.unwrap_or(3),
+            purge_interval_hours: self.purge_interval_hours.unwrap_or(0),
+            pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,
+            force_sync: self.force_sync.unwrap_or(true),
+            cluster_id: self.cluster_id,
+            extra: self.extra,
+        })
+    }
+}
+
+const POSITIVE: &str = "expected an integer > 0";
+const PATH: &str = "expected a non-empty path";
+
+fn positive<T: FromStr + PartialOrd + Default>(value: &str) -> Option<T> {
+    value.parse::<T>().ok().filter(|v| *v > T::default())
+}
+
+fn path(value: &str) -> Option<PathBuf> {
+    (!value.is_empty()).then(|| PathBuf::from(value))
+}
+
+fn is_extra(key: &str, extra: &[&str]) -> bool {
+    extra.iter().any(|e| match e.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix) && key.len() > prefix.len(),
+        None => *e == key,
+    })
+}

@@ -1,0 +1,122 @@
+//! One `server.N=host:quorumPort:electionPort[:participant|:observer]` value.
+//!
+//! INV: a parsed [`ServerAddr`] has a non-empty host (IPv6 literals in brackets, as ZooKeeper
+//! writes them) and two ports; its `Display` form parses back to the same value.
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use zab_core::LearnerType;
+
+/// Where a member listens, and whether it votes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAddr {
+    /// Host name or IP literal (without brackets).
+    pub host: String,
+    /// The port learners connect to the leader on (ZooKeeper's 2888).
+    pub quorum_port: u16,
+    /// The port of leader election (ZooKeeper's 3888).
+    pub election_port: u16,
+    /// Participant (votes) or observer.
+    pub learner_type: LearnerType,
+}
+
+impl ServerAddr {
+    /// Parses the value of a `server.N` line; the error says what is wrong.
+    pub fn parse(value: &str) -> Result<ServerAddr, String> {
+        if value.contains(';') {
+            return Err(
+                "a client address after `;` is not supported; use `clientPort`".to_string(),
+            );
+        }
+        let (host, rest) = if let Some(v6) = value.strip_prefix('[') {
+            let (host, rest) = v6
+                .split_once(']')
+                .ok_or_else(|| "unclosed `[` in IPv6 host".to_string())?;
+            let rest = rest
+                .strip_prefix(':')
+                .ok_or_else(|| "expected `:` after `]`".to_string())?;
+            (host, rest)
+        } else {
+            value.split_once(':').ok_or_else(|| FORM.to_string())?
+        };
+        if host.trim().is_empty() {
+            return Err("empty host".to_string());
+        }
+        let parts: Vec<&str> = rest.split(':').collect();
+        let (quorum, election, kind) = match parts.as_slice() {
+            [q, e] => (*q, *e, None),
+            [q, e, k] => (*q, *e, Some(*k)),
+            _ => return Err(FORM.to_string()),
+        };
+        let port = |p: &str, what: &str| {
+            p.trim()
+                .parse::<u16>()
+                .map_err(|_| format!("bad {what} port `{p}`"))
+        };
+        let learner_type = match kind.map(str::trim) {
+            None | Some("participant") => LearnerType::Participant,
+            Some("observer") => LearnerType::Observer,
+            Some(other) => {
+                return Err(format!(
+                    "unknown server type `{other}` (expected `participant` or `observer`)"
+                ))
+            }
+        };
+        Ok(ServerAddr {
+            host: host.trim().to_string(),
+            quorum_port: port(quorum, "quorum")?,
+            election_port: port(election, "election")?,
+            learner_type,
+        })
+    }
+
+    /// `host:quorumPort`, brackets around IPv6 literals.
+    pub fn quorum_endpoint(&self) -> String {
+        format!("{}:{}", self.bracketed_host(), self.quorum_port)
+    }
+
+    /// `host:electionPort`, brackets around IPv6 literals.
+    pub fn election_endpoint(&self) -> String {
+        format!("{}:{}", self.bracketed_host(), self.election_port)
+    }
+
+    /// Resolves the quorum address (a DNS lookup for host names; this blocks).
+    pub fn quorum_socket_addr(&self) -> std::io::Result<SocketAddr> {
+        resolve(&self.quorum_endpoint())
+    }
+
+    /// Resolves the election address (a DNS lookup for host names; this blocks).
+    pub fn election_socket_addr(&self) -> std::io::Result<SocketAddr> {
+        resolve(&self.election_endpoint())
+    }
+
+    fn bracketed_host(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
+}
+
+impl fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.quorum_endpoint(), self.election_port)?;
+        if self.learner_type == LearnerType::Observer {
+            f.write_str(":observer")?;
+        }
+        Ok(())
+    }
+}
+
+const FORM: &str = "expected `host:quorumPort:electionPort[:participant|:observer]`";
+
+fn resolve(endpoint: &str) -> std::io::Result<SocketAddr> {
+    endpoint.to_socket_addrs()?.next().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{endpoint} resolves to no address"),
+        )
+    })
+}

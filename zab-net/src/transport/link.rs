@@ -1,0 +1,458 @@
+//! One link: this server's side of (peer, channel). A task that alternates between
+//! *establishing* a connection and running a *session* on it.
+//!
+//! ```text
+//!  idle ──(message queued | call-back request)──▶ dialing ──▶ session ──(ends)──▶ idle
+//!    ▲                      (backoff on failure)      ▲                   reset outbox,
+//!    └──────────── Adopt(inbound from higher sid) ────┘                   ConnectionLost
+//! ```
+//!
+//! INV-1: at most one session per link at a time; its writer is the only task writing to the
+//! peer on this channel, and it drains the one outbox of the current generation in order.
+//! INV-2: a session's end is followed, in this order, by: its reader has stopped (so every
+//! message it delivered is already in the event channel), the outbox is replaced (nothing
+//! queued before the end is written later), `ConnectionLost` is emitted (quorum channel).
+//! INV-3: a lower sid never sends messages on a connection it dialed: its dial only asks the
+//! higher sid to call back (`ConnectBack`), and it waits `connect_back_wait` for that.
+//! INV-4: a call-back request reaching an established session younger than
+//! `connect_back_wait` is a simultaneous-connect race and is ignored; an older session is taken
+//! to be stale (the peer lost it, e.g. restarted) and is replaced.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::{timeout, Instant};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tracing::{debug, info, warn};
+use zab_core::{Message, ServerId};
+
+use super::{bump, Channel, Control, Event, Outbox, Shared};
+use crate::frame::{FrameCodec, FrameError};
+use crate::handshake::{self, HandshakeError, Hello, Reply};
+
+/// Why a session ended.
+enum SessionEnd {
+    Shutdown,
+    Closed,
+    Replaced(TcpStream),
+}
+
+/// Result of one dial attempt.
+enum Attempt {
+    Connected(TcpStream),
+    Failed,
+    Shutdown,
+}
+
+/// Capped exponential backoff.
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max,
+            next: min,
+        }
+    }
+
+    fn step(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (self.next * 2).min(self.max);
+        now
+    }
+
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+pub(super) struct Link {
+    shared: Arc<Shared>,
+    peer: ServerId,
+    channel: Channel,
+    outbox: Option<mpsc::Receiver<Message>>,
+    generation: u64,
+    /// A message taken from the outbox while idle, to be written first.
+    stash: Option<Message>,
+    /// The lower-sid peer asked to be called back.
+    dial_requested: bool,
+    ctrl: mpsc::UnboundedReceiver<Control>,
+    backoff: Backoff,
+}
+
+impl Link {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        peer: ServerId,
+        channel: Channel,
+        outbox: mpsc::Receiver<Message>,
+        ctrl: mpsc::UnboundedReceiver<Control>,
+    ) -> Link {
+        let backoff = Backoff::new(shared.cfg.backoff_min, shared.cfg.backoff_max);
+        Link {
+            shared,
+            peer,
+            channel,
+            outbox: Some(outbox),
+            generation: 0,
+            stash: None,
+            dial_requested: false,
+            ctrl,
+            backoff,
+        }
+    }
+
+    fn i_am_higher(&self) -> bool {
+        self.shared.cfg.sid > self.peer
+    }
+
+    pub(super) async fn run(mut self) {
+        let mut adopted = None;
+        loop {
+            let stream = match adopted.take() {
+                Some(s) => s,
+                None => match self.establish().await {
+                    Some(s) => s,
+                    None => return,
+                },
+            };
+            let end = self.session(stream).await;
+            if let SessionEnd::Shutdown = end {
+                return;
+            }
+            if let SessionEnd::Replaced(s) = end {
+                adopted = Some(s);
+            }
+            self.reset_outbox();
+            if !self.report_lost().await {
+                return;
+            }
+        }
+    }
+
+    /// Waits for demand and connects. `None` on shutdown.
+    async fn establish(&mut self) -> Option<TcpStream> {
+        loop {
+            if self.stash.is_none() && !self.dial_requested {
+                let outbox = self.outbox.as_mut()?;
+                let control = tokio::select! {
+                    _ = self.shared.shutdown.cancelled() => return None,
+                    msg = outbox.recv() => {
+                        self.stash = Some(msg?);
+                        continue;
+                    }
+                    c = self.ctrl.recv() => c,
+                };
+                if let Some(stream) = self.idle_control(control).await? {
+                    return Some(stream);
+                }
+                continue;
+            }
+            let shutdown = self.shared.shutdown.clone();
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => Attempt::Shutdown,
+                a = self.attempt() => a,
+            };
+            match attempt {
+                Attempt::Connected(stream) => {
+                    self.backoff.reset();
+                    return Some(stream);
+                }
+                Attempt::Shutdown => return None,
+                Attempt::Failed => {
+                    let pause = self.backoff.step();
+                    if let Some(stream) = self.wait_for_adopt(pause).await? {
+                        return Some(stream);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a control message while not connected. `None`: shut down; `Some(Some(s))`: a
+    /// connection to adopt; `Some(None)`: carry on.
+    async fn idle_control(&mut self, c: Option<Control>) -> Option<Option<TcpStream>> {
+        match c? {
+            Control::Adopt(stream) => return Some(Some(stream)),
+            Control::DialRequested => self.dial_requested = true,
+            Control::Disconnect => {
+                self.reset_outbox();
+                self.dial_requested = false;
+            }
+            Control::Overflow { generation } if generation == self.generation => {
+                bump(&self.shared.counters.overflows);
+                warn!("outbox full while connecting; discarding queued messages");
+                self.reset_outbox();
+                if !self.report_lost().await {
+                    return None;
+                }
+            }
+            Control::Overflow { .. } => {}
+        }
+        Some(None)
+    }
+
+    /// Sleeps up to `pause`, still taking control messages. `None` on shutdown.
+    async fn wait_for_adopt(&mut self, pause: Duration) -> Option<Option<TcpStream>> {
+        let deadline = Instant::now() + pause;
+        loop {
+            tokio::select! {
+                _ = self.shared.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep_until(deadline) => return Some(None),
+                c = self.ctrl.recv() => {
+                    if let Some(stream) = self.idle_control(c).await? {
+                        return Some(Some(stream));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Dials once. A higher sid gets its connection; a lower sid gets called back.
+    async fn attempt(&mut self) -> Attempt {
+        let addr = self
+            .shared
+            .book
+            .lock()
+            .get(&self.peer)
+            .map(|a| a.of(self.channel));
+        let Some(addr) = addr.filter(|a| a.port() != 0) else {
+            debug!("peer address not known yet");
+            return Attempt::Failed;
+        };
+        let hello = Hello {
+            cluster_id: self.shared.cfg.cluster_id,
+            from: self.shared.cfg.sid,
+            to: self.peer,
+            channel: self.channel,
+        };
+        let (stream, reply) = match self.dial(addr, &hello).await {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(%addr, error = %e, "dial failed");
+                return Attempt::Failed;
+            }
+        };
+        match (reply, self.i_am_higher()) {
+            (Reply::Accepted, true) => {
+                self.dial_requested = false;
+                Attempt::Connected(stream)
+            }
+            (Reply::ConnectBack, false) => {
+                drop(stream);
+                match self.wait_for_adopt(self.shared.cfg.connect_back_wait).await {
+                    None => Attempt::Shutdown,
+                    Some(Some(s)) => Attempt::Connected(s),
+                    Some(None) => {
+                        debug!("peer did not call back in time");
+                        Attempt::Failed
+                    }
+                }
+            }
+            (Reply::Refused(refusal), _) => {
+                bump(&self.shared.counters.refused_by_peer);
+                warn!(%addr, reason = %refusal, "peer refused our connection");
+                Attempt::Failed
+            }
+            (reply, _) => {
+                warn!(%addr, ?reply, "peer disagrees on which side dials; check server ids");
+                Attempt::Failed
+            }
+        }
+    }
+
+    async fn dial(
+        &self,
+        addr: std::net::SocketAddr,
+        hello: &Hello,
+    ) -> Result<(TcpStream, Reply), HandshakeError> {
+        let mut stream = timeout(self.shared.cfg.connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| HandshakeError::Timeout)??;
+        let _ = stream.set_nodelay(true);
+        let exchange = async {
+            handshake::write_frame(&mut stream, &hello.encode()).await?;
+            let body = handshake::read_frame(&mut stream).await?;
+            Reply::decode(&body)
+        };
+        let reply = timeout(self.shared.cfg.handshake_timeout, exchange)
+            .await
+            .map_err(|_| HandshakeError::Timeout)??;
+        Ok((stream, reply))
+    }
+
+    /// Runs one established connection until it ends.
+    async fn session(&mut self, stream: TcpStream) -> SessionEnd {
+        let started = Instant::now();
+        let _ = stream.set_nodelay(true);
+        let peer_addr = stream.peer_addr().ok();
+        let (rd, wr) = stream.into_split();
+        let Some(outbox) = self.outbox.take() else {
+            return SessionEnd::Shutdown;
+        };
+        let codec = FrameCodec::new(self.shared.cfg.max_frame_len);
+        let mut reader = tokio::spawn(read_loop(self.shared.clone(), self.peer, rd, codec));
+        let mut writer = tokio::spawn(write_loop(wr, codec, self.stash.take(), outbox));
+        self.dial_requested = false;
+        self.link_connected(true);
+        bump(&self.shared.counters.established);
+        info!(addr = ?peer_addr, "connection established");
+
+        let (mut reader_done, mut writer_done) = (false, false);
+        let end = loop {
+            tokio::select! {
+                _ = self.shared.shutdown.cancelled() => break SessionEnd::Shutdown,
+                _ = &mut reader, if !reader_done => {
+                    reader_done = true;
+                    break SessionEnd::Closed;
+                }
+                w = &mut writer, if !writer_done => {
+                    writer_done = true;
+                    if let Ok(Err(e)) = w {
+                        info!(error = %e, "write failed; closing connection");
+                    }
+                    break SessionEnd::Closed;
+                }
+                c = self.ctrl.recv() => match c {
+                    None => break SessionEnd::Shutdown,
+                    Some(Control::Adopt(s)) => {
+                        info!("peer reconnected; replacing the connection");
+                        break SessionEnd::Replaced(s);
+                    }
+                    Some(Control::Disconnect) => break SessionEnd::Closed,
+                    Some(Control::Overflow { generation }) if generation == self.generation => {
+                        bump(&self.shared.counters.overflows);
+                        warn!("outbox full: peer too slow; dropping the connection");
+                        break SessionEnd::Closed;
+                    }
+                    Some(Control::Overflow { .. }) => {}
+                    Some(Control::DialRequested) => {
+                        if started.elapsed() >= self.shared.cfg.connect_back_wait {
+                            info!("peer asks for a connection it lost; reconnecting");
+                            self.dial_requested = true;
+                            break SessionEnd::Closed;
+                        }
+                    }
+                },
+            }
+        };
+        reader.abort();
+        writer.abort();
+        if !reader_done {
+            let _ = reader.await;
+        }
+        if !writer_done {
+            let _ = writer.await;
+        }
+        self.link_connected(false);
+        info!("connection closed");
+        end
+    }
+
+    fn link_connected(&self, up: bool) {
+        if let Some(l) = self.shared.link(self.peer, self.channel) {
+            l.connected.store(up, Ordering::Release);
+        }
+    }
+
+    /// Discards the queue: a new outbox of a new generation replaces the old one.
+    fn reset_outbox(&mut self) {
+        let Some(link) = self.shared.link(self.peer, self.channel) else {
+            return;
+        };
+        let (tx, rx) = mpsc::channel(self.shared.cfg.outbox_len.max(1));
+        let mut slot = link.outbox.lock();
+        let generation = slot.generation.wrapping_add(1);
+        *slot = Outbox {
+            generation,
+            tx,
+            overflow_signalled: false,
+        };
+        drop(slot);
+        self.generation = generation;
+        self.outbox = Some(rx);
+        self.stash = None;
+    }
+
+    /// Emits `ConnectionLost` for the quorum channel. False on shutdown.
+    async fn report_lost(&self) -> bool {
+        if self.channel != Channel::Quorum {
+            return true;
+        }
+        let event = Event::ConnectionLost { peer: self.peer };
+        tokio::select! {
+            _ = self.shared.shutdown.cancelled() => false,
+            sent = self.shared.events.send(event) => sent.is_ok(),
+        }
+    }
+}
+
+/// Delivers the connection's messages until it closes or sends a bad frame.
+async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: OwnedReadHalf, codec: FrameCodec) {
+    let mut frames = FramedRead::new(rd, codec);
+    // Bounded by the connection: ends at EOF, on the first error, or when aborted.
+    loop {
+        match frames.next().await {
+            Some(Ok(msg)) => {
+                if shared
+                    .events
+                    .send(Event::Message { from, msg })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Some(Err(FrameError::Io(e))) => {
+                debug!(error = %e, "read failed");
+                return;
+            }
+            Some(Err(e)) => {
+                bump(&shared.counters.bad_frames);
+                warn!(error = %e, "bad frame from peer; closing connection");
+                return;
+            }
+            None => {
+                debug!("peer closed the connection");
+                return;
+            }
+        }
+    }
+}
+
+/// Writes the stash and then the outbox, in order, flushing whenever the outbox is empty.
+async fn write_loop(
+    wr: OwnedWriteHalf,
+    codec: FrameCodec,
+    first: Option<Message>,
+    mut outbox: mpsc::Receiver<Message>,
+) -> Result<(), FrameError> {
+    let mut frames = FramedWrite::new(wr, codec);
+    if let Some(m) = first {
+        frames.feed(m).await?;
+    }
+    // Bounded by the connection: ends on a write error, or when aborted.
+    loop {
+        let msg = match outbox.try_recv() {
+            Ok(m) => m,
+            Err(_) => {
+                frames.flush().await?;
+                match outbox.recv().await {
+                    Some(m) => m,
+                    None => return Ok(()),
+                }
+            }
+        };
+        frames.feed(msg).await?;
+    }
+}

@@ -1,0 +1,466 @@
+//! Peer connections: listeners, lazy dialing with backoff, one connection per pair and channel,
+//! bounded per-peer outboxes, and one inbound stream of [`Event`]s.
+//!
+//! Every server listens on two ports (quorum and election, from `server.N`). For each other
+//! member and each [`Channel`] a *link* task owns at most one connection at a time:
+//! - **Who connects.** Only the connection initiated by the higher sid carries messages. A
+//!   lower sid that wants to talk dials, says hello, gets `ConnectBack` and waits; the higher
+//!   sid dials back (ZooKeeper's `QuorumCnxManager` rule). Simultaneous connects therefore
+//!   always end with the higher sid's connection, on both ends.
+//! - **Lazy dialing.** A link dials only when it has something to send (or the lower peer
+//!   asked to be called back), retrying with capped exponential backoff.
+//! - **Outboxes.** [`Transport::send`] never blocks: it puts the message in the link's bounded
+//!   outbox, which the link's writer task drains. When the outbox is full the peer is too slow:
+//!   the connection is dropped, the queued messages discarded, and `send` returns
+//!   [`SendError::Overflow`]. Other peers are unaffected — each has its own writer.
+//! - **Inbound.** Each connection's reader task decodes frames and delivers
+//!   `Event::Message { from, msg }` on the channel returned by [`Transport::start`]. A frame that
+//!   does not decode, or is too large, closes that connection only.
+//!
+//! INV-1: per peer and channel, messages handed to `send` are written in order, on one
+//! connection, and never after a message sent later (FIFO per link, as ZAB requires).
+//! INV-2: a quorum-channel connection that was established and ends (peer closed, bad frame,
+//! overflow, `disconnect`, replaced by a newer connection) produces exactly one
+//! `Event::ConnectionLost { peer }`, after every message it delivered; an overflow while not
+//! connected produces one too. After that event no message queued before it is written.
+//! INV-3: only connections whose hello passed every check of [`crate::handshake`] deliver
+//! messages; the `from` of an event is the sid authenticated by that hello.
+//! INV-4: every task stops on [`Transport::shutdown`] (or when the `Transport` is dropped); every
+//! wait is bounded by a timeout or by that cancellation.
+
+mod link;
+mod listener;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use zab_core::{Message, ServerId};
+
+use crate::config::NodeConfig;
+pub use crate::handshake::Channel;
+
+/// Where a peer listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddrs {
+    /// Its quorum port.
+    pub quorum: SocketAddr,
+    /// Its election port.
+    pub election: SocketAddr,
+}
+
+impl PeerAddrs {
+    /// An address not known yet (port 0): links to it do not dial until
+    /// [`Transport::set_peer_addrs`] names a real one.
+    pub const UNKNOWN: PeerAddrs = PeerAddrs {
+        quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+        election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+    };
+
+    /// The address of one channel.
+    pub fn of(&self, channel: Channel) -> SocketAddr {
+        match channel {
+            Channel::Quorum => self.quorum,
+            Channel::Election => self.election,
+        }
+    }
+}
+
+/// How a transport runs.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// This server's sid.
+    pub sid: ServerId,
+    /// The cluster id every peer must present.
+    pub cluster_id: u64,
+    /// Where to listen (port 0 picks one; see [`Transport::local_addrs`]).
+    pub listen: PeerAddrs,
+    /// Every other member of the ensemble (observers included) and where it listens.
+    pub peers: BTreeMap<ServerId, PeerAddrs>,
+    /// Capacity of each link's outbox, in messages.
+    pub outbox_len: usize,
+    /// Capacity of the inbound event channel.
+    pub inbound_len: usize,
+    /// The largest frame body read or written.
+    pub max_frame_len: usize,
+    /// First retry delay after a failed dial.
+    pub backoff_min: Duration,
+    /// Cap of the retry delay.
+    pub backoff_max: Duration,
+    /// Limit on one TCP connect.
+    pub connect_timeout: Duration,
+    /// Limit on one handshake (hello and reply).
+    pub handshake_timeout: Duration,
+    /// How long a lower sid waits to be called back after `ConnectBack`. Also the age below
+    /// which an established connection ignores a call-back request (see `link`).
+    pub connect_back_wait: Duration,
+}
+
+impl TransportConfig {
+    /// A configuration with default limits.
+    pub fn new(
+        sid: ServerId,
+        cluster_id: u64,
+        listen: PeerAddrs,
+        peers: BTreeMap<ServerId, PeerAddrs>,
+    ) -> TransportConfig {
+        TransportConfig {
+            sid,
+            cluster_id,
+            listen,
+            peers,
+            outbox_len: 4096,
+            inbound_len: 4096,
+            max_frame_len: zab_core::codec::MAX_MESSAGE_LEN,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(3),
+            handshake_timeout: Duration::from_secs(3),
+            connect_back_wait: Duration::from_secs(1),
+        }
+    }
+
+    /// The transport of server `sid` of a zoo.cfg: it listens on its own `server.N` ports.
+    /// Host names are resolved here (this blocks).
+    pub fn from_node(
+        cfg: &NodeConfig,
+        sid: ServerId,
+        cluster_id: u64,
+    ) -> Result<TransportConfig, NetError> {
+        let mut all = BTreeMap::new();
+        for (id, s) in &cfg.servers {
+            let resolve = |r: std::io::Result<SocketAddr>| {
+                r.map_err(|source| NetError::Resolve { sid: *id, source })
+            };
+            let addrs = PeerAddrs {
+                quorum: resolve(s.quorum_socket_addr())?,
+                election: resolve(s.election_socket_addr())?,
+            };
+            all.insert(*id, addrs);
+        }
+        let listen = all.remove(&sid).ok_or(NetError::NotAMember { sid })?;
+        Ok(TransportConfig::new(sid, cluster_id, listen, all))
+    }
+}
+
+/// What the transport delivers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A message from an authenticated peer.
+    Message {
+        /// The sender.
+        from: ServerId,
+        /// The message.
+        msg: Message,
+    },
+    /// The quorum connection to `peer` ended (INV-2).
+    ConnectionLost {
+        /// The other end.
+        peer: ServerId,
+    },
+}
+
+/// Why a message was not queued.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SendError {
+    /// The sid is not a member (or is this server).
+    #[error("sid {0} is not a peer of this server")]
+    UnknownPeer(ServerId),
+    /// The peer's outbox was full: its connection was dropped and its queue discarded.
+    #[error("outbox to sid {0} is full; the connection is dropped")]
+    Overflow(ServerId),
+}
+
+/// Why a transport could not start.
+#[derive(Debug, Error)]
+pub enum NetError {
+    /// A listener could not bind.
+    #[error("cannot listen on {addr} ({channel} port): {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Which listener.
+        channel: Channel,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A `server.N` host did not resolve.
+    #[error("cannot resolve the address of server.{sid}: {source}")]
+    Resolve {
+        /// The server.
+        sid: ServerId,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// This server's sid has no `server.N` line.
+    #[error("server id {sid} has no server.{sid} line")]
+    NotAMember {
+        /// The sid.
+        sid: ServerId,
+    },
+}
+
+/// Counters, for tests and monitoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Connections that completed the handshake and carried messages, both directions.
+    pub established: u64,
+    /// Inbound hellos this server refused or could not parse.
+    pub refused: u64,
+    /// Dials the peer refused.
+    pub refused_by_peer: u64,
+    /// Connections closed because a frame was oversized or did not decode.
+    pub bad_frames: u64,
+    /// Outbox overflows.
+    pub overflows: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    established: AtomicU64,
+    refused: AtomicU64,
+    refused_by_peer: AtomicU64,
+    bad_frames: AtomicU64,
+    overflows: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The current outbox of a link; replaced (with a new generation) whenever its queue is
+/// discarded, so that nothing queued before a loss is written after it (INV-2).
+struct Outbox {
+    generation: u64,
+    tx: mpsc::Sender<Message>,
+    overflow_signalled: bool,
+}
+
+/// Requests to a link task.
+enum Control {
+    /// An inbound connection from the higher-sid peer passed the handshake: use it.
+    Adopt(TcpStream),
+    /// The lower-sid peer wants a connection: dial it.
+    DialRequested,
+    /// Drop the connection and anything queued.
+    Disconnect,
+    /// The outbox of this generation overflowed.
+    Overflow { generation: u64 },
+}
+
+/// The shared side of one link: where `send` puts messages and how to reach the task.
+struct LinkHandle {
+    outbox: Mutex<Outbox>,
+    ctrl: mpsc::UnboundedSender<Control>,
+    connected: AtomicBool,
+}
+
+/// State shared by the handle, the listeners and the links.
+struct Shared {
+    cfg: TransportConfig,
+    members: BTreeSet<ServerId>,
+    book: Mutex<BTreeMap<ServerId, PeerAddrs>>,
+    links: BTreeMap<(ServerId, Channel), LinkHandle>,
+    events: mpsc::Sender<Event>,
+    shutdown: CancellationToken,
+    counters: Counters,
+}
+
+impl Shared {
+    fn link(&self, peer: ServerId, channel: Channel) -> Option<&LinkHandle> {
+        self.links.get(&(peer, channel))
+    }
+}
+
+/// A running transport. Dropping it stops every task; [`Transport::shutdown`] also waits.
+pub struct Transport {
+    shared: Arc<Shared>,
+    local: PeerAddrs,
+    tasks: JoinSet<()>,
+}
+
+impl Transport {
+    /// Binds both listeners and starts the link tasks. Returns the handle and the channel of
+    /// inbound events.
+    pub async fn start(
+        cfg: TransportConfig,
+    ) -> Result<(Transport, mpsc::Receiver<Event>), NetError> {
+        let bind = |channel: Channel| {
+            let addr = cfg.listen.of(channel);
+            async move {
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| NetError::Bind {
+                        addr,
+                        channel,
+                        source,
+                    })
+            }
+        };
+        let quorum = bind(Channel::Quorum).await?;
+        let election = bind(Channel::Election).await?;
+        let local_addr = |l: &TcpListener, channel: Channel| {
+            l.local_addr().map_err(|source| NetError::Bind {
+                addr: cfg.listen.of(channel),
+                channel,
+                source,
+            })
+        };
+        let local = PeerAddrs {
+            quorum: local_addr(&quorum, Channel::Quorum)?,
+            election: local_addr(&election, Channel::Election)?,
+        };
+
+        let (events, events_rx) = mpsc::channel(cfg.inbound_len.max(1));
+        let mut links = BTreeMap::new();
+        let mut link_tasks = Vec::new();
+        for peer in cfg.peers.keys().copied().filter(|p| *p != cfg.sid) {
+            for channel in [Channel::Election, Channel::Quorum] {
+                let (tx, rx) = mpsc::channel(cfg.outbox_len.max(1));
+                let (ctrl, ctrl_rx) = mpsc::unbounded_channel();
+                links.insert(
+                    (peer, channel),
+                    LinkHandle {
+                        outbox: Mutex::new(Outbox {
+                            generation: 0,
+                            tx,
+                            overflow_signalled: false,
+                        }),
+                        ctrl,
+                        connected: AtomicBool::new(false),
+                    },
+                );
+                link_tasks.push((peer, channel, rx, ctrl_rx));
+            }
+        }
+        let mut members: BTreeSet<ServerId> = cfg.peers.keys().copied().collect();
+        members.insert(cfg.sid);
+        let shared = Arc::new(Shared {
+            book: Mutex::new(cfg.peers.clone()),
+            cfg,
+            members,
+            links,
+            events,
+            shutdown: CancellationToken::new(),
+            counters: Counters::default(),
+        });
+
+        let sid = shared.cfg.sid;
+        let mut tasks = JoinSet::new();
+        for (listener, channel) in [(quorum, Channel::Quorum), (election, Channel::Election)] {
+            let span = tracing::info_span!("listen", sid = sid.0, %channel);
+            tasks.spawn(listener::accept_loop(shared.clone(), listener, channel).instrument(span));
+        }
+        for (peer, channel, rx, ctrl_rx) in link_tasks {
+            let span = tracing::info_span!("link", sid = sid.0, peer = peer.0, %channel);
+            let link = link::Link::new(shared.clone(), peer, channel, rx, ctrl_rx);
+            tasks.spawn(link.run().instrument(span));
+        }
+        tracing::info!(sid = sid.0, quorum = %local.quorum, election = %local.election, "transport started");
+        Ok((
+            Transport {
+                shared,
+                local,
+                tasks,
+            },
+            events_rx,
+        ))
+    }
+
+    /// This server's sid.
+    pub fn sid(&self) -> ServerId {
+        self.shared.cfg.sid
+    }
+
+    /// The addresses actually bound (ports chosen by the OS when the config said 0).
+    pub fn local_addrs(&self) -> PeerAddrs {
+        self.local
+    }
+
+    /// Queues `msg` for `to` on the message's channel ([`Channel::of`]). Never blocks.
+    pub fn send(&self, to: ServerId, msg: Message) -> Result<(), SendError> {
+        let channel = Channel::of(&msg);
+        let link = self
+            .shared
+            .link(to, channel)
+            .ok_or(SendError::UnknownPeer(to))?;
+        let mut outbox = link.outbox.lock();
+        match outbox.tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            // The link is between a lost connection and its new outbox; the loss is (or will
+            // be) reported by ConnectionLost, and this message goes with the discarded queue.
+            Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                if !outbox.overflow_signalled {
+                    outbox.overflow_signalled = true;
+                    let generation = outbox.generation;
+                    let _ = link.ctrl.send(Control::Overflow { generation });
+                }
+                Err(SendError::Overflow(to))
+            }
+        }
+    }
+
+    /// Drops the connections (both channels) to `peer` and discards what is queued for it.
+    pub fn disconnect(&self, peer: ServerId) {
+        for channel in [Channel::Election, Channel::Quorum] {
+            if let Some(link) = self.shared.link(peer, channel) {
+                let _ = link.ctrl.send(Control::Disconnect);
+            }
+        }
+    }
+
+    /// Sets where `peer` listens (for peers whose ports are chosen at run time).
+    pub fn set_peer_addrs(&self, peer: ServerId, addrs: PeerAddrs) -> Result<(), SendError> {
+        let mut book = self.shared.book.lock();
+        match book.get_mut(&peer) {
+            Some(slot) => {
+                *slot = addrs;
+                Ok(())
+            }
+            None => Err(SendError::UnknownPeer(peer)),
+        }
+    }
+
+    /// True while a connection to `peer` on `channel` is established.
+    pub fn is_connected(&self, peer: ServerId, channel: Channel) -> bool {
+        self.shared
+            .link(peer, channel)
+            .is_some_and(|l| l.connected.load(Ordering::Acquire))
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> TransportStats {
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        TransportStats {
+            established: get(&c.established),
+            refused: get(&c.refused),
+            refused_by_peer: get(&c.refused_by_peer),
+            bad_frames: get(&c.bad_frames),
+            overflows: get(&c.overflows),
+        }
+    }
+
+    /// Stops every task and waits for them; every connection and listener is closed on return.
+    pub async fn shutdown(mut self) {
+        self.shared.shutdown.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        tracing::info!(sid = self.shared.cfg.sid.0, "transport stopped");
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
