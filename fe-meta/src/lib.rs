@@ -1,0 +1,1 @@
+//! fe-meta: the replicated metadata service.
