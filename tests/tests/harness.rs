@@ -1,5 +1,8 @@
 //! Unit tests of the simulation's own models (disk, network), independent of the core.
 
+// Test code: a failed expectation aborts the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use bytes::Bytes;
 use tests::sim::disk::{Disk, Snapshot};
 use tests::sim::net::{Delivery, Network};
@@ -60,8 +63,10 @@ fn snap_install_resets_the_log_and_orders_later_appends() {
         Zxid::ZERO,
         "a crash before the install keeps the old state"
     );
-    let mut d2 = Disk::default();
-    d2.incoming = Some((snap.zxid, snap.encode().into()));
+    let mut d2 = Disk {
+        incoming: Some((snap.zxid, snap.encode().into())),
+        ..Disk::default()
+    };
     d2.end_snapshot(snap.zxid);
     assert!(d2.append(txn(2, 1)));
     assert_eq!(d2.finish_install().map(|s| s.zxid), Some(snap.zxid));
@@ -105,10 +110,7 @@ fn broken_connection_is_reported_before_newer_messages() {
     n.send(a, b, Message::UpToDate);
     n.disconnect(b, a);
     n.send(a, b, Message::Ping { round: 1 });
-    assert!(matches!(
-        n.pop((a, b, tests::sim::net::Channel::Quorum)),
-        None
-    ));
+    assert!(n.pop((a, b, tests::sim::net::Channel::Quorum)).is_none());
     assert_eq!(n.pop_notice(a), Some(b));
     n.send(a, b, Message::Ping { round: 2 });
     assert!(matches!(

@@ -7,6 +7,9 @@
 //!   (`ZAB_TRACE=1` prints every step).
 //! - Longer soaks: `cargo run --release -p tests --bin soak -- --secs 600`.
 
+// Test code: a failed expectation aborts the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

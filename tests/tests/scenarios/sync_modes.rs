@@ -1,0 +1,110 @@
+//! One scenario per sync mode of the leader's decision table (seed 004 §5), asserting the mode
+//! the leader chose from its actions (`Diff`/`Trunc`/`Snap` sends, `SendLogRange`,
+//! `SendSnapshot`).
+
+use tests::sim::SyncMode;
+
+use super::*;
+
+/// Crashes a follower, commits `n` writes without it, restarts it; returns it.
+fn lag_follower(c: &mut tests::sim::Cluster, l: ServerId, n: usize) -> ServerId {
+    let f = others(c, l)[0];
+    c.settle();
+    c.crash(f);
+    commit_n(c, l, n);
+    c.settle();
+    c.restart(f);
+    c.stabilize();
+    f
+}
+
+#[test]
+fn sync_empty_diff_for_an_up_to_date_follower() {
+    let (mut c, l) = started(options(3, 0));
+    let f = lag_follower(&mut c, l, 0);
+    assert_eq!(last_sync(&c, f), Some(SyncMode::EmptyDiff));
+    c.check_liveness();
+}
+
+#[test]
+fn sync_diff_from_the_committed_log() {
+    let (mut c, l) = started(options(3, 0));
+    commit_n(&mut c, l, 2);
+    let f = lag_follower(&mut c, l, 3);
+    assert_eq!(last_sync(&c, f), Some(SyncMode::Diff));
+    c.check_liveness();
+}
+
+#[test]
+fn sync_diff_from_the_on_disk_log() {
+    let mut o = options(3, 0);
+    o.committed_log_window = 4;
+    o.diff_from_log_limit = 100;
+    o.snap_every = 0;
+    let (mut c, l) = started(o);
+    commit_n(&mut c, l, 2);
+    let f = lag_follower(&mut c, l, 12);
+    assert_eq!(last_sync(&c, f), Some(SyncMode::DiffFromLog));
+    c.check_liveness();
+}
+
+#[test]
+fn sync_snap_for_a_follower_too_far_behind() {
+    let mut o = options(3, 0);
+    o.committed_log_window = 4;
+    o.diff_from_log_limit = 10;
+    let (mut c, l) = started(o);
+    commit_n(&mut c, l, 2);
+    let f = lag_follower(&mut c, l, 15);
+    assert_eq!(last_sync(&c, f), Some(SyncMode::Snap));
+    c.check_liveness();
+}
+
+#[test]
+fn sync_snap_when_the_log_was_purged() {
+    let mut o = options(3, 0);
+    o.committed_log_window = 2;
+    o.diff_from_log_limit = 1_000;
+    o.snap_every = 3;
+    o.snap_retain = 1;
+    o.keep_log = 0;
+    let (mut c, l) = started(o);
+    commit_n(&mut c, l, 2);
+    let f = lag_follower(&mut c, l, 20);
+    assert_eq!(last_sync(&c, f), Some(SyncMode::Snap));
+    c.check_liveness();
+}
+
+/// The leader logs `k` proposals nobody else sees, then is cut off; the others elect a new
+/// leader and commit `m` writes; returns (cluster, old leader, new leader).
+pub fn diverge(k: usize, m: usize) -> (tests::sim::Cluster, ServerId, ServerId) {
+    let (mut c, a) = started(options(3, 0));
+    commit_n(&mut c, a, 2);
+    c.settle();
+    let rest = others(&c, a);
+    c.isolate(a);
+    for _ in 0..k {
+        c.write(a);
+    }
+    let tip = last_logged(&c, a);
+    until_durable(&mut c, a, tip);
+    let b = elect_among(&mut c, &rest);
+    commit_n(&mut c, b, m);
+    c.heal_all();
+    c.stabilize();
+    (c, a, b)
+}
+
+#[test]
+fn sync_trunc_for_an_old_leader_with_unacked_proposals() {
+    let (mut c, a, _) = diverge(1, 0);
+    assert_eq!(last_sync(&c, a), Some(SyncMode::Trunc));
+    c.check_liveness();
+}
+
+#[test]
+fn sync_trunc_then_diff_when_the_new_leader_moved_on() {
+    let (mut c, a, _) = diverge(1, 2);
+    assert_eq!(last_sync(&c, a), Some(SyncMode::TruncDiff));
+    c.check_liveness();
+}
