@@ -30,12 +30,22 @@
 pub mod codec;
 pub mod config;
 pub mod durable;
+mod election;
+pub mod error;
+mod history;
 pub mod io;
+mod leader;
+mod learner;
 pub mod message;
+mod peer;
+pub mod sync_plan;
 pub mod types;
 
 pub use config::Config;
 pub use durable::DurableState;
+pub use election::vote_cmp;
+pub use error::StepError;
 pub use io::{Action, Input};
 pub use message::{ElectionState, Message, Notification, RequestError, Vote, PROTOCOL_VERSION};
+pub use peer::Peer;
 pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, Zxid};

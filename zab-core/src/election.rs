@@ -1,0 +1,309 @@
+//! Fast leader election (DESIGN §3.2): vote order and the tally of one LOOKING period.
+//!
+//! INV-1: votes order by `(peer_epoch, zxid, leader)` (ZooKeeper's `totalOrderPredicate`); a
+//! peer only ever replaces its vote by a better one within a round, or by the best of its own
+//! and the sender's when it joins a higher round.
+//! INV-2: only participants' votes are tallied; observers' notifications are answered, never
+//! counted, and an observer never decides from LOOKING votes.
+//! INV-3: a LOOKING tally decides only after a quorum held the peer's own vote and no better
+//! vote arrived for `finalize_wait_ms`.
+//! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
+//! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
+//! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::message::{ElectionState, Notification, Vote};
+use crate::types::{Epoch, ServerId};
+
+/// Compares two votes in election order (INV-1).
+pub fn vote_cmp(a: &Vote, b: &Vote) -> Ordering {
+    (a.peer_epoch, a.zxid, a.leader).cmp(&(b.peer_epoch, b.zxid, b.leader))
+}
+
+/// What a notification made the tally decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tally {
+    /// Nothing new.
+    Nothing,
+    /// Our vote changed: tell every participant.
+    VoteChanged,
+    /// Join the established leader of `round`.
+    Join {
+        /// The leader.
+        leader: ServerId,
+        /// Its round.
+        round: u64,
+        /// The epoch it leads.
+        epoch: Epoch,
+    },
+}
+
+/// The state of one LOOKING period.
+#[derive(Clone, Debug)]
+pub(crate) struct Election {
+    /// This round's LOOKING votes of participants, ours included.
+    recv: BTreeMap<ServerId, Vote>,
+    /// Notifications of peers that are FOLLOWING or LEADING.
+    established: BTreeMap<ServerId, Notification>,
+    /// When a quorum held our vote: decide at this time unless a better vote comes.
+    pub(crate) finalize_at_ms: Option<u64>,
+    /// When to resend our notification.
+    pub(crate) resend_at_ms: u64,
+    /// Current resend interval.
+    pub(crate) backoff_ms: u64,
+}
+
+impl Election {
+    /// A new LOOKING period; `my_vote` is recorded when this peer is a participant.
+    pub(crate) fn new(cfg: &Config, my_vote: Vote, now_ms: u64) -> Election {
+        let mut recv = BTreeMap::new();
+        if is_participant(cfg, cfg.sid) {
+            recv.insert(cfg.sid, my_vote);
+        }
+        let backoff_ms = cfg.finalize_wait_ms.max(1);
+        Election {
+            recv,
+            established: BTreeMap::new(),
+            finalize_at_ms: None,
+            resend_at_ms: now_ms.saturating_add(backoff_ms),
+            backoff_ms,
+        }
+    }
+
+    /// Records our own (possibly changed) vote and re-checks the finalize condition.
+    pub(crate) fn set_my_vote(&mut self, cfg: &Config, vote: Vote, now_ms: u64) {
+        if is_participant(cfg, cfg.sid) {
+            self.recv.insert(cfg.sid, vote);
+        }
+        self.check_quorum(cfg, vote, now_ms);
+    }
+
+    /// Starts or cancels the finalize wait depending on whether a quorum holds `vote`.
+    fn check_quorum(&mut self, cfg: &Config, vote: Vote, now_ms: u64) {
+        let holders: Vec<ServerId> = self
+            .recv
+            .iter()
+            .filter(|(_, v)| **v == vote)
+            .map(|(s, _)| *s)
+            .collect();
+        if is_participant(cfg, cfg.sid) && cfg.is_quorum(holders.iter()) {
+            if self.finalize_at_ms.is_none() {
+                self.finalize_at_ms = Some(now_ms.saturating_add(cfg.finalize_wait_ms));
+            }
+        } else {
+            self.finalize_at_ms = None;
+        }
+    }
+
+    /// True when the finalize wait is over and a quorum still holds `vote`.
+    pub(crate) fn decided(&self, now_ms: u64) -> bool {
+        self.finalize_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// Tallies a notification from `from`; `round` and `vote` are ours and may be updated.
+    /// `init` is the vote for ourselves.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_notification(
+        &mut self,
+        cfg: &Config,
+        round: &mut u64,
+        vote: &mut Vote,
+        init: Vote,
+        from: ServerId,
+        n: Notification,
+        now_ms: u64,
+    ) -> Tally {
+        if !is_participant(cfg, from) {
+            return Tally::Nothing;
+        }
+        match n.state {
+            ElectionState::Observing => Tally::Nothing,
+            ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
+            ElectionState::Following | ElectionState::Leading => {
+                self.established.insert(from, n);
+                self.join_established(cfg, n)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_looking(
+        &mut self,
+        cfg: &Config,
+        round: &mut u64,
+        vote: &mut Vote,
+        init: Vote,
+        from: ServerId,
+        n: Notification,
+        now_ms: u64,
+    ) -> Tally {
+        if !is_participant(cfg, cfg.sid) {
+            return Tally::Nothing;
+        }
+        let mut changed = false;
+        if n.round > *round {
+            *round = n.round;
+            self.recv.clear();
+            self.finalize_at_ms = None;
+            *vote = if vote_cmp(&n.vote, &init) == Ordering::Greater {
+                n.vote
+            } else {
+                init
+            };
+            changed = true;
+        } else if n.round < *round {
+            return Tally::Nothing;
+        } else if vote_cmp(&n.vote, vote) == Ordering::Greater {
+            *vote = n.vote;
+            changed = true;
+        }
+        self.recv.insert(cfg.sid, *vote);
+        self.recv.insert(from, n.vote);
+        self.check_quorum(cfg, *vote, now_ms);
+        if changed {
+            Tally::VoteChanged
+        } else {
+            Tally::Nothing
+        }
+    }
+
+    /// INV-4: join when a quorum reports the same established leader and it claims LEADING.
+    fn join_established(&self, cfg: &Config, n: Notification) -> Tally {
+        let key = (n.vote.leader, n.vote.peer_epoch);
+        if key.0 == cfg.sid {
+            return Tally::Nothing;
+        }
+        let same: Vec<ServerId> = self
+            .established
+            .iter()
+            .filter(|(_, m)| (m.vote.leader, m.vote.peer_epoch) == key)
+            .map(|(s, _)| *s)
+            .collect();
+        let leader_claims = self.established.get(&key.0).is_some_and(|m| {
+            m.state == ElectionState::Leading && (m.vote.leader, m.vote.peer_epoch) == key
+        });
+        if leader_claims && cfg.is_quorum(same.iter()) {
+            Tally::Join {
+                leader: key.0,
+                round: n.round,
+                epoch: key.1,
+            }
+        } else {
+            Tally::Nothing
+        }
+    }
+}
+
+/// True when `sid` is a voting member.
+pub(crate) fn is_participant(cfg: &Config, sid: ServerId) -> bool {
+    cfg.members.get(&sid) == Some(&crate::types::LearnerType::Participant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{LearnerType, Zxid};
+
+    fn cfg(sid: u64) -> Config {
+        let members = (1..=3)
+            .map(|s| (ServerId(s), LearnerType::Participant))
+            .collect();
+        let mut c = Config::new(ServerId(sid), members);
+        c.finalize_wait_ms = 200;
+        c
+    }
+    fn vote(leader: u64, zxid: u64, epoch: u32) -> Vote {
+        Vote {
+            leader: ServerId(leader),
+            zxid: Zxid(zxid),
+            peer_epoch: Epoch(epoch),
+        }
+    }
+    fn looking(v: Vote, round: u64) -> Notification {
+        Notification {
+            vote: v,
+            round,
+            state: ElectionState::Looking,
+        }
+    }
+
+    #[test]
+    fn vote_order_is_epoch_then_zxid_then_sid() {
+        assert_eq!(
+            vote_cmp(&vote(1, 9, 2), &vote(3, 100, 1)),
+            Ordering::Greater
+        );
+        assert_eq!(vote_cmp(&vote(1, 9, 2), &vote(3, 9, 2)), Ordering::Less);
+        assert_eq!(vote_cmp(&vote(1, 10, 2), &vote(3, 9, 2)), Ordering::Greater);
+    }
+
+    #[test]
+    fn adopts_better_vote_and_finalizes_after_wait() {
+        let c = cfg(1);
+        let init = vote(1, 5, 1);
+        let (mut round, mut v) = (1, init);
+        let mut e = Election::new(&c, v, 0);
+        let t = e.on_notification(
+            &c,
+            &mut round,
+            &mut v,
+            init,
+            ServerId(3),
+            looking(vote(3, 7, 1), 1),
+            10,
+        );
+        assert_eq!(t, Tally::VoteChanged);
+        assert_eq!(v, vote(3, 7, 1));
+        assert!(e.decided(210) && !e.decided(209));
+    }
+
+    #[test]
+    fn higher_round_resets_tally() {
+        let c = cfg(1);
+        let init = vote(1, 9, 1);
+        let (mut round, mut v) = (1, init);
+        let mut e = Election::new(&c, v, 0);
+        let t = e.on_notification(
+            &c,
+            &mut round,
+            &mut v,
+            init,
+            ServerId(2),
+            looking(vote(2, 1, 1), 4),
+            0,
+        );
+        assert_eq!((t, round, v), (Tally::VoteChanged, 4, init));
+        assert!(e.finalize_at_ms.is_none());
+    }
+
+    #[test]
+    fn joins_established_leader_only_with_its_own_claim() {
+        let c = cfg(3);
+        let init = vote(3, 1, 1);
+        let (mut round, mut v) = (1, init);
+        let mut e = Election::new(&c, v, 0);
+        let fol = Notification {
+            vote: vote(1, 9, 2),
+            round: 7,
+            state: ElectionState::Following,
+        };
+        let t = e.on_notification(&c, &mut round, &mut v, init, ServerId(2), fol, 0);
+        assert_eq!(t, Tally::Nothing);
+        let lead = Notification {
+            state: ElectionState::Leading,
+            ..fol
+        };
+        let t = e.on_notification(&c, &mut round, &mut v, init, ServerId(1), lead, 0);
+        assert_eq!(
+            t,
+            Tally::Join {
+                leader: ServerId(1),
+                round: 7,
+                epoch: Epoch(2)
+            }
+        );
+    }
+}

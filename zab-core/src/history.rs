@@ -1,0 +1,241 @@
+//! The peer's view of its own txn log: which zxids it logged, which of them it holds in memory
+//! with their data, and how far the disk has confirmed them.
+//!
+//! INV-1: `index` is strictly ascending and holds every logged zxid above `base` (the snapshot
+//! point) with no gap the log does not have; entries at or below `base` may be missing (purged).
+//! INV-2: `txns` is a suffix of `index` (same zxids, same order), and it holds every zxid above
+//! `min(applied, persisted)`: data needed to apply, to DIFF from memory or to re-propose is never
+//! dropped; only entries the disk holds and the state machine applied are trimmed, keeping at
+//! most `window` of them.
+//! INV-3: `persisted` only names a zxid this log holds (or `base`), so a stale `LogPersisted` for
+//! a record a truncation removed never counts as durable.
+//! INV-4: `last()` is the last appended zxid (durable or in flight). Appends are never
+//! reordered, so a vote or an ACKEPOCH may use it; every ACK waits for `persisted`.
+
+use std::collections::VecDeque;
+
+use crate::durable::DurableState;
+use crate::error::StepError;
+use crate::types::{Txn, Zxid};
+
+/// The peer's log view. See the module docs for its invariants.
+#[derive(Clone, Debug)]
+pub(crate) struct History {
+    index: Vec<Zxid>,
+    base: Zxid,
+    txns: VecDeque<Txn>,
+    persisted: Zxid,
+}
+
+impl History {
+    /// Builds the view from what the driver loaded, checking INV-1 and INV-2.
+    pub(crate) fn from_durable(d: &DurableState) -> Result<History, StepError> {
+        let bad = |m: String| Err(StepError::InconsistentDurableState(m));
+        if d.log_index.windows(2).any(|w| w[0] >= w[1]) {
+            return bad("log index is not strictly ascending".into());
+        }
+        let above: Vec<Zxid> = d
+            .log_index
+            .iter()
+            .copied()
+            .filter(|z| *z > d.snapshot_zxid)
+            .collect();
+        let tail: Vec<Zxid> = d.log_tail.iter().map(|t| t.zxid).collect();
+        if above != tail {
+            return bad(format!(
+                "log tail ({} txns) is not the log index above snapshot {} ({} zxids)",
+                tail.len(),
+                d.snapshot_zxid,
+                above.len()
+            ));
+        }
+        let last = d
+            .log_index
+            .last()
+            .copied()
+            .unwrap_or(Zxid::ZERO)
+            .max(d.snapshot_zxid);
+        Ok(History {
+            index: d.log_index.clone(),
+            base: d.snapshot_zxid,
+            txns: d.log_tail.iter().cloned().collect(),
+            persisted: last,
+        })
+    }
+
+    /// The last appended zxid (INV-4), or the snapshot point for an empty log.
+    pub(crate) fn last(&self) -> Zxid {
+        self.index
+            .last()
+            .copied()
+            .unwrap_or(Zxid::ZERO)
+            .max(self.base)
+    }
+
+    /// The highest zxid known durable.
+    pub(crate) fn persisted(&self) -> Zxid {
+        self.persisted
+    }
+
+    /// True when everything appended is durable.
+    pub(crate) fn all_persisted(&self) -> bool {
+        self.persisted >= self.last()
+    }
+
+    /// The snapshot point.
+    pub(crate) fn base(&self) -> Zxid {
+        self.base
+    }
+
+    /// Every logged zxid, ascending.
+    pub(crate) fn index(&self) -> &[Zxid] {
+        &self.index
+    }
+
+    /// The first zxid held in memory with its data.
+    pub(crate) fn memory_first(&self) -> Option<Zxid> {
+        self.txns.front().map(|t| t.zxid)
+    }
+
+    /// True when `z` is the snapshot point or a logged zxid.
+    pub(crate) fn contains(&self, z: Zxid) -> bool {
+        z == self.base || self.index.binary_search(&z).is_ok()
+    }
+
+    /// Appends a txn after the last one.
+    pub(crate) fn append(&mut self, txn: Txn) -> Result<(), StepError> {
+        if txn.zxid <= self.last() {
+            return Err(StepError::Invariant(format!(
+                "append of {} after {}",
+                txn.zxid,
+                self.last()
+            )));
+        }
+        self.index.push(txn.zxid);
+        self.txns.push_back(txn);
+        Ok(())
+    }
+
+    /// Records that the disk holds everything up to `upto` (ignored when stale, INV-3).
+    pub(crate) fn on_persisted(&mut self, upto: Zxid) {
+        if upto > self.persisted && upto <= self.last() && self.contains(upto) {
+            self.persisted = upto;
+        }
+    }
+
+    /// Drops every record after `zxid`.
+    pub(crate) fn truncate(&mut self, zxid: Zxid) {
+        self.index.retain(|z| *z <= zxid);
+        while self.txns.back().is_some_and(|t| t.zxid > zxid) {
+            self.txns.pop_back();
+        }
+        self.persisted = self.persisted.min(zxid);
+    }
+
+    /// The log was reset to a snapshot at `zxid` (SNAP sync); nothing is durable until the
+    /// snapshot is installed.
+    pub(crate) fn reset_to_snapshot(&mut self, zxid: Zxid) {
+        self.index.clear();
+        self.txns.clear();
+        self.base = zxid;
+        self.persisted = Zxid::ZERO;
+    }
+
+    /// The snapshot at `zxid` is durable.
+    pub(crate) fn snapshot_installed(&mut self, zxid: Zxid) {
+        if zxid == self.base && self.persisted < zxid {
+            self.persisted = zxid;
+        }
+    }
+
+    /// Segments before `first` were purged from disk.
+    pub(crate) fn purge(&mut self, first: Zxid) {
+        let limit = first.min(Zxid(self.base.0.saturating_add(1)));
+        self.index.retain(|z| *z >= limit);
+        while self.txns.front().is_some_and(|t| t.zxid < limit) {
+            self.txns.pop_front();
+        }
+    }
+
+    /// The txn with zxid `z`, when held in memory.
+    pub(crate) fn txn(&self, z: Zxid) -> Option<&Txn> {
+        let i = self.txns.binary_search_by(|t| t.zxid.cmp(&z)).ok()?;
+        self.txns.get(i)
+    }
+
+    /// The txns in `(after, upto]` from memory, or `None` when one of the logged zxids in that
+    /// range is not held in memory.
+    pub(crate) fn txns_in(&self, after: Zxid, upto: Zxid) -> Option<Vec<Txn>> {
+        let lo = self.index.partition_point(|z| *z <= after);
+        let hi = self.index.partition_point(|z| *z <= upto);
+        let wanted = hi.saturating_sub(lo);
+        let out: Vec<Txn> = self
+            .txns
+            .iter()
+            .filter(|t| t.zxid > after && t.zxid <= upto)
+            .cloned()
+            .collect();
+        (out.len() == wanted).then_some(out)
+    }
+
+    /// Trims applied and durable txns beyond the `window` most recent of them (INV-2).
+    pub(crate) fn trim(&mut self, applied: Zxid, window: usize) {
+        let done = applied.min(self.persisted);
+        let n_done = self.txns.partition_point(|t| t.zxid <= done);
+        let excess = n_done.saturating_sub(window);
+        self.txns.drain(..excess);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Epoch;
+    use bytes::Bytes;
+
+    fn z(e: u32, c: u32) -> Zxid {
+        Zxid::new(Epoch(e), c)
+    }
+    fn t(e: u32, c: u32) -> Txn {
+        Txn {
+            zxid: z(e, c),
+            data: Bytes::from_static(b"x"),
+        }
+    }
+
+    #[test]
+    fn rejects_tail_that_does_not_match_index() {
+        let d = DurableState {
+            log_index: vec![z(1, 1), z(1, 2)],
+            log_tail: vec![t(1, 2)],
+            ..DurableState::default()
+        };
+        assert!(History::from_durable(&d).is_err());
+    }
+
+    #[test]
+    fn stale_persisted_report_after_truncate_is_ignored() {
+        let mut h = History::from_durable(&DurableState::default()).unwrap();
+        h.append(t(1, 1)).unwrap();
+        h.append(t(3, 1)).unwrap();
+        h.truncate(z(1, 1));
+        h.append(t(2, 1)).unwrap();
+        h.on_persisted(z(3, 1));
+        assert_eq!(h.persisted(), Zxid::ZERO);
+        h.on_persisted(z(2, 1));
+        assert_eq!(h.persisted(), z(2, 1));
+    }
+
+    #[test]
+    fn trim_keeps_unapplied_and_window() {
+        let mut h = History::from_durable(&DurableState::default()).unwrap();
+        for c in 1..=10 {
+            h.append(t(1, c)).unwrap();
+        }
+        h.on_persisted(z(1, 10));
+        h.trim(z(1, 8), 3);
+        assert_eq!(h.memory_first(), Some(z(1, 6)));
+        assert!(h.txns_in(z(1, 5), z(1, 10)).is_some());
+        assert!(h.txns_in(z(1, 4), z(1, 10)).is_none());
+    }
+}

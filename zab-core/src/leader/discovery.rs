@@ -1,0 +1,155 @@
+//! Discovery on the leader (DESIGN §3.3): FOLLOWERINFO quorum, the new epoch, ACKEPOCH quorum.
+//!
+//! INV-1: the new epoch is `max(acceptedEpoch of the leader and every learner heard) + 1`, and
+//! the leader emits `PersistAcceptedEpoch(new)` before any LEADERINFO of that epoch (B1).
+//! INV-2: an ACKEPOCH counts toward the epoch quorum only from a participant whose FOLLOWERINFO
+//! carried an acceptedEpoch below the new epoch: a learner that had already accepted this epoch
+//! number (possibly from another leader) is synced but not counted (ZooKeeper's "-1" ack).
+//! INV-3: the leader leaves its role when a counted learner's `(currentEpoch, lastZxid)` is
+//! later than its own (B11); it persists currentEpoch = new epoch when the quorum is reached.
+
+use crate::error::StepError;
+use crate::message::{Message, PROTOCOL_VERSION};
+use crate::peer::core::{Core, Next};
+use crate::types::{Epoch, ServerId, Zxid};
+
+use super::{Handler, HandlerState, Leader, Phase};
+
+impl Leader {
+    /// FOLLOWERINFO / OBSERVERINFO.
+    pub(super) fn on_info(
+        &mut self,
+        core: &mut Core,
+        from: ServerId,
+        accepted_epoch: Epoch,
+        observer: bool,
+    ) -> Result<Next, StepError> {
+        let is_participant = crate::election::is_participant(&core.cfg, from);
+        if observer == is_participant {
+            tracing::warn!(%from, observer, "leader: learner type does not match the config");
+            return Ok(Next::Stay);
+        }
+        if self.handlers.contains_key(&from) {
+            tracing::debug!(%from, "leader: duplicate learner info ignored");
+            return Ok(Next::Stay);
+        }
+        self.handlers.insert(
+            from,
+            Handler {
+                observer,
+                state: HandlerState::Info,
+                info_epoch: accepted_epoch,
+                summary: (Epoch(0), Zxid::ZERO),
+                last_heard_ms: core.now_ms,
+                acked_upto: Zxid::ZERO,
+                plan: None,
+            },
+        );
+        if self.phase == Phase::Discovery {
+            if is_participant {
+                self.info_quorum.insert(from);
+            }
+            return self.check_discovery(core);
+        }
+        self.send_leader_info(core, from);
+        Ok(Next::Stay)
+    }
+
+    /// Picks the new epoch once a quorum (the leader included) sent its info (INV-1).
+    pub(super) fn check_discovery(&mut self, core: &mut Core) -> Result<Next, StepError> {
+        if self.phase != Phase::Discovery || !core.cfg.is_quorum(self.info_quorum.iter()) {
+            return Ok(Next::Stay);
+        }
+        let max = self
+            .handlers
+            .values()
+            .map(|h| h.info_epoch)
+            .chain([core.accepted_epoch, core.current_epoch])
+            .max()
+            .unwrap_or_default();
+        let epoch = max.next().ok_or(StepError::EpochSpaceExhausted)?;
+        core.persist_accepted(epoch);
+        self.new_epoch = Some(epoch);
+        self.set_phase(core, Phase::EpochAck);
+        tracing::debug!(%epoch, "leader: proposing epoch");
+        for sid in self.handlers.keys().copied().collect::<Vec<_>>() {
+            self.send_leader_info(core, sid);
+        }
+        self.epoch_acks.insert(core.sid());
+        self.check_epoch_acks(core)
+    }
+
+    fn send_leader_info(&mut self, core: &mut Core, to: ServerId) {
+        let (Some(new_epoch), Some(h)) = (self.new_epoch, self.handlers.get_mut(&to)) else {
+            return;
+        };
+        if h.state == HandlerState::Info {
+            h.state = HandlerState::LeaderInfoSent;
+            core.send(
+                to,
+                Message::LeaderInfo {
+                    new_epoch,
+                    protocol_version: PROTOCOL_VERSION,
+                },
+            );
+        }
+    }
+
+    /// ACKEPOCH (INV-2, INV-3).
+    pub(super) fn on_ack_epoch(
+        &mut self,
+        core: &mut Core,
+        from: ServerId,
+        current_epoch: Epoch,
+        last_zxid: Zxid,
+    ) -> Result<Next, StepError> {
+        let epoch = self.epoch();
+        let Some(h) = self.handlers.get_mut(&from) else {
+            return Ok(Next::Stay);
+        };
+        if h.state != HandlerState::LeaderInfoSent {
+            tracing::debug!(%from, "leader: ACKEPOCH out of phase dropped");
+            return Ok(Next::Stay);
+        }
+        h.state = HandlerState::EpochAcked;
+        h.summary = (current_epoch, last_zxid);
+        let counted = !h.observer && h.info_epoch < epoch;
+        if counted {
+            if (current_epoch, last_zxid) > (core.current_epoch, core.log.last()) {
+                tracing::warn!(%from, %last_zxid, "leader: follower is ahead of the leader");
+                return Ok(Next::Leave("leader: a follower is ahead"));
+            }
+            if self.phase == Phase::EpochAck {
+                self.epoch_acks.insert(from);
+            }
+        }
+        match self.phase {
+            Phase::EpochAck => self.check_epoch_acks(core),
+            Phase::Sync | Phase::Broadcast => {
+                self.start_sync(core, from)?;
+                Ok(Next::Stay)
+            }
+            Phase::Discovery => Ok(Next::Stay),
+        }
+    }
+
+    /// Once a quorum acked the epoch: persist currentEpoch and sync every acked learner.
+    fn check_epoch_acks(&mut self, core: &mut Core) -> Result<Next, StepError> {
+        if self.phase != Phase::EpochAck || !core.cfg.is_quorum(self.epoch_acks.iter()) {
+            return Ok(Next::Stay);
+        }
+        let epoch = self.epoch();
+        core.persist_current(epoch);
+        self.set_phase(core, Phase::Sync);
+        let acked: Vec<ServerId> = self
+            .handlers
+            .iter()
+            .filter(|(_, h)| h.state == HandlerState::EpochAcked)
+            .map(|(s, _)| *s)
+            .collect();
+        for sid in acked {
+            self.start_sync(core, sid)?;
+        }
+        self.check_newleader(core)
+    }
+}

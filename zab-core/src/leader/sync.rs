@@ -1,0 +1,207 @@
+//! Sync on the leader (DESIGN §3.4): per-learner sync data, NEWLEADER, the NEWLEADER quorum
+//! and the commit of the leader's initial history.
+//!
+//! INV-1: in one step the leader queues, to one learner: the sync header (DIFF / TRUNC+DIFF /
+//! SNAP), PROPOSAL+COMMIT for every history txn the learner lacks up to the commit point, a
+//! PROPOSAL for every outstanding proposal (followers only), NEWLEADER, and registers the
+//! learner for forwarding (leader INV-3).
+//! INV-2: the leader applies nothing beyond its snapshot before a quorum (itself included, once
+//! its own log is durable) acked NEWLEADER; then its whole logged history is committed, applied
+//! in order, and only then is UPTODATE sent and are new txns proposed (Zab D9, F7).
+
+use crate::error::StepError;
+use crate::io::Action;
+use crate::message::Message;
+use crate::peer::core::{Core, Next};
+use crate::sync_plan::{plan_sync, DiffSource, LeaderLog, SyncPlan};
+use crate::types::{Role, ServerId, Zxid};
+
+use super::{HandlerState, Leader, Phase};
+
+impl Leader {
+    /// Syncs one learner that acked the epoch (INV-1).
+    pub(super) fn start_sync(&mut self, core: &mut Core, sid: ServerId) -> Result<(), StepError> {
+        let Some(h) = self.handlers.get(&sid) else {
+            return Ok(());
+        };
+        let (observer, peer_last) = (h.observer, h.summary.1);
+        // The history every learner must end up with: everything committed once established,
+        // the whole log before (it becomes committed with the NEWLEADER quorum).
+        let end = if self.phase == Phase::Broadcast {
+            core.last_committed
+        } else {
+            core.log.last()
+        };
+        let plan = {
+            let log = LeaderLog {
+                index: core.log.index(),
+                base: core.log.base(),
+                memory_first: core.log.memory_first(),
+                diff_from_log_limit: core.cfg.diff_from_log_limit,
+            };
+            plan_sync(&log, peer_last)
+        };
+        tracing::debug!(%sid, %peer_last, ?plan, "leader: syncing learner");
+        let sent_upto = match plan {
+            SyncPlan::Diff { after, source } => {
+                core.send(sid, Message::Diff { last_zxid: end });
+                self.send_diff(core, sid, after, end, source)?;
+                end.max(after)
+            }
+            SyncPlan::TruncDiff { to, source } => {
+                core.send(sid, Message::Trunc { zxid: to });
+                core.send(sid, Message::Diff { last_zxid: end });
+                self.send_diff(core, sid, to, end, source)?;
+                end.max(to)
+            }
+            SyncPlan::Snap => {
+                let at = core.last_applied;
+                core.push(Action::SendSnapshot { to: sid, zxid: at });
+                self.send_pairs(core, sid, at, end)?;
+                end.max(at)
+            }
+        };
+        if !observer {
+            let pending: Vec<Zxid> = self
+                .outstanding
+                .range(sent_upto..)
+                .map(|(z, _)| *z)
+                .collect();
+            for z in pending.into_iter().filter(|z| *z > sent_upto) {
+                let txn = core.log.txn(z).cloned().ok_or_else(|| missing(z))?;
+                core.send(sid, Message::Proposal(txn));
+            }
+        }
+        core.send(
+            sid,
+            Message::NewLeader {
+                zxid: Zxid::new(self.epoch(), 0),
+            },
+        );
+        if let Some(h) = self.handlers.get_mut(&sid) {
+            h.state = HandlerState::Syncing;
+            h.plan = Some(plan);
+        }
+        Ok(())
+    }
+
+    fn send_diff(
+        &mut self,
+        core: &mut Core,
+        sid: ServerId,
+        after: Zxid,
+        end: Zxid,
+        source: DiffSource,
+    ) -> Result<(), StepError> {
+        match source {
+            DiffSource::Memory => self.send_pairs(core, sid, after, end),
+            DiffSource::Log { upto, .. } => {
+                let upto = upto.min(end);
+                core.push(Action::SendLogRange {
+                    to: sid,
+                    after,
+                    upto,
+                });
+                self.send_pairs(core, sid, upto, end)
+            }
+        }
+    }
+
+    /// PROPOSAL + COMMIT for every logged txn in `(after, upto]`, from memory.
+    fn send_pairs(
+        &mut self,
+        core: &mut Core,
+        sid: ServerId,
+        after: Zxid,
+        upto: Zxid,
+    ) -> Result<(), StepError> {
+        if upto <= after {
+            return Ok(());
+        }
+        let txns = core
+            .log
+            .txns_in(after, upto)
+            .ok_or_else(|| missing(after))?;
+        for txn in txns {
+            let zxid = txn.zxid;
+            core.send(sid, Message::Proposal(txn));
+            core.send(sid, Message::Commit { zxid });
+        }
+        Ok(())
+    }
+
+    /// ACK of NEWLEADER from `from`.
+    pub(super) fn on_newleader_ack(
+        &mut self,
+        core: &mut Core,
+        from: ServerId,
+    ) -> Result<Next, StepError> {
+        let Some(h) = self.handlers.get_mut(&from) else {
+            return Ok(Next::Stay);
+        };
+        if h.state != HandlerState::Syncing {
+            tracing::debug!(%from, "leader: NEWLEADER ack out of phase dropped");
+            return Ok(Next::Stay);
+        }
+        h.state = HandlerState::NewLeaderAcked;
+        if !h.observer {
+            self.newleader_acks.insert(from);
+        }
+        match self.phase {
+            Phase::Sync => self.check_newleader(core),
+            Phase::Broadcast => {
+                self.send_uptodate(core, from);
+                Ok(Next::Stay)
+            }
+            _ => Ok(Next::Stay),
+        }
+    }
+
+    fn send_uptodate(&mut self, core: &mut Core, sid: ServerId) {
+        if let Some(h) = self.handlers.get_mut(&sid) {
+            if h.state == HandlerState::NewLeaderAcked {
+                h.state = HandlerState::UpToDate;
+                h.last_heard_ms = core.now_ms;
+                core.send(sid, Message::UpToDate);
+            }
+        }
+    }
+
+    /// Establishes the epoch once a quorum acked NEWLEADER (INV-2).
+    pub(super) fn check_newleader(&mut self, core: &mut Core) -> Result<Next, StepError> {
+        if self.phase != Phase::Sync {
+            return Ok(Next::Stay);
+        }
+        if core.log.all_persisted() {
+            self.newleader_acks.insert(core.sid());
+        }
+        if !core.cfg.is_quorum(self.newleader_acks.iter()) {
+            return Ok(Next::Stay);
+        }
+        let last = core.log.last();
+        core.apply_upto(last)?;
+        core.last_committed = last;
+        self.set_phase(core, Phase::Broadcast);
+        let epoch = self.epoch();
+        tracing::debug!(%epoch, %last, "leader: established");
+        core.push(Action::RoleChanged {
+            role: Role::Leading,
+            leader: Some(core.sid()),
+            epoch,
+        });
+        let acked: Vec<ServerId> = self
+            .handlers
+            .iter()
+            .filter(|(_, h)| h.state == HandlerState::NewLeaderAcked)
+            .map(|(s, _)| *s)
+            .collect();
+        for sid in acked {
+            self.send_uptodate(core, sid);
+        }
+        self.drain_queued(core)
+    }
+}
+
+fn missing(z: Zxid) -> StepError {
+    StepError::Invariant(format!("leader lacks the data of txns after {z}"))
+}

@@ -1,0 +1,230 @@
+//! A learner (follower or observer): discovery with its leader, sync, then broadcast.
+//!
+//! INV-1: only messages from the current leader are accepted; anything else is dropped.
+//! INV-2: `AckEpoch` is sent only after `PersistAcceptedEpoch(new)` in the same batch when the
+//! epoch is new; a LEADERINFO with an epoch below acceptedEpoch makes the learner leave (B1).
+//! INV-3: a learner that hears nothing from its leader for initLimit (before UPTODATE) or
+//! syncLimit (after) leaves the role.
+//! INV-4: client requests are forwarded only once serving (after UPTODATE); a forwarded write
+//! or sync is answered only once the learner applied the zxid the leader returned, so reads
+//! after it see it (read-your-writes on every node).
+
+mod broadcast;
+mod sync;
+
+use std::collections::BTreeMap;
+
+use crate::error::StepError;
+use crate::io::Action;
+use crate::message::{Message, RequestError, PROTOCOL_VERSION};
+use crate::peer::core::{ClientOp, Core, Next};
+use crate::types::{Epoch, RequestId, ServerId, Zxid};
+
+/// The learner's phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Info sent; waiting for LEADERINFO.
+    Discovery,
+    /// ACKEPOCH sent; receiving sync data until UPTODATE.
+    Sync,
+    /// Serving.
+    Broadcast,
+}
+
+/// Progress of a SNAP from the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SnapState {
+    /// No SNAP in progress.
+    Idle,
+    /// Chunks arriving.
+    Receiving(Zxid),
+    /// `EndSnapshot` emitted; waiting for `SnapshotInstalled`.
+    Installing(Zxid),
+}
+
+/// A follower's or observer's state.
+#[derive(Debug)]
+pub(crate) struct Learner {
+    pub(crate) leader: ServerId,
+    pub(crate) observer: bool,
+    pub(crate) phase: Phase,
+    pub(crate) new_epoch: Epoch,
+    pub(crate) last_heard_ms: u64,
+    next_info_ms: u64,
+    /// Everything up to here is committed history of the leader (applied at UPTODATE).
+    pub(crate) sync_point: Zxid,
+    pub(crate) snap: SnapState,
+    pub(crate) newleader: Option<Zxid>,
+    pub(crate) newleader_acked: bool,
+    /// Highest proposal zxid acked.
+    pub(crate) acked: Zxid,
+    pub(crate) writes: BTreeMap<RequestId, Option<Zxid>>,
+    pub(crate) syncs: BTreeMap<RequestId, Option<Zxid>>,
+    pub(crate) queued: Vec<ClientOp>,
+}
+
+impl Learner {
+    /// Starts learning from `leader`: sends FOLLOWERINFO / OBSERVERINFO.
+    pub(crate) fn start(core: &mut Core, leader: ServerId, observer: bool) -> Learner {
+        let mut l = Learner {
+            leader,
+            observer,
+            phase: Phase::Discovery,
+            new_epoch: Epoch(0),
+            last_heard_ms: core.now_ms,
+            next_info_ms: core.now_ms,
+            sync_point: Zxid::ZERO,
+            snap: SnapState::Idle,
+            newleader: None,
+            newleader_acked: false,
+            acked: Zxid::ZERO,
+            writes: BTreeMap::new(),
+            syncs: BTreeMap::new(),
+            queued: Vec::new(),
+        };
+        l.send_info(core);
+        l
+    }
+
+    /// Sends (or, while the leader may not be listening yet, resends) our info.
+    fn send_info(&mut self, core: &mut Core) {
+        let (accepted_epoch, protocol_version) = (core.accepted_epoch, PROTOCOL_VERSION);
+        let msg = if self.observer {
+            Message::ObserverInfo {
+                accepted_epoch,
+                protocol_version,
+            }
+        } else {
+            Message::FollowerInfo {
+                accepted_epoch,
+                protocol_version,
+            }
+        };
+        core.send(self.leader, msg);
+        self.next_info_ms = core.now_ms.saturating_add((core.cfg.tick_ms / 2).max(1));
+    }
+
+    /// True after UPTODATE.
+    pub(crate) fn is_serving(&self) -> bool {
+        self.phase == Phase::Broadcast
+    }
+
+    /// A quorum-channel message (INV-1).
+    pub(crate) fn on_message(
+        &mut self,
+        core: &mut Core,
+        from: ServerId,
+        msg: Message,
+    ) -> Result<Next, StepError> {
+        if from != self.leader {
+            tracing::debug!(%from, "learner: message from a non-leader dropped");
+            return Ok(Next::Stay);
+        }
+        self.last_heard_ms = core.now_ms;
+        match msg {
+            Message::Ping { round } => {
+                core.send(from, Message::PingAck { round });
+                Ok(Next::Stay)
+            }
+            Message::LeaderInfo { new_epoch, .. } => self.on_leader_info(core, new_epoch),
+            m if self.phase == Phase::Sync => self.on_sync_message(core, m),
+            m if self.phase == Phase::Broadcast => self.on_broadcast_message(core, m),
+            other => {
+                tracing::debug!(?other, "learner: message out of phase dropped");
+                Ok(Next::Stay)
+            }
+        }
+    }
+
+    /// LEADERINFO (INV-2).
+    fn on_leader_info(&mut self, core: &mut Core, new_epoch: Epoch) -> Result<Next, StepError> {
+        if self.phase != Phase::Discovery {
+            tracing::debug!("learner: duplicate LEADERINFO dropped");
+            return Ok(Next::Stay);
+        }
+        if new_epoch < core.accepted_epoch {
+            tracing::warn!(%new_epoch, accepted = %core.accepted_epoch, "learner: stale epoch");
+            return Ok(Next::Leave(
+                "learner: leader proposed an epoch below acceptedEpoch",
+            ));
+        }
+        if new_epoch > core.accepted_epoch {
+            core.persist_accepted(new_epoch);
+        }
+        self.new_epoch = new_epoch;
+        self.phase = Phase::Sync;
+        let (current_epoch, last_zxid) = (core.current_epoch, core.log.last());
+        core.send(
+            self.leader,
+            Message::AckEpoch {
+                current_epoch,
+                last_zxid,
+            },
+        );
+        Ok(Next::Stay)
+    }
+
+    /// Info resends and the leader-silence timeout (INV-3).
+    pub(crate) fn on_tick(&mut self, core: &mut Core) -> Next {
+        let now = core.now_ms;
+        if self.phase == Phase::Discovery && now >= self.next_info_ms {
+            self.send_info(core);
+        }
+        let limit = if self.phase == Phase::Broadcast {
+            core.sync_ms()
+        } else {
+            core.init_ms()
+        };
+        if now.saturating_sub(self.last_heard_ms) > limit {
+            return Next::Leave("learner: leader silent too long");
+        }
+        Next::Stay
+    }
+
+    /// A local client's write or sync (INV-4).
+    pub(crate) fn on_client(&mut self, core: &mut Core, op: ClientOp) {
+        if self.phase != Phase::Broadcast {
+            self.queued.push(op);
+            return;
+        }
+        match op {
+            ClientOp::Write(request_id, payload) => {
+                self.writes.insert(request_id, None);
+                core.send(
+                    self.leader,
+                    Message::Request {
+                        request_id,
+                        payload,
+                    },
+                );
+            }
+            ClientOp::Sync(request_id) => {
+                self.syncs.insert(request_id, None);
+                core.send(self.leader, Message::Sync { request_id });
+            }
+        }
+    }
+
+    /// Leaving the role: abort a SNAP in progress, close the channel, fail what is pending.
+    pub(crate) fn leave(self, core: &mut Core) {
+        if let SnapState::Receiving(_) = self.snap {
+            core.push(Action::AbortSnapshot);
+        }
+        core.push(Action::Disconnect { peer: self.leader });
+        for request_id in self.writes.into_keys() {
+            core.push(Action::WriteDone {
+                request_id,
+                outcome: Err(RequestError::QuorumLost),
+            });
+        }
+        for request_id in self.syncs.into_keys() {
+            core.push(Action::SyncDone {
+                request_id,
+                outcome: Err(RequestError::QuorumLost),
+            });
+        }
+        for op in self.queued {
+            core.fail_op(op, RequestError::NotLeader { leader: None });
+        }
+    }
+}

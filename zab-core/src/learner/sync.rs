@@ -1,0 +1,172 @@
+//! Sync on the learner (DESIGN §3.4, PITFALLS B3, C10–C14).
+//!
+//! INV-1: nothing received in sync is applied before UPTODATE; at UPTODATE the learner applies,
+//! in order, every logged txn up to the sync point (the leader's committed history), and keeps
+//! proposals that are still outstanding pending until their COMMIT (C14).
+//! INV-2: NEWLEADER is acked only once every txn the learner logged is durable (`LogPersisted`)
+//! and any SNAP is installed; then `PersistCurrentEpoch(new)` is emitted, then the ACK, in that
+//! order in one batch (B3, C12).
+//! INV-3: no proposal is acked before the NEWLEADER ack (ZOOKEEPER-4685); after it, the learner
+//! acks cumulatively the highest durable zxid of the new epoch. Observers never ack proposals.
+//! INV-4: TRUNC never removes a committed txn: a TRUNC below the last committed zxid is a fatal
+//! `StepError` (C2).
+
+use crate::error::StepError;
+use crate::io::Action;
+use crate::message::Message;
+use crate::peer::core::{Core, Next};
+use crate::types::{Role, Zxid};
+
+use super::{Learner, Phase, SnapState};
+
+impl Learner {
+    /// A message while syncing.
+    pub(super) fn on_sync_message(
+        &mut self,
+        core: &mut Core,
+        msg: Message,
+    ) -> Result<Next, StepError> {
+        match msg {
+            Message::Diff { last_zxid } => {
+                self.sync_point = self.sync_point.max(last_zxid);
+            }
+            Message::Trunc { zxid } => return self.on_trunc(core, zxid),
+            Message::Snap { zxid } => {
+                if self.snap != SnapState::Idle {
+                    return Ok(Next::Leave("learner: second SNAP in one sync"));
+                }
+                self.snap = SnapState::Receiving(zxid);
+                core.push(Action::BeginSnapshot { zxid });
+            }
+            Message::SnapChunk { data, last } => {
+                let SnapState::Receiving(zxid) = self.snap else {
+                    return Ok(Next::Leave("learner: snapshot chunk without SNAP"));
+                };
+                core.push(Action::SnapshotChunk(data));
+                if last {
+                    core.push(Action::EndSnapshot { zxid });
+                    core.log.reset_to_snapshot(zxid);
+                    self.snap = SnapState::Installing(zxid);
+                    self.sync_point = self.sync_point.max(zxid);
+                }
+            }
+            Message::Proposal(txn) => {
+                if txn.zxid.epoch() > self.new_epoch {
+                    return Ok(Next::Leave("learner: proposal from a future epoch in sync"));
+                }
+                if txn.zxid > core.log.last() {
+                    core.append(txn)?;
+                }
+            }
+            Message::Inform(txn) if self.observer => {
+                if txn.zxid > core.log.last() {
+                    core.append(txn.clone())?;
+                }
+                self.sync_point = self.sync_point.max(txn.zxid);
+            }
+            Message::Commit { zxid } => {
+                if zxid > core.log.last() {
+                    return Ok(Next::Leave("learner: COMMIT of a txn not logged"));
+                }
+                self.sync_point = self.sync_point.max(zxid);
+            }
+            Message::NewLeader { zxid } => {
+                if zxid != Zxid::new(self.new_epoch, 0) || self.newleader.is_some() {
+                    return Ok(Next::Leave("learner: unexpected NEWLEADER"));
+                }
+                self.newleader = Some(zxid);
+                self.try_ack_newleader(core);
+            }
+            Message::UpToDate => return self.on_uptodate(core),
+            Message::RequestDone { .. } | Message::SyncReply { .. } => {
+                return self.on_broadcast_message(core, msg)
+            }
+            other => tracing::debug!(?other, "learner: message out of phase in sync dropped"),
+        }
+        Ok(Next::Stay)
+    }
+
+    /// TRUNC (INV-4).
+    fn on_trunc(&mut self, core: &mut Core, zxid: Zxid) -> Result<Next, StepError> {
+        let committed = core.last_committed.max(core.last_applied);
+        if zxid < committed {
+            return Err(StepError::TruncateBelowCommitted {
+                target: zxid,
+                committed,
+            });
+        }
+        if zxid < core.log.last() {
+            core.push(Action::TruncateLog { zxid });
+            core.log.truncate(zxid);
+        }
+        self.sync_point = self.sync_point.max(zxid);
+        Ok(Next::Stay)
+    }
+
+    /// Acks NEWLEADER once the sync data is durable (INV-2).
+    pub(super) fn try_ack_newleader(&mut self, core: &mut Core) {
+        let Some(zxid) = self.newleader else {
+            return;
+        };
+        if self.newleader_acked || !core.log.all_persisted() || self.snap != SnapState::Idle {
+            return;
+        }
+        core.persist_current(self.new_epoch);
+        core.send(self.leader, Message::Ack { zxid });
+        self.newleader_acked = true;
+        self.ack_proposals(core);
+    }
+
+    /// Cumulative ACK of the highest durable proposal of the epoch (INV-3).
+    pub(super) fn ack_proposals(&mut self, core: &mut Core) {
+        if !self.newleader_acked || self.observer {
+            return;
+        }
+        let p = core.log.persisted();
+        if p > self.acked && p.epoch() == self.new_epoch && p.counter() > 0 {
+            self.acked = p;
+            core.send(self.leader, Message::Ack { zxid: p });
+        }
+    }
+
+    /// UPTODATE: apply the synced history and start serving (INV-1).
+    fn on_uptodate(&mut self, core: &mut Core) -> Result<Next, StepError> {
+        if !self.newleader_acked {
+            return Ok(Next::Leave("learner: UPTODATE before our NEWLEADER ack"));
+        }
+        if self.sync_point > core.log.last() {
+            return Ok(Next::Leave("learner: sync point beyond our log"));
+        }
+        core.apply_upto(self.sync_point)?;
+        self.phase = Phase::Broadcast;
+        let role = if self.observer {
+            Role::Observing
+        } else {
+            Role::Following
+        };
+        core.push(Action::RoleChanged {
+            role,
+            leader: Some(self.leader),
+            epoch: self.new_epoch,
+        });
+        for op in std::mem::take(&mut self.queued) {
+            self.on_client(core, op);
+        }
+        self.complete_pending(core);
+        Ok(Next::Stay)
+    }
+
+    /// The log became durable further.
+    pub(crate) fn on_persisted(&mut self, core: &mut Core) {
+        self.try_ack_newleader(core);
+        self.ack_proposals(core);
+    }
+
+    /// The SNAP's snapshot is durable and loaded.
+    pub(crate) fn on_snapshot_installed(&mut self, core: &mut Core, zxid: Zxid) {
+        if self.snap == SnapState::Installing(zxid) {
+            self.snap = SnapState::Idle;
+            self.try_ack_newleader(core);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The state every role shares: configuration, clock, epochs, the log view, the commit and apply
+//! points, the current vote, and the outgoing action queue.
+//!
+//! INV-1: `accepted_epoch >= current_epoch`; both change in memory only together with the
+//! `Persist*Epoch` action that makes them durable (the driver runs it before any later action).
+//! INV-2: `last_applied <= last_committed`; `Apply` actions leave in strictly ascending zxid
+//! order, each for a txn this peer logged, and only for committed txns.
+//! INV-3: `last_committed` is only ever raised by a leader's commit decision (a quorum of
+//! durable acks, a NEWLEADER quorum, or the leader's COMMIT/INFORM/UPTODATE); on leaving a role
+//! it falls back to `last_applied`.
+
+use bytes::Bytes;
+
+use crate::config::Config;
+use crate::error::StepError;
+use crate::history::History;
+use crate::io::Action;
+use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
+use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
+
+/// A client request a role could not start yet, or could not finish.
+#[derive(Clone, Debug)]
+pub(crate) enum ClientOp {
+    /// A write.
+    Write(RequestId, Bytes),
+    /// A linearizable read point.
+    Sync(RequestId),
+}
+
+/// Shared peer state; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) cfg: Config,
+    pub(crate) now_ms: u64,
+    pub(crate) accepted_epoch: Epoch,
+    pub(crate) current_epoch: Epoch,
+    pub(crate) log: History,
+    pub(crate) last_committed: Zxid,
+    pub(crate) last_applied: Zxid,
+    /// Election round (ZooKeeper's logical clock).
+    pub(crate) round: u64,
+    /// The vote this peer reports.
+    pub(crate) vote: Vote,
+    actions: Vec<Action>,
+    rng: u64,
+}
+
+impl Core {
+    pub(crate) fn new(
+        cfg: Config,
+        log: History,
+        accepted_epoch: Epoch,
+        current_epoch: Epoch,
+        now_ms: u64,
+    ) -> Core {
+        let base = log.base();
+        let vote = Vote {
+            leader: cfg.sid,
+            zxid: log.last(),
+            peer_epoch: current_epoch,
+        };
+        let rng = cfg.sid.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        Core {
+            cfg,
+            now_ms,
+            accepted_epoch,
+            current_epoch,
+            log,
+            last_committed: base,
+            last_applied: base,
+            round: 0,
+            vote,
+            actions: Vec::new(),
+            rng,
+        }
+    }
+
+    pub(crate) fn sid(&self) -> ServerId {
+        self.cfg.sid
+    }
+
+    pub(crate) fn take_actions(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.actions)
+    }
+
+    pub(crate) fn push(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+
+    pub(crate) fn send(&mut self, to: ServerId, msg: Message) {
+        self.actions.push(Action::Send { to, msg });
+    }
+
+    /// `init_limit` in milliseconds.
+    pub(crate) fn init_ms(&self) -> u64 {
+        self.cfg
+            .tick_ms
+            .saturating_mul(u64::from(self.cfg.init_limit_ticks))
+    }
+
+    /// `sync_limit` in milliseconds.
+    pub(crate) fn sync_ms(&self) -> u64 {
+        self.cfg
+            .tick_ms
+            .saturating_mul(u64::from(self.cfg.sync_limit_ticks))
+    }
+
+    /// A deterministic pseudo-random number below `bound` (xorshift64*, seeded from the sid).
+    pub(crate) fn jitter(&mut self, bound: u64) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let x = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        if bound == 0 {
+            0
+        } else {
+            x % bound
+        }
+    }
+
+    /// The vote for ourselves: `(current_epoch, last logged zxid, sid)` (INV-4 of history).
+    pub(crate) fn self_vote(&self) -> Vote {
+        Vote {
+            leader: self.sid(),
+            zxid: self.log.last(),
+            peer_epoch: self.current_epoch,
+        }
+    }
+
+    pub(crate) fn notification(&self, state: ElectionState) -> Notification {
+        Notification {
+            vote: self.vote,
+            round: self.round,
+            state,
+        }
+    }
+
+    /// Durably promises `epoch` (INV-1).
+    pub(crate) fn persist_accepted(&mut self, epoch: Epoch) {
+        self.accepted_epoch = epoch;
+        self.push(Action::PersistAcceptedEpoch(epoch));
+    }
+
+    /// Durably records that this peer now follows or leads `epoch`; from now on it reports
+    /// that epoch in its vote (ZOOKEEPER-1732).
+    pub(crate) fn persist_current(&mut self, epoch: Epoch) {
+        if self.accepted_epoch < epoch {
+            self.persist_accepted(epoch);
+        }
+        self.current_epoch = epoch;
+        self.vote.peer_epoch = epoch;
+        self.push(Action::PersistCurrentEpoch(epoch));
+    }
+
+    /// Logs a txn (asynchronously durable).
+    pub(crate) fn append(&mut self, txn: Txn) -> Result<(), StepError> {
+        self.log.append(txn.clone())?;
+        self.push(Action::AppendLog(txn));
+        Ok(())
+    }
+
+    /// Applies every logged txn in `(last_applied, upto]`, in order (INV-2), and raises the
+    /// commit point to `upto`.
+    pub(crate) fn apply_upto(&mut self, upto: Zxid) -> Result<(), StepError> {
+        if upto <= self.last_applied {
+            return Ok(());
+        }
+        let txns = self.log.txns_in(self.last_applied, upto).ok_or_else(|| {
+            StepError::Invariant(format!(
+                "txns in ({}, {}] are not all held in memory",
+                self.last_applied, upto
+            ))
+        })?;
+        for txn in txns {
+            self.last_applied = txn.zxid;
+            self.push(Action::Apply(txn));
+        }
+        self.last_committed = self.last_committed.max(upto);
+        self.log
+            .trim(self.last_applied, self.cfg.committed_log_window);
+        Ok(())
+    }
+
+    /// Answers a client op that cannot be served.
+    pub(crate) fn fail_op(&mut self, op: ClientOp, err: RequestError) {
+        match op {
+            ClientOp::Write(request_id, _) => self.push(Action::WriteDone {
+                request_id,
+                outcome: Err(err),
+            }),
+            ClientOp::Sync(request_id) => self.push(Action::SyncDone {
+                request_id,
+                outcome: Err(err),
+            }),
+        }
+    }
+}
+
+/// What a role handler asks of the peer after an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Keep the role.
+    Stay,
+    /// Leave the role and go back to LOOKING.
+    Leave(&'static str),
+}

@@ -1,0 +1,137 @@
+//! The peer's LOOKING behaviour: rounds, notifications, resends with backoff, answers to other
+//! peers' notifications in every role, and the decision.
+//!
+//! INV-1: every LOOKING period starts a new round with a vote for ourselves
+//! `(currentEpoch, last logged zxid, sid)` and tells every participant.
+//! INV-2: a peer in any role answers a LOOKING (or non-voting) sender with its current vote and
+//! state, so restarted peers and observers learn the established leader (B6).
+//! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
+//! (plus jitter from the seeded generator) until a decision.
+
+use crate::election::{is_participant, Tally};
+use crate::error::StepError;
+use crate::message::{ElectionState, Message, Notification};
+use crate::types::ServerId;
+
+use super::{Peer, RoleState};
+
+impl Peer {
+    /// Starts a new round (INV-1).
+    pub(super) fn start_election(&mut self) -> Result<(), StepError> {
+        self.core.round += 1;
+        self.core.vote = self.core.self_vote();
+        let now = self.core.now_ms;
+        let vote = self.core.vote;
+        if let RoleState::Looking(e) = &mut self.role {
+            e.set_my_vote(&self.core.cfg, vote, now);
+        }
+        let epoch = self.core.current_epoch;
+        self.core.push(crate::io::Action::RoleChanged {
+            role: crate::types::Role::Looking,
+            leader: None,
+            epoch,
+        });
+        self.broadcast_notification();
+        self.try_decide()
+    }
+
+    fn my_state(&self) -> ElectionState {
+        match &self.role {
+            RoleState::Looking(_) => ElectionState::Looking,
+            RoleState::Leading(_) => ElectionState::Leading,
+            RoleState::Learning(l) if l.observer => ElectionState::Observing,
+            RoleState::Learning(_) => ElectionState::Following,
+        }
+    }
+
+    /// Sends our notification to every other participant.
+    pub(super) fn broadcast_notification(&mut self) {
+        let n = self.core.notification(self.my_state());
+        let me = self.core.sid();
+        let targets: Vec<ServerId> = self.core.cfg.participants().filter(|s| *s != me).collect();
+        for to in targets {
+            self.core.send(to, Message::Notification(n));
+        }
+    }
+
+    /// Resends and the finalize decision (INV-3).
+    pub(super) fn looking_tick(&mut self) -> Result<(), StepError> {
+        let now = self.core.now_ms;
+        let cap = self
+            .core
+            .cfg
+            .tick_ms
+            .max(self.core.cfg.finalize_wait_ms)
+            .max(1);
+        let jitter = self.core.jitter(cap / 4 + 1);
+        let RoleState::Looking(e) = &mut self.role else {
+            return Ok(());
+        };
+        if now >= e.resend_at_ms {
+            e.backoff_ms = e.backoff_ms.saturating_mul(2).min(cap);
+            e.resend_at_ms = now.saturating_add(e.backoff_ms).saturating_add(jitter);
+            self.broadcast_notification();
+        }
+        self.try_decide()
+    }
+
+    /// Decides when the finalize wait is over.
+    fn try_decide(&mut self) -> Result<(), StepError> {
+        let RoleState::Looking(e) = &self.role else {
+            return Ok(());
+        };
+        if !e.decided(self.core.now_ms) {
+            return Ok(());
+        }
+        let leader = self.core.vote.leader;
+        self.enter_role(leader)
+    }
+
+    /// A notification from `from`, in any role (INV-2).
+    pub(super) fn on_notification(
+        &mut self,
+        from: ServerId,
+        n: Notification,
+    ) -> Result<(), StepError> {
+        let now = self.core.now_ms;
+        let sender_votes = is_participant(&self.core.cfg, from);
+        let RoleState::Looking(e) = &mut self.role else {
+            if n.state == ElectionState::Looking || !sender_votes {
+                let reply = self.core.notification(self.my_state());
+                self.core.send(from, Message::Notification(reply));
+            }
+            return Ok(());
+        };
+        let init = self.core.self_vote();
+        let before = self.core.round;
+        let tally = e.on_notification(
+            &self.core.cfg,
+            &mut self.core.round,
+            &mut self.core.vote,
+            init,
+            from,
+            n,
+            now,
+        );
+        let lower = n.state == ElectionState::Looking && n.round < before;
+        if lower || !sender_votes {
+            let reply = self.core.notification(ElectionState::Looking);
+            self.core.send(from, Message::Notification(reply));
+        }
+        match tally {
+            Tally::Nothing => {}
+            Tally::VoteChanged => self.broadcast_notification(),
+            Tally::Join {
+                leader,
+                round,
+                epoch,
+            } => {
+                self.core.round = round;
+                self.core.vote = n.vote;
+                tracing::debug!(%leader, %epoch, "joining an established leader");
+                return self.enter_role(leader);
+            }
+        }
+        self.try_decide()
+    }
+}

@@ -1,0 +1,307 @@
+//! The peer: one deterministic state machine per server, driven by [`Input`]s, emitting
+//! [`Action`]s (see [`crate::io`] for the contract with the driver).
+//!
+//! `step` dispatches each input to the current role (LOOKING → `election`, LEADING →
+//! `leader`, FOLLOWING/OBSERVING → `learner`); role handlers answer with `Next` and the peer
+//! performs role changes here, in one place.
+//!
+//! INV-1: a role change is stop-the-world: the old role fails its pending requests, aborts a
+//! SNAP in progress, closes its quorum channels, and the commit point falls back to what is
+//! applied; what is logged stays (its in-flight appends still get their `LogPersisted`), so the
+//! vote uses the last appended zxid (history INV-4) (C5, C11, C13, C19).
+//! INV-2: no clock, no randomness but the core's seeded generator, no `HashMap` iteration:
+//! the same inputs give the same actions.
+//! INV-3: `step` returns `Err` only for fatal local conditions; a peer's bad message is
+//! dropped or makes this peer leave its role.
+
+pub(crate) mod core;
+mod looking;
+#[cfg(test)]
+mod tests;
+
+use crate::config::Config;
+use crate::durable::DurableState;
+use crate::election::Election;
+use crate::error::StepError;
+use crate::history::History;
+use crate::io::{Action, Input};
+use crate::leader::Leader;
+use crate::learner::Learner;
+use crate::message::{Message, RequestError};
+use crate::sync_plan::SyncPlan;
+use crate::types::{Epoch, Role, ServerId, Zxid};
+
+use self::core::{ClientOp, Core, Next};
+
+/// The role-specific state.
+#[derive(Debug)]
+enum RoleState {
+    Looking(Election),
+    Leading(Leader),
+    Learning(Learner),
+}
+
+/// One ZAB server as a deterministic state machine.
+#[derive(Debug)]
+pub struct Peer {
+    core: Core,
+    role: RoleState,
+}
+
+impl Peer {
+    /// A peer starting from what its driver loaded from disk; it starts LOOKING.
+    pub fn new(config: Config, durable: DurableState, now_ms: u64) -> Result<Peer, StepError> {
+        if !config.members.contains_key(&config.sid) {
+            return Err(StepError::NotAMember(config.sid));
+        }
+        if durable.accepted_epoch < durable.current_epoch {
+            return Err(StepError::InconsistentDurableState(format!(
+                "acceptedEpoch {} is below currentEpoch {}",
+                durable.accepted_epoch, durable.current_epoch
+            )));
+        }
+        let log = History::from_durable(&durable)?;
+        let core = Core::new(
+            config,
+            log,
+            durable.accepted_epoch,
+            durable.current_epoch,
+            now_ms,
+        );
+        let election = Election::new(&core.cfg, core.vote, now_ms);
+        let mut peer = Peer {
+            core,
+            role: RoleState::Looking(election),
+        };
+        peer.enter_looking("start")?;
+        Ok(peer)
+    }
+
+    /// Feeds one input (INV-3).
+    pub fn step(&mut self, input: Input) -> Result<(), StepError> {
+        let next = match input {
+            Input::Tick { now_ms } => {
+                self.core.now_ms = self.core.now_ms.max(now_ms);
+                self.on_tick()?
+            }
+            Input::Message { from, msg } => self.on_message(from, msg)?,
+            Input::ConnectionLost { peer } => self.on_connection_lost(peer),
+            Input::LogPersisted { upto } => {
+                self.core.log.on_persisted(upto);
+                match &mut self.role {
+                    RoleState::Leading(l) => l.on_persisted(&mut self.core)?,
+                    RoleState::Learning(l) => {
+                        l.on_persisted(&mut self.core);
+                        Next::Stay
+                    }
+                    RoleState::Looking(_) => Next::Stay,
+                }
+            }
+            Input::SnapshotInstalled { zxid } => {
+                self.core.log.snapshot_installed(zxid);
+                self.core.last_applied = zxid;
+                self.core.last_committed = zxid;
+                if let RoleState::Learning(l) = &mut self.role {
+                    l.on_snapshot_installed(&mut self.core, zxid);
+                }
+                Next::Stay
+            }
+            Input::LogPurged { first_zxid } => {
+                self.core.log.purge(first_zxid);
+                Next::Stay
+            }
+            Input::ClientWrite {
+                request_id,
+                payload,
+            } => self.on_client(ClientOp::Write(request_id, payload))?,
+            Input::ClientSync { request_id } => self.on_client(ClientOp::Sync(request_id))?,
+        };
+        if let Next::Leave(why) = next {
+            self.enter_looking(why)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the actions emitted since the last call, in order.
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        self.core.take_actions()
+    }
+
+    fn on_tick(&mut self) -> Result<Next, StepError> {
+        match &mut self.role {
+            RoleState::Looking(_) => {
+                self.looking_tick()?;
+                Ok(Next::Stay)
+            }
+            RoleState::Leading(l) => l.on_tick(&mut self.core),
+            RoleState::Learning(l) => Ok(l.on_tick(&mut self.core)),
+        }
+    }
+
+    fn on_message(&mut self, from: ServerId, msg: Message) -> Result<Next, StepError> {
+        if from == self.core.sid() || !self.core.cfg.members.contains_key(&from) {
+            tracing::debug!(%from, "message from a stranger dropped");
+            return Ok(Next::Stay);
+        }
+        if let Message::Notification(n) = msg {
+            self.on_notification(from, n)?;
+            return Ok(Next::Stay);
+        }
+        match &mut self.role {
+            RoleState::Looking(_) => {
+                tracing::debug!(%from, "looking: quorum message dropped");
+                Ok(Next::Stay)
+            }
+            RoleState::Leading(l) => l.on_message(&mut self.core, from, msg),
+            RoleState::Learning(l) => l.on_message(&mut self.core, from, msg),
+        }
+    }
+
+    fn on_connection_lost(&mut self, peer: ServerId) -> Next {
+        match &mut self.role {
+            RoleState::Leading(l) => {
+                l.on_connection_lost(peer);
+                Next::Stay
+            }
+            RoleState::Learning(l) if l.leader == peer => {
+                Next::Leave("learner: connection to the leader lost")
+            }
+            _ => Next::Stay,
+        }
+    }
+
+    fn on_client(&mut self, op: ClientOp) -> Result<Next, StepError> {
+        match &mut self.role {
+            RoleState::Looking(_) => {
+                self.core
+                    .fail_op(op, RequestError::NotLeader { leader: None });
+                Ok(Next::Stay)
+            }
+            RoleState::Leading(l) => l.on_client(&mut self.core, op),
+            RoleState::Learning(l) => {
+                l.on_client(&mut self.core, op);
+                Ok(Next::Stay)
+            }
+        }
+    }
+
+    /// Leaves the current role (INV-1) and starts a new LOOKING period.
+    fn enter_looking(&mut self, why: &str) -> Result<(), StepError> {
+        tracing::debug!(sid = %self.core.sid(), why, "going LOOKING");
+        let election = Election::new(&self.core.cfg, self.core.self_vote(), self.core.now_ms);
+        let old = std::mem::replace(&mut self.role, RoleState::Looking(election));
+        match old {
+            RoleState::Leading(l) => l.leave(&mut self.core),
+            RoleState::Learning(l) => l.leave(&mut self.core),
+            RoleState::Looking(_) => {}
+        }
+        self.core.last_committed = self.core.last_applied;
+        self.start_election()
+    }
+
+    /// Becomes LEADING, FOLLOWING or OBSERVING for `leader`.
+    fn enter_role(&mut self, leader: ServerId) -> Result<(), StepError> {
+        let epoch = self.core.current_epoch;
+        if leader == self.core.sid() {
+            self.core.push(Action::RoleChanged {
+                role: Role::Leading,
+                leader: Some(leader),
+                epoch,
+            });
+            let (l, next) = Leader::start(&mut self.core)?;
+            self.role = RoleState::Leading(l);
+            if let Next::Leave(why) = next {
+                self.enter_looking(why)?;
+            }
+            return Ok(());
+        }
+        let observer = !crate::election::is_participant(&self.core.cfg, self.core.sid());
+        let role = if observer {
+            Role::Observing
+        } else {
+            Role::Following
+        };
+        self.core.push(Action::RoleChanged {
+            role,
+            leader: Some(leader),
+            epoch,
+        });
+        self.role = RoleState::Learning(Learner::start(&mut self.core, leader, observer));
+        Ok(())
+    }
+
+    /// The role this peer plays.
+    pub fn role(&self) -> Role {
+        match &self.role {
+            RoleState::Looking(_) => Role::Looking,
+            RoleState::Leading(_) => Role::Leading,
+            RoleState::Learning(l) if l.observer => Role::Observing,
+            RoleState::Learning(_) => Role::Following,
+        }
+    }
+
+    /// The leader this peer follows or is, when known.
+    pub fn leader(&self) -> Option<ServerId> {
+        match &self.role {
+            RoleState::Looking(_) => None,
+            RoleState::Leading(_) => Some(self.core.sid()),
+            RoleState::Learning(l) => Some(l.leader),
+        }
+    }
+
+    /// The durable acceptedEpoch (as of the actions emitted so far).
+    pub fn accepted_epoch(&self) -> Epoch {
+        self.core.accepted_epoch
+    }
+
+    /// The durable currentEpoch (as of the actions emitted so far).
+    pub fn current_epoch(&self) -> Epoch {
+        self.core.current_epoch
+    }
+
+    /// The last logged (appended) zxid.
+    pub fn last_logged_zxid(&self) -> Zxid {
+        self.core.log.last()
+    }
+
+    /// The last zxid known committed.
+    pub fn last_committed_zxid(&self) -> Zxid {
+        self.core.last_committed
+    }
+
+    /// The last zxid applied (`Apply` emitted, or loaded from a snapshot).
+    pub fn last_applied_zxid(&self) -> Zxid {
+        self.core.last_applied
+    }
+
+    /// True for an established leader, or a learner after UPTODATE.
+    pub fn is_serving(&self) -> bool {
+        match &self.role {
+            RoleState::Looking(_) => false,
+            RoleState::Leading(l) => l.is_serving(),
+            RoleState::Learning(l) => l.is_serving(),
+        }
+    }
+
+    /// On a leader, how it synced learner `sid` (for tests and diagnostics).
+    pub fn sync_plan_of(&self, sid: ServerId) -> Option<SyncPlan> {
+        match &self.role {
+            RoleState::Leading(l) => l.plan_of(sid),
+            _ => None,
+        }
+    }
+
+    /// The epoch being established or led (leader), or followed (learner, once known).
+    pub fn epoch(&self) -> Epoch {
+        match &self.role {
+            RoleState::Leading(l) => l.epoch(),
+            RoleState::Learning(l) => l.new_epoch,
+            RoleState::Looking(_) => self.core.current_epoch,
+        }
+    }
+
+    /// The election round.
+    pub fn election_round(&self) -> u64 {
+        self.core.round
+    }
+}
