@@ -69,7 +69,7 @@ impl Segment {
     ) -> Result<Segment> {
         let path = dir.join(segment_name(base));
         let tmp = fsutil::temp_path(&path);
-        let size = size.max(SEGMENT_HEADER_LEN + PAGE).div_ceil(PAGE) * PAGE;
+        let size = size.max(SEGMENT_HEADER_LEN + 1).div_ceil(PAGE) * PAGE;
         let mut f = OpenOptions::new()
             .read(true)
             .write(true)

@@ -1,0 +1,81 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use bytes::Bytes;
+use zab_core::{Txn, Zxid};
+use zab_store::{LogOptions, Recovery, TxnLog};
+
+/// A deterministic payload for `zxid` of `len` bytes (never all zero).
+pub fn payload(zxid: Zxid, len: usize) -> Bytes {
+    let mut x = zxid.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+pub fn txn(zxid: u64, len: usize) -> Txn {
+    Txn {
+        zxid: Zxid(zxid),
+        data: payload(Zxid(zxid), len),
+    }
+}
+
+pub fn opts(prealloc: usize) -> LogOptions {
+    LogOptions {
+        prealloc_bytes: prealloc,
+        force_sync: false,
+    }
+}
+
+pub fn open(dir: &Path, prealloc: usize) -> (TxnLog, Recovery) {
+    TxnLog::open(dir, opts(prealloc)).expect("open log")
+}
+
+/// Every file of `dir` by name.
+pub fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        m.insert(
+            e.file_name().into_string().unwrap(),
+            fs::read(e.path()).unwrap(),
+        );
+    }
+    m
+}
+
+/// Replaces the content of `dir` with `files`.
+pub fn write_dir_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
+    for e in fs::read_dir(dir).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    for (name, bytes) in files {
+        fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
+/// Segment file names, ascending.
+pub fn segments(dir: &Path) -> Vec<String> {
+    read_dir_files(dir)
+        .into_keys()
+        .filter(|n| zab_store::parse_segment_name(n).is_some())
+        .collect()
+}
+
+/// All records of the log as (zxid, payload) via the reader.
+pub fn contents(log: &TxnLog) -> Vec<Txn> {
+    let r = log.reader();
+    match r.last_zxid() {
+        None => vec![],
+        Some(last) => r.read_range(r.floor(), last).expect("read_range"),
+    }
+}

@@ -1,0 +1,265 @@
+//! Txn log behaviour through the public API: append, sync, read, rollover, truncate, reset,
+//! purge, reopen, and the group-commit thread.
+
+mod common;
+
+use common::*;
+use zab_core::{Epoch, Zxid};
+use zab_store::{LogCommand, LogEvent, LogWriter, StoreError};
+
+fn z(epoch: u32, counter: u32) -> u64 {
+    Zxid::new(Epoch(epoch), counter).0
+}
+
+#[test]
+fn append_sync_reopen_across_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, rec) = open(d.path(), 4096);
+    assert_eq!(rec.records, 0);
+    let txns: Vec<_> = (1..=100)
+        .map(|c| txn(z(1, c), (c as usize * 7) % 300))
+        .collect();
+    for t in &txns {
+        log.append(t).unwrap();
+    }
+    // Rollover made earlier segments durable, but not the records of the last one.
+    assert!(log.reader().last_zxid() < Some(Zxid(z(1, 100))));
+    assert_eq!(log.sync().unwrap(), Some(Zxid(z(1, 100))));
+    assert!(segments(d.path()).len() > 3, "small segments roll over");
+    assert_eq!(contents(&log), txns);
+    drop(log);
+    let (log, rec) = open(d.path(), 4096);
+    assert_eq!(rec.cut, None);
+    assert_eq!(rec.records, 100);
+    assert_eq!(contents(&log), txns);
+    let r = log.reader();
+    assert_eq!(r.first_zxid(), Some(Zxid(z(1, 1))));
+    assert_eq!(r.zxids(), txns.iter().map(|t| t.zxid).collect::<Vec<_>>());
+    let mid = r.read_range(Zxid(z(1, 40)), Zxid(z(1, 45))).unwrap();
+    assert_eq!(mid, txns[40..45].to_vec());
+    assert!(
+        r.read_range(Zxid(z(1, 40)), Zxid(z(1, 101))).is_err(),
+        "beyond the end"
+    );
+    log.check().unwrap();
+}
+
+#[test]
+fn segment_names_are_first_zxid_in_hex() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 1 << 20);
+    log.append(&txn(z(3, 7), 10)).unwrap();
+    log.sync().unwrap();
+    assert_eq!(segments(d.path()), vec!["log.0000000300000007".to_string()]);
+}
+
+#[test]
+fn non_increasing_append_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    log.append(&txn(5, 1)).unwrap();
+    for bad in [5, 4] {
+        let e = log.append(&txn(bad, 1)).unwrap_err();
+        assert!(matches!(e, StoreError::NotIncreasing { .. }), "{e}");
+        assert!(e.to_string().contains("log.0000000000000005"), "{e}");
+    }
+    log.append(&txn(6, 1)).unwrap();
+}
+
+#[test]
+fn big_record_gets_its_own_segment() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    let big = txn(2, 100_000);
+    log.append(&txn(1, 10)).unwrap();
+    log.append(&big).unwrap();
+    log.append(&txn(3, 10)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let (log, _) = open(d.path(), 4096);
+    assert_eq!(contents(&log)[1], big);
+}
+
+#[test]
+fn truncate_across_segments_is_durable_and_appends_follow() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    for c in 1..=60 {
+        log.append(&txn(z(1, c), 200)).unwrap();
+    }
+    log.sync().unwrap();
+    let before = segments(d.path()).len();
+    assert_eq!(log.truncate(Zxid(z(1, 10))).unwrap(), Some(Zxid(z(1, 10))));
+    assert!(segments(d.path()).len() < before, "later segments removed");
+    for c in 1..=5 {
+        log.append(&txn(z(2, c), 150)).unwrap();
+    }
+    log.sync().unwrap();
+    let want: Vec<_> = (1..=10)
+        .map(|c| txn(z(1, c), 200))
+        .chain((1..=5).map(|c| txn(z(2, c), 150)))
+        .collect();
+    assert_eq!(contents(&log), want);
+    drop(log);
+    let (log, rec) = open(d.path(), 4096);
+    assert_eq!(rec.cut, None, "truncation leaves a clean zero tail");
+    assert_eq!(contents(&log), want);
+    log.check().unwrap();
+}
+
+#[test]
+fn truncate_below_everything_and_reset_empty_the_log() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    for c in 5..=30 {
+        log.append(&txn(c, 100)).unwrap();
+    }
+    log.sync().unwrap();
+    assert_eq!(log.truncate(Zxid(3)).unwrap(), None);
+    assert!(segments(d.path()).is_empty());
+    log.append(&txn(4, 10)).unwrap();
+    log.sync().unwrap();
+    log.reset(Zxid(100)).unwrap();
+    assert!(segments(d.path()).is_empty());
+    assert!(matches!(
+        log.append(&txn(100, 1)),
+        Err(StoreError::NotIncreasing { .. })
+    ));
+    log.append(&txn(101, 1)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let (log, _) = open(d.path(), 4096);
+    assert_eq!(contents(&log), vec![txn(101, 1)]);
+    assert_eq!(log.reader().floor(), Zxid(100));
+}
+
+#[test]
+fn purge_keeps_exactly_the_segments_after_the_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    for c in 1..=100 {
+        log.append(&txn(c, 300)).unwrap();
+    }
+    log.sync().unwrap();
+    let r = log.reader();
+    let first = log.purge(Zxid(50)).unwrap().unwrap();
+    // The first kept segment holds 51 (the snapshot's zxid + 1); the one before held only <= 50.
+    assert!(first <= Zxid(51), "{first}");
+    assert!(r.floor() <= Zxid(50));
+    let names = segments(d.path());
+    assert_eq!(zab_store::parse_segment_name(&names[0]), Some(first));
+    assert!(r.read_range(Zxid(50), Zxid(100)).is_ok());
+    assert!(
+        r.read_range(Zxid(0), Zxid(100)).is_err(),
+        "purged part is not readable"
+    );
+    // Purging everything still keeps the last segment.
+    log.purge(Zxid(1000)).unwrap();
+    assert_eq!(segments(d.path()).len(), 1);
+    assert_eq!(r.last_zxid(), Some(Zxid(100)));
+    drop(log);
+    let (log, _) = open(d.path(), 4096);
+    log.check().unwrap();
+    assert_eq!(log.reader().last_zxid(), Some(Zxid(100)));
+}
+
+#[test]
+fn iterator_stops_with_error_if_the_log_is_truncated_under_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(d.path(), 4096);
+    for c in 1..=20 {
+        log.append(&txn(c, 10)).unwrap();
+    }
+    log.sync().unwrap();
+    let mut it = log.reader().iter(Zxid(0), Zxid(20)).unwrap();
+    assert_eq!(it.next().unwrap().unwrap().zxid, Zxid(1));
+    log.truncate(Zxid(10)).unwrap();
+    assert!(it.next().unwrap().is_err());
+    assert!(it.next().is_none());
+}
+
+#[test]
+fn sync_thread_groups_commits_and_reports_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let (log, _) = open(d.path(), 8192);
+    let (w, r, thread, events) = LogWriter::spawn_with_channel(log).unwrap();
+    for c in 1..=1000 {
+        w.append(txn(c, 50)).unwrap();
+    }
+    w.truncate(Zxid(900)).unwrap();
+    w.append(txn(2000, 5)).unwrap();
+    w.flush(7).unwrap();
+    w.send(LogCommand::Purge { upto: Zxid(500) }).unwrap();
+    w.reset(Zxid(3000)).unwrap();
+    w.append(txn(3001, 5)).unwrap();
+    w.flush(8).unwrap();
+    drop(w);
+    thread.join().unwrap();
+    let evs: Vec<LogEvent> = events.iter().collect();
+    let mut last_persisted = Zxid(0);
+    let mut saw = Vec::new();
+    for ev in &evs {
+        match ev {
+            LogEvent::Persisted { upto } => {
+                assert!(*upto > last_persisted || saw.contains(&"reset") || saw.contains(&"trunc"));
+                last_persisted = *upto;
+            }
+            LogEvent::Truncated { to, last } => {
+                assert_eq!(
+                    last_persisted,
+                    Zxid(1000),
+                    "appends before a truncate are persisted first"
+                );
+                assert_eq!((*to, *last), (Zxid(900), Some(Zxid(900))));
+                saw.push("trunc");
+            }
+            LogEvent::Flushed { token: 7, upto } => {
+                assert_eq!(*upto, Some(Zxid(2000)));
+                saw.push("flush7");
+            }
+            LogEvent::Purged { first } => {
+                assert!(first.unwrap() <= Zxid(501));
+                saw.push("purge");
+            }
+            LogEvent::Reset { after } => {
+                assert_eq!(*after, Zxid(3000));
+                saw.push("reset");
+            }
+            LogEvent::Flushed { token: 8, upto } => {
+                assert_eq!(*upto, Some(Zxid(3001)));
+                saw.push("flush8");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(saw, vec!["trunc", "flush7", "purge", "reset", "flush8"]);
+    assert!(
+        evs.iter()
+            .filter(|e| matches!(e, LogEvent::Persisted { .. }))
+            .count()
+            < 1000,
+        "group commit: fewer syncs than records"
+    );
+    assert_eq!(r.zxids(), vec![Zxid(3001)]);
+}
+
+#[test]
+fn sync_thread_reports_errors_and_stops() {
+    let d = tempfile::tempdir().unwrap();
+    let (log, _) = open(d.path(), 8192);
+    let (w, _r, thread, events) = LogWriter::spawn_with_channel(log).unwrap();
+    w.append(txn(5, 1)).unwrap();
+    w.append(txn(4, 1)).unwrap();
+    let ev = events.recv().unwrap();
+    let LogEvent::Failed(e) = ev else {
+        panic!("expected failure, got {ev:?}")
+    };
+    assert!(matches!(e, StoreError::NotIncreasing { .. }), "{e}");
+    assert!(events.recv().is_err(), "thread stopped after the failure");
+    assert!(matches!(
+        w.append(txn(6, 1)),
+        Err(StoreError::WriterStopped { .. })
+    ));
+    drop(w);
+    assert!(thread.join().is_err());
+}
