@@ -235,7 +235,7 @@ impl TxnLog {
             };
             fsutil::remove_durably(&path, self.opts.force_sync)?;
         }
-        Ok(self.reader().first_zxid())
+        Ok(self.shared.state.read().index.first().map(|e| e.zxid))
     }
 
     /// Creates the segment that starts with `zxid` after making the current one durable.
