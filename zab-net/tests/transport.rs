@@ -494,4 +494,24 @@ async fn disconnect_reports_loss_and_reconnects_on_demand() {
         nodes[0].0.send(ServerId(9), Message::UpToDate),
         Err(SendError::UnknownPeer(ServerId(9)))
     );
+    let huge = Message::Request {
+        request_id: RequestId(1),
+        payload: Bytes::from(vec![0u8; zab_core::codec::MAX_DATA_LEN + 100]),
+    };
+    assert!(matches!(
+        nodes[0].0.send(ServerId(2), huge),
+        Err(SendError::TooLarge { .. })
+    ));
+    // Nothing was lost: the connection is still up and in order.
+    nodes[0]
+        .0
+        .send(ServerId(2), Message::Ping { round: 3 })
+        .unwrap();
+    assert_eq!(
+        next_event(&mut nodes[1].1).await,
+        Event::Message {
+            from: ServerId(1),
+            msg: Message::Ping { round: 3 }
+        }
+    );
 }

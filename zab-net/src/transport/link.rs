@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::{FramedRead, FramedWrite};
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 use zab_core::{Message, ServerId};
 
 use super::{bump, Channel, Control, Event, Outbox, Shared};
@@ -47,6 +47,16 @@ enum Attempt {
     Connected(TcpStream),
     Failed,
     Shutdown,
+}
+
+/// Aborts the task when dropped, so a session's reader and writer never outlive their link
+/// (even when the link task itself is aborted).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Capped exponential backoff.
@@ -210,8 +220,14 @@ impl Link {
                 _ = self.shared.shutdown.cancelled() => return None,
                 _ = tokio::time::sleep_until(deadline) => return Some(None),
                 c = self.ctrl.recv() => {
+                    let call_back = matches!(c, Some(Control::DialRequested));
                     if let Some(stream) = self.idle_control(c).await? {
                         return Some(Some(stream));
+                    }
+                    if call_back && self.i_am_higher() {
+                        // The peer is up and waiting for us: dial now, not after the pause.
+                        self.backoff.reset();
+                        return Some(None);
                     }
                 }
             }
@@ -301,8 +317,12 @@ impl Link {
             return SessionEnd::Shutdown;
         };
         let codec = FrameCodec::new(self.shared.cfg.max_frame_len);
-        let mut reader = tokio::spawn(read_loop(self.shared.clone(), self.peer, rd, codec));
-        let mut writer = tokio::spawn(write_loop(wr, codec, self.stash.take(), outbox));
+        let mut reader = AbortOnDrop(tokio::spawn(
+            read_loop(self.shared.clone(), self.peer, rd, codec).in_current_span(),
+        ));
+        let mut writer = AbortOnDrop(tokio::spawn(
+            write_loop(wr, codec, self.stash.take(), outbox).in_current_span(),
+        ));
         self.dial_requested = false;
         self.link_connected(true);
         bump(&self.shared.counters.established);
@@ -312,11 +332,11 @@ impl Link {
         let end = loop {
             tokio::select! {
                 _ = self.shared.shutdown.cancelled() => break SessionEnd::Shutdown,
-                _ = &mut reader, if !reader_done => {
+                _ = &mut reader.0, if !reader_done => {
                     reader_done = true;
                     break SessionEnd::Closed;
                 }
-                w = &mut writer, if !writer_done => {
+                w = &mut writer.0, if !writer_done => {
                     writer_done = true;
                     if let Ok(Err(e)) = w {
                         info!(error = %e, "write failed; closing connection");
@@ -346,13 +366,13 @@ impl Link {
                 },
             }
         };
-        reader.abort();
-        writer.abort();
+        reader.0.abort();
+        writer.0.abort();
         if !reader_done {
-            let _ = reader.await;
+            let _ = (&mut reader.0).await;
         }
         if !writer_done {
-            let _ = writer.await;
+            let _ = (&mut writer.0).await;
         }
         self.link_connected(false);
         info!("connection closed");

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use super::{bump, Channel, Control, Shared};
 use crate::handshake::{self, Expect, HandshakeError, Hello, Reply};
@@ -36,7 +36,7 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, chan
                         warn!(%addr, "too many handshakes in progress; closing connection");
                         continue;
                     }
-                    handshakes.spawn(inbound(shared.clone(), stream, addr, channel));
+                    handshakes.spawn(inbound(shared.clone(), stream, addr, channel).in_current_span());
                 }
                 Err(e) => {
                     // Typically out of file descriptors: wait a little rather than spin.

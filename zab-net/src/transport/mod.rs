@@ -44,6 +44,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+use zab_core::codec::encoded_len;
 use zab_core::{Message, ServerId};
 
 use crate::config::NodeConfig;
@@ -178,6 +179,14 @@ pub enum SendError {
     /// The peer's outbox was full: its connection was dropped and its queue discarded.
     #[error("outbox to sid {0} is full; the connection is dropped")]
     Overflow(ServerId),
+    /// The message's frame would exceed `max_frame_len`; nothing was queued.
+    #[error("message of {len} bytes exceeds the frame limit of {max}")]
+    TooLarge {
+        /// The encoded length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// Why a transport could not start.
@@ -389,6 +398,10 @@ impl Transport {
     /// Queues `msg` for `to` on the message's channel ([`Channel::of`]). Never blocks.
     pub fn send(&self, to: ServerId, msg: Message) -> Result<(), SendError> {
         let channel = Channel::of(&msg);
+        let (len, max) = (encoded_len(&msg), self.shared.cfg.max_frame_len);
+        if len > max {
+            return Err(SendError::TooLarge { len, max });
+        }
         let link = self
             .shared
             .link(to, channel)
