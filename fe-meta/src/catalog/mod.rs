@@ -1,0 +1,388 @@
+//! The catalog: one immutable version of all metadata.
+//!
+//! A [`Catalog`] is a value built from persistent (structurally shared) ordered maps (`imbl`):
+//! cloning it is O(1) and a change is O(log n) and copies only the touched path, so a writer
+//! clones the published version, changes the clone and publishes it ([`SharedCatalog`]); a reader
+//! holds its version for as long as it likes, a snapshot is a pointer copy, and nothing blocks.
+//! Map values are `Arc`s so copied tree nodes share the entities themselves.
+//!
+//! INV-1 (indexes): `db_names`, `db_tables` and `backend_addrs` are exact inverses of the
+//! entity maps: every database name maps to its id, every table is listed under its database by
+//! name, every backend address maps to its id, and nothing else is listed ([`Catalog::check`]).
+//! INV-2 (ownership): every table's database exists.
+//! INV-3 (ids): every id in the catalog is below `next_id`; ids are never reused.
+//! INV-4: the catalog changes only through `replay::apply` (and image restore, which rebuilds the
+//! same state), so every replica that applied the same journal holds an equal catalog.
+
+mod codec;
+mod shared;
+mod types;
+
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+pub use codec::Codec;
+pub use shared::SharedCatalog;
+pub use types::{
+    Backend, BackendState, Column, ColumnType, ColumnTypeError, Database, Frontend, FrontendRole,
+    Table, COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
+};
+
+/// The first id the allocator hands out (ids below are reserved, as in Doris).
+pub const FIRST_ID: u64 = 10_000;
+
+/// The result of one change: applied, or left alone for the reason given (deterministic on
+/// every replica; see `replay`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The catalog changed (or already held exactly this).
+    Applied,
+    /// The change conflicts with the catalog and was not made.
+    Ignored(&'static str),
+}
+
+/// One immutable version of the metadata (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Catalog {
+    journal_id: u64,
+    next_id: u64,
+    last_timestamp_ms: u64,
+    dbs: OrdMap<u64, Arc<Database>>,
+    db_names: OrdMap<Arc<str>, u64>,
+    tables: OrdMap<u64, Arc<Table>>,
+    db_tables: OrdMap<u64, OrdMap<Arc<str>, u64>>,
+    backends: OrdMap<u64, Arc<Backend>>,
+    backend_addrs: OrdMap<(Arc<str>, u16), u64>,
+    frontends: OrdMap<u64, Arc<Frontend>>,
+    vars: OrdMap<Arc<str>, Arc<str>>,
+}
+
+impl Default for Catalog {
+    fn default() -> Catalog {
+        Catalog::new()
+    }
+}
+
+impl Catalog {
+    /// An empty catalog: journal id 0, next id [`FIRST_ID`].
+    pub fn new() -> Catalog {
+        Catalog {
+            journal_id: 0,
+            next_id: FIRST_ID,
+            last_timestamp_ms: 0,
+            dbs: OrdMap::new(),
+            db_names: OrdMap::new(),
+            tables: OrdMap::new(),
+            db_tables: OrdMap::new(),
+            backends: OrdMap::new(),
+            backend_addrs: OrdMap::new(),
+            frontends: OrdMap::new(),
+            vars: OrdMap::new(),
+        }
+    }
+
+    /// The id of the last journal entry applied (0 before any).
+    pub fn journal_id(&self) -> u64 {
+        self.journal_id
+    }
+
+    /// The next id the allocator hands out.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// The leader's wall clock (ms since the Unix epoch) in the last TIMESTAMP entry applied.
+    pub fn last_timestamp_ms(&self) -> u64 {
+        self.last_timestamp_ms
+    }
+
+    /// The database with id `id`.
+    pub fn database(&self, id: u64) -> Option<&Database> {
+        self.dbs.get(&id).map(|d| &**d)
+    }
+
+    /// The database named `name`.
+    pub fn database_by_name(&self, name: &str) -> Option<&Database> {
+        self.db_names.get(name).and_then(|id| self.database(*id))
+    }
+
+    /// All databases, by id.
+    pub fn databases(&self) -> impl Iterator<Item = &Database> + '_ {
+        self.dbs.values().map(|d| &**d)
+    }
+
+    /// The table with id `id`.
+    pub fn table(&self, id: u64) -> Option<&Table> {
+        self.tables.get(&id).map(|t| &**t)
+    }
+
+    /// The table named `name` in database `db_id`.
+    pub fn table_by_name(&self, db_id: u64, name: &str) -> Option<&Table> {
+        let id = self.db_tables.get(&db_id)?.get(name)?;
+        self.table(*id)
+    }
+
+    /// The tables of database `db_id`, by name.
+    pub fn tables_of(&self, db_id: u64) -> impl Iterator<Item = &Table> + '_ {
+        self.db_tables
+            .get(&db_id)
+            .into_iter()
+            .flat_map(|names| names.values())
+            .filter_map(|id| self.table(*id))
+    }
+
+    /// All tables, by id.
+    pub fn tables(&self) -> impl Iterator<Item = &Table> + '_ {
+        self.tables.values().map(|t| &**t)
+    }
+
+    /// The backend with id `id`.
+    pub fn backend(&self, id: u64) -> Option<&Backend> {
+        self.backends.get(&id).map(|b| &**b)
+    }
+
+    /// The backend at `host:port`.
+    pub fn backend_by_addr(&self, host: &str, port: u16) -> Option<&Backend> {
+        let id = self.backend_addrs.get(&(Arc::<str>::from(host), port))?;
+        self.backend(*id)
+    }
+
+    /// All backends, by id.
+    pub fn backends(&self) -> impl Iterator<Item = &Backend> + '_ {
+        self.backends.values().map(|b| &**b)
+    }
+
+    /// The frontend with server id `sid`.
+    pub fn frontend(&self, sid: u64) -> Option<&Frontend> {
+        self.frontends.get(&sid).map(|f| &**f)
+    }
+
+    /// All frontends, by sid.
+    pub fn frontends(&self) -> impl Iterator<Item = &Frontend> + '_ {
+        self.frontends.values().map(|f| &**f)
+    }
+
+    /// The global variable `name`.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(|v| &**v)
+    }
+
+    /// All global variables, by name.
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.vars.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Entities held: databases + tables + backends + frontends + variables (ZooKeeper's
+    /// "Node count").
+    pub fn entry_count(&self) -> u64 {
+        (self.dbs.len()
+            + self.tables.len()
+            + self.backends.len()
+            + self.frontends.len()
+            + self.vars.len()) as u64
+    }
+
+    /// Checks INV-1..3; returns the first violation found.
+    pub fn check(&self) -> Result<(), String> {
+        if self.db_names.len() != self.dbs.len() {
+            return Err("db_names and dbs differ in size".into());
+        }
+        for db in self.databases() {
+            if self.db_names.get(db.name.as_str()) != Some(&db.id) {
+                return Err(format!("database {} missing from db_names", db.id));
+            }
+        }
+        let indexed: usize = self.db_tables.values().map(|m| m.len()).sum();
+        if indexed != self.tables.len() {
+            return Err("db_tables and tables differ in size".into());
+        }
+        for t in self.tables() {
+            if !self.dbs.contains_key(&t.db_id) {
+                return Err(format!(
+                    "table {} belongs to missing database {}",
+                    t.id, t.db_id
+                ));
+            }
+            if self.table_by_name(t.db_id, &t.name).map(|x| x.id) != Some(t.id) {
+                return Err(format!("table {} missing from db_tables", t.id));
+            }
+        }
+        if self.backend_addrs.len() != self.backends.len() {
+            return Err("backend_addrs and backends differ in size".into());
+        }
+        for b in self.backends() {
+            if self
+                .backend_by_addr(&b.host, b.heartbeat_port)
+                .map(|x| x.id)
+                != Some(b.id)
+            {
+                return Err(format!("backend {} missing from backend_addrs", b.id));
+            }
+        }
+        let max_id = [
+            self.dbs.keys().next_back(),
+            self.tables.keys().next_back(),
+            self.backends.keys().next_back(),
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        match max_id {
+            Some(&id) if id >= self.next_id => {
+                Err(format!("id {id} is not below next_id {}", self.next_id))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    // ---- changes (used by replay and image restore only: INV-4) ----
+
+    pub(crate) fn set_journal_id(&mut self, id: u64) {
+        self.journal_id = id;
+    }
+
+    pub(crate) fn set_last_timestamp_ms(&mut self, ms: u64) {
+        self.last_timestamp_ms = ms;
+    }
+
+    /// Raises `next_id` to at least `next` (INV-3: never lowers it).
+    pub(crate) fn raise_next_id(&mut self, next: u64) {
+        self.next_id = self.next_id.max(next);
+    }
+
+    /// Raises `next_id` past `id`.
+    fn saw_id(&mut self, id: u64) {
+        self.raise_next_id(id.saturating_add(1));
+    }
+
+    pub(crate) fn create_db(&mut self, db: Database) -> Change {
+        self.saw_id(db.id);
+        if let Some(old) = self.dbs.get(&db.id) {
+            return if **old == db {
+                Change::Applied
+            } else {
+                Change::Ignored("database id already used")
+            };
+        }
+        if self.db_names.contains_key(db.name.as_str()) {
+            return Change::Ignored("database name already used");
+        }
+        self.db_names.insert(Arc::from(db.name.as_str()), db.id);
+        self.dbs.insert(db.id, Arc::new(db));
+        Change::Applied
+    }
+
+    pub(crate) fn drop_db(&mut self, id: u64) -> Change {
+        let Some(db) = self.dbs.remove(&id) else {
+            return Change::Ignored("no such database");
+        };
+        self.db_names.remove(db.name.as_str());
+        if let Some(names) = self.db_tables.remove(&id) {
+            for table_id in names.values() {
+                self.tables.remove(table_id);
+            }
+        }
+        Change::Applied
+    }
+
+    pub(crate) fn create_table(&mut self, table: Table) -> Change {
+        self.saw_id(table.id);
+        if let Some(old) = self.tables.get(&table.id) {
+            return if **old == table {
+                Change::Applied
+            } else {
+                Change::Ignored("table id already used")
+            };
+        }
+        if !self.dbs.contains_key(&table.db_id) {
+            return Change::Ignored("no such database");
+        }
+        let names = self.db_tables.entry(table.db_id).or_default();
+        if names.contains_key(table.name.as_str()) {
+            return Change::Ignored("table name already used in its database");
+        }
+        names.insert(Arc::from(table.name.as_str()), table.id);
+        self.tables.insert(table.id, Arc::new(table));
+        Change::Applied
+    }
+
+    pub(crate) fn drop_table(&mut self, db_id: u64, table_id: u64) -> Change {
+        match self.tables.get(&table_id) {
+            Some(t) if t.db_id == db_id => {}
+            Some(_) => return Change::Ignored("table belongs to another database"),
+            None => return Change::Ignored("no such table"),
+        }
+        if let Some(t) = self.tables.remove(&table_id) {
+            if let Some(names) = self.db_tables.get_mut(&db_id) {
+                names.remove(t.name.as_str());
+                if names.is_empty() {
+                    self.db_tables.remove(&db_id);
+                }
+            }
+        }
+        Change::Applied
+    }
+
+    pub(crate) fn add_backend(&mut self, be: Backend) -> Change {
+        self.saw_id(be.id);
+        if let Some(old) = self.backends.get(&be.id) {
+            return if **old == be {
+                Change::Applied
+            } else {
+                Change::Ignored("backend id already used")
+            };
+        }
+        let addr = (Arc::<str>::from(be.host.as_str()), be.heartbeat_port);
+        if self.backend_addrs.contains_key(&addr) {
+            return Change::Ignored("backend address already used");
+        }
+        self.backend_addrs.insert(addr, be.id);
+        self.backends.insert(be.id, Arc::new(be));
+        Change::Applied
+    }
+
+    pub(crate) fn modify_backend(&mut self, be: Backend) -> Change {
+        let Some(old) = self.backends.get(&be.id).cloned() else {
+            return Change::Ignored("no such backend");
+        };
+        let addr = (Arc::<str>::from(be.host.as_str()), be.heartbeat_port);
+        match self.backend_addrs.get(&addr) {
+            Some(&owner) if owner != be.id => {
+                return Change::Ignored("backend address already used")
+            }
+            _ => {}
+        }
+        self.backend_addrs
+            .remove(&(Arc::<str>::from(old.host.as_str()), old.heartbeat_port));
+        self.backend_addrs.insert(addr, be.id);
+        self.backends.insert(be.id, Arc::new(be));
+        Change::Applied
+    }
+
+    pub(crate) fn drop_backend(&mut self, id: u64) -> Change {
+        let Some(be) = self.backends.remove(&id) else {
+            return Change::Ignored("no such backend");
+        };
+        self.backend_addrs
+            .remove(&(Arc::<str>::from(be.host.as_str()), be.heartbeat_port));
+        Change::Applied
+    }
+
+    pub(crate) fn put_frontend(&mut self, fe: Frontend) -> Change {
+        self.frontends.insert(fe.sid, Arc::new(fe));
+        Change::Applied
+    }
+
+    pub(crate) fn drop_frontend(&mut self, sid: u64) -> Change {
+        match self.frontends.remove(&sid) {
+            Some(_) => Change::Applied,
+            None => Change::Ignored("no such frontend"),
+        }
+    }
+
+    pub(crate) fn set_var(&mut self, name: &str, value: &str) -> Change {
+        self.vars.insert(Arc::from(name), Arc::from(value));
+        Change::Applied
+    }
+}

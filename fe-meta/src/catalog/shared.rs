@@ -1,0 +1,59 @@
+//! The published catalog version: an atomic pointer to an immutable [`Catalog`].
+//!
+//! INV-1: one writer (the replayer) publishes whole versions; readers load a version with a
+//! lock-free pointer read and never see a half-applied entry.
+//! INV-2: published journal ids never go down (a version with a lower journal id than the
+//! current one is refused by [`SharedCatalog::publish`]).
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::Catalog;
+
+/// The current catalog version, shared between the replayer and any number of readers.
+#[derive(Debug)]
+pub struct SharedCatalog {
+    current: ArcSwap<Catalog>,
+}
+
+impl SharedCatalog {
+    /// Publishes `initial`.
+    pub fn new(initial: Catalog) -> SharedCatalog {
+        SharedCatalog {
+            current: ArcSwap::from_pointee(initial),
+        }
+    }
+
+    /// The current version; holding it blocks nobody.
+    pub fn load(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    /// The journal id of the current version.
+    pub fn journal_id(&self) -> u64 {
+        self.current.load().journal_id()
+    }
+
+    /// Makes `next` the current version. Returns false (and publishes nothing) if `next` is older
+    /// than the current version (INV-2). Only the single replayer calls this.
+    pub fn publish(&self, next: Catalog) -> bool {
+        if next.journal_id() < self.journal_id() {
+            return false;
+        }
+        self.current.store(Arc::new(next));
+        true
+    }
+
+    /// Replaces the current version unconditionally (loading an image, e.g. after a SNAP from
+    /// the leader or a TRUNC that forces a rebuild).
+    pub fn reset(&self, next: Catalog) {
+        self.current.store(Arc::new(next));
+    }
+}
+
+impl Default for SharedCatalog {
+    fn default() -> SharedCatalog {
+        SharedCatalog::new(Catalog::new())
+    }
+}

@@ -1,0 +1,393 @@
+//! The edit log: journal entries `{op code u16, payload}`, one per ZAB txn.
+//!
+//! An entry's bytes (the ZAB txn data) are `op u16 | payload`, big-endian. Every payload starts
+//! with its format version (u8, 1 today) and then the fields below (entity layouts in
+//! `catalog::codec`). The codes are fixed forever: a code is never reused for another meaning.
+//!
+//! | code | op                  | payload v1 after the version byte          | new id?       |
+//! |-----:|---------------------|--------------------------------------------|---------------|
+//! |    0 | SAVE_NEXTID         | next_id u64                                | raises it     |
+//! |    1 | CREATE_DB           | Database (id, name)                        | id            |
+//! |    2 | DROP_DB             | db_id u64                                  |               |
+//! |   10 | CREATE_TABLE        | Table (id, db_id, name, columns)           | id            |
+//! |   11 | DROP_TABLE          | db_id u64, table_id u64                    |               |
+//! |   50 | ADD_BACKEND         | Backend (id, host, port, state, capacity)  | id            |
+//! |   51 | DROP_BACKEND        | backend_id u64                             |               |
+//! |   52 | MODIFY_BACKEND      | Backend (the whole new record, same id)    |               |
+//! |   55 | ADD_FRONTEND        | Frontend (sid, name, host, port, role)     |               |
+//! |   57 | DROP_FRONTEND       | sid u64                                    |               |
+//! |   60 | SET_GLOBAL_VARIABLE | name str, value str                        |               |
+//! |   70 | TIMESTAMP           | leader wall clock, ms since the Unix epoch |               |
+//!
+//! 50 is StarRocks' `OP_ADD_BACKEND`; the other codes are ours.
+//!
+//! INV-1: an entry carries every value its replay needs (ids, the leader's clock), so replay is
+//! a pure function of (catalog, entry): it reads no clock, no RNG, nothing outside.
+//! INV-2: `Op::from_entry(&op.to_entry()) == op` for every op within the limits, and decoding
+//! rejects an unknown code, an unknown version, a short or long payload, or a field out of range
+//! with a [`JournalError`] that names the op and what is wrong; it never panics.
+//! INV-3: an encoded entry is at most [`ENTRY_LEN_MAX`] bytes (commands check it).
+
+use std::fmt;
+
+use bytes::{BufMut, Bytes};
+use thiserror::Error;
+
+use crate::catalog::{Backend, Codec, Database, Frontend, Table, NAME_LEN_MAX, VALUE_LEN_MAX};
+use crate::wire::{Put, Reader, WireError};
+
+/// Largest encoded entry, in bytes.
+pub const ENTRY_LEN_MAX: usize = 16 * 1024 * 1024;
+
+/// The payload format version this build writes and reads.
+pub const PAYLOAD_VERSION: u8 = 1;
+
+/// A journal op code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OpCode(pub u16);
+
+impl OpCode {
+    /// Raise the id allocator.
+    pub const SAVE_NEXTID: OpCode = OpCode(0);
+    /// Create a database.
+    pub const CREATE_DB: OpCode = OpCode(1);
+    /// Drop a database and its tables.
+    pub const DROP_DB: OpCode = OpCode(2);
+    /// Create a table.
+    pub const CREATE_TABLE: OpCode = OpCode(10);
+    /// Drop a table.
+    pub const DROP_TABLE: OpCode = OpCode(11);
+    /// Add a backend (StarRocks' code).
+    pub const ADD_BACKEND: OpCode = OpCode(50);
+    /// Drop a backend.
+    pub const DROP_BACKEND: OpCode = OpCode(51);
+    /// Replace a backend's record.
+    pub const MODIFY_BACKEND: OpCode = OpCode(52);
+    /// Add or replace a frontend.
+    pub const ADD_FRONTEND: OpCode = OpCode(55);
+    /// Drop a frontend.
+    pub const DROP_FRONTEND: OpCode = OpCode(57);
+    /// Set a global variable.
+    pub const SET_GLOBAL_VARIABLE: OpCode = OpCode(60);
+    /// The leader's clock, for the staleness guard.
+    pub const TIMESTAMP: OpCode = OpCode(70);
+
+    /// Every known code, ascending.
+    pub const ALL: [OpCode; 12] = [
+        OpCode::SAVE_NEXTID,
+        OpCode::CREATE_DB,
+        OpCode::DROP_DB,
+        OpCode::CREATE_TABLE,
+        OpCode::DROP_TABLE,
+        OpCode::ADD_BACKEND,
+        OpCode::DROP_BACKEND,
+        OpCode::MODIFY_BACKEND,
+        OpCode::ADD_FRONTEND,
+        OpCode::DROP_FRONTEND,
+        OpCode::SET_GLOBAL_VARIABLE,
+        OpCode::TIMESTAMP,
+    ];
+
+    /// The op's name, if the code is known.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            OpCode::SAVE_NEXTID => "SAVE_NEXTID",
+            OpCode::CREATE_DB => "CREATE_DB",
+            OpCode::DROP_DB => "DROP_DB",
+            OpCode::CREATE_TABLE => "CREATE_TABLE",
+            OpCode::DROP_TABLE => "DROP_TABLE",
+            OpCode::ADD_BACKEND => "ADD_BACKEND",
+            OpCode::DROP_BACKEND => "DROP_BACKEND",
+            OpCode::MODIFY_BACKEND => "MODIFY_BACKEND",
+            OpCode::ADD_FRONTEND => "ADD_FRONTEND",
+            OpCode::DROP_FRONTEND => "DROP_FRONTEND",
+            OpCode::SET_GLOBAL_VARIABLE => "SET_GLOBAL_VARIABLE",
+            OpCode::TIMESTAMP => "TIMESTAMP",
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for OpCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name} ({})", self.0),
+            None => write!(f, "unknown op {}", self.0),
+        }
+    }
+}
+
+/// Why an entry does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum JournalError {
+    /// Fewer than 2 bytes: no op code.
+    #[error("journal entry of {len} bytes has no op code")]
+    TooShort {
+        /// Its length.
+        len: usize,
+    },
+    /// Over [`ENTRY_LEN_MAX`].
+    #[error("journal entry of {len} bytes is over the limit of {ENTRY_LEN_MAX}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// The op code is not one this build knows.
+    #[error("{op}: this build does not know the op code")]
+    UnknownOp {
+        /// The code.
+        op: OpCode,
+    },
+    /// The payload does not decode.
+    #[error("{op} payload: {source}")]
+    Payload {
+        /// The op.
+        op: OpCode,
+        /// What is wrong.
+        source: WireError,
+    },
+}
+
+/// One journal entry as stored: an op code and its undecoded payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalEntry {
+    /// The op code.
+    pub op: OpCode,
+    /// The payload (starting with its version byte).
+    pub payload: Bytes,
+}
+
+impl JournalEntry {
+    /// The entry's bytes: `op u16 | payload`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + self.payload.len());
+        out.put_u16(self.op.0);
+        out.extend_from_slice(&self.payload);
+        out
+    }
+
+    /// Splits an entry's bytes into op and payload (the payload is decoded by
+    /// [`Op::from_entry`]).
+    pub fn decode(bytes: &[u8]) -> Result<JournalEntry, JournalError> {
+        if bytes.len() < 2 {
+            return Err(JournalError::TooShort { len: bytes.len() });
+        }
+        if bytes.len() > ENTRY_LEN_MAX {
+            return Err(JournalError::TooLong { len: bytes.len() });
+        }
+        Ok(JournalEntry {
+            op: OpCode(u16::from_be_bytes([bytes[0], bytes[1]])),
+            payload: Bytes::copy_from_slice(&bytes[2..]),
+        })
+    }
+
+    /// The encoded length.
+    pub fn encoded_len(&self) -> usize {
+        2 + self.payload.len()
+    }
+}
+
+/// A decoded journal op (see the table in the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// SAVE_NEXTID: raise the id allocator to at least `next_id`.
+    SaveNextId {
+        /// The new lower bound of the next id.
+        next_id: u64,
+    },
+    /// CREATE_DB.
+    CreateDb(Database),
+    /// DROP_DB.
+    DropDb {
+        /// The database.
+        db_id: u64,
+    },
+    /// CREATE_TABLE.
+    CreateTable(Table),
+    /// DROP_TABLE.
+    DropTable {
+        /// The database.
+        db_id: u64,
+        /// The table.
+        table_id: u64,
+    },
+    /// ADD_BACKEND.
+    AddBackend(Backend),
+    /// DROP_BACKEND.
+    DropBackend {
+        /// The backend.
+        backend_id: u64,
+    },
+    /// MODIFY_BACKEND: the backend's whole new record.
+    ModifyBackend(Backend),
+    /// ADD_FRONTEND.
+    AddFrontend(Frontend),
+    /// DROP_FRONTEND.
+    DropFrontend {
+        /// The frontend's server id.
+        sid: u64,
+    },
+    /// SET_GLOBAL_VARIABLE.
+    SetGlobalVariable {
+        /// The variable.
+        name: String,
+        /// Its new value.
+        value: String,
+    },
+    /// TIMESTAMP: the leader's wall clock when it wrote the entry.
+    Timestamp {
+        /// Milliseconds since the Unix epoch.
+        wall_ms: u64,
+    },
+}
+
+impl Op {
+    /// The op's code.
+    pub fn code(&self) -> OpCode {
+        match self {
+            Op::SaveNextId { .. } => OpCode::SAVE_NEXTID,
+            Op::CreateDb(_) => OpCode::CREATE_DB,
+            Op::DropDb { .. } => OpCode::DROP_DB,
+            Op::CreateTable(_) => OpCode::CREATE_TABLE,
+            Op::DropTable { .. } => OpCode::DROP_TABLE,
+            Op::AddBackend(_) => OpCode::ADD_BACKEND,
+            Op::DropBackend { .. } => OpCode::DROP_BACKEND,
+            Op::ModifyBackend(_) => OpCode::MODIFY_BACKEND,
+            Op::AddFrontend(_) => OpCode::ADD_FRONTEND,
+            Op::DropFrontend { .. } => OpCode::DROP_FRONTEND,
+            Op::SetGlobalVariable { .. } => OpCode::SET_GLOBAL_VARIABLE,
+            Op::Timestamp { .. } => OpCode::TIMESTAMP,
+        }
+    }
+
+    /// The op as a journal entry (payload version [`PAYLOAD_VERSION`]).
+    pub fn to_entry(&self) -> JournalEntry {
+        let mut p = vec![PAYLOAD_VERSION];
+        match self {
+            Op::SaveNextId { next_id } => p.put_u64(*next_id),
+            Op::CreateDb(db) => db.encode(&mut p),
+            Op::DropDb { db_id } => p.put_u64(*db_id),
+            Op::CreateTable(t) => t.encode(&mut p),
+            Op::DropTable { db_id, table_id } => {
+                p.put_u64(*db_id);
+                p.put_u64(*table_id);
+            }
+            Op::AddBackend(be) | Op::ModifyBackend(be) => be.encode(&mut p),
+            Op::DropBackend { backend_id } => p.put_u64(*backend_id),
+            Op::AddFrontend(fe) => fe.encode(&mut p),
+            Op::DropFrontend { sid } => p.put_u64(*sid),
+            Op::SetGlobalVariable { name, value } => {
+                p.put_str(name);
+                p.put_str(value);
+            }
+            Op::Timestamp { wall_ms } => p.put_u64(*wall_ms),
+        }
+        JournalEntry {
+            op: self.code(),
+            payload: Bytes::from(p),
+        }
+    }
+
+    /// Decodes an entry's payload according to its op code (INV-2).
+    pub fn from_entry(entry: &JournalEntry) -> Result<Op, JournalError> {
+        let op = entry.op;
+        if op.name().is_none() {
+            return Err(JournalError::UnknownOp { op });
+        }
+        if entry.encoded_len() > ENTRY_LEN_MAX {
+            return Err(JournalError::TooLong {
+                len: entry.encoded_len(),
+            });
+        }
+        decode_payload(op, &entry.payload).map_err(|source| JournalError::Payload { op, source })
+    }
+
+    /// Decodes an entry's bytes (`op u16 | payload`) in one step.
+    pub fn decode(bytes: &[u8]) -> Result<Op, JournalError> {
+        Op::from_entry(&JournalEntry::decode(bytes)?)
+    }
+}
+
+fn decode_payload(op: OpCode, payload: &[u8]) -> Result<Op, WireError> {
+    let mut r = Reader::new(payload);
+    r.version(PAYLOAD_VERSION)?;
+    let out = match op {
+        OpCode::SAVE_NEXTID => Op::SaveNextId {
+            next_id: r.u64("next_id")?,
+        },
+        OpCode::CREATE_DB => Op::CreateDb(Database::decode(&mut r)?),
+        OpCode::DROP_DB => Op::DropDb {
+            db_id: r.u64("db_id")?,
+        },
+        OpCode::CREATE_TABLE => Op::CreateTable(Table::decode(&mut r)?),
+        OpCode::DROP_TABLE => Op::DropTable {
+            db_id: r.u64("db_id")?,
+            table_id: r.u64("table_id")?,
+        },
+        OpCode::ADD_BACKEND => Op::AddBackend(Backend::decode(&mut r)?),
+        OpCode::DROP_BACKEND => Op::DropBackend {
+            backend_id: r.u64("backend_id")?,
+        },
+        OpCode::MODIFY_BACKEND => Op::ModifyBackend(Backend::decode(&mut r)?),
+        OpCode::ADD_FRONTEND => Op::AddFrontend(Frontend::decode(&mut r)?),
+        OpCode::DROP_FRONTEND => Op::DropFrontend { sid: r.u64("sid")? },
+        OpCode::SET_GLOBAL_VARIABLE => Op::SetGlobalVariable {
+            name: r.str("variable name", NAME_LEN_MAX)?,
+            value: r.str("variable value", VALUE_LEN_MAX)?,
+        },
+        OpCode::TIMESTAMP => Op::Timestamp {
+            wall_ms: r.u64("wall_ms")?,
+        },
+        _ => {
+            return Err(WireError::BadValue {
+                field: "op code",
+                value: u64::from(op.0),
+            })
+        }
+    };
+    r.finish()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_op_and_the_problem() {
+        let entry = JournalEntry {
+            op: OpCode::ADD_BACKEND,
+            payload: Bytes::from_static(&[1, 0, 0]),
+        };
+        let err = Op::from_entry(&entry).unwrap_err().to_string();
+        assert!(
+            err.contains("ADD_BACKEND (50)") && err.contains("backend id"),
+            "{err}"
+        );
+
+        let err = Op::decode(&[0x12, 0x34, 1]).unwrap_err().to_string();
+        assert!(err.contains("unknown op 4660"), "{err}");
+
+        let bad_version = Op::decode(&[0, 70, 2, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap_err();
+        assert!(
+            bad_version.to_string().contains("version 2"),
+            "{bad_version}"
+        );
+
+        let trailing = Op::decode(&[0, 70, 1, 0, 0, 0, 0, 0, 0, 0, 1, 9]).unwrap_err();
+        assert!(trailing
+            .to_string()
+            .contains("TIMESTAMP (70) payload: 1 unexpected"));
+        assert!(matches!(
+            Op::decode(&[1]),
+            Err(JournalError::TooShort { len: 1 })
+        ));
+    }
+
+    #[test]
+    fn codes_are_stable() {
+        let codes: Vec<u16> = OpCode::ALL.iter().map(|c| c.0).collect();
+        assert_eq!(codes, [0, 1, 2, 10, 11, 50, 51, 52, 55, 57, 60, 70]);
+        assert!(OpCode::ALL.iter().all(|c| c.name().is_some()));
+    }
+}

@@ -1,0 +1,221 @@
+//! Replay: applying committed journal entries to the catalog.
+//!
+//! INV-1 (purity): [`apply`] is a function of (catalog, journal id, entry) only. It reads no
+//! clock, no RNG, no file, no config; every replica that applies the same entries in the same
+//! order holds an equal catalog (and the same digest, `image::digest`).
+//! INV-2 (nothing skipped): an entry with an unknown op code or a payload that does not decode
+//! stops replay with a [`ReplayError`] naming the journal id and the op; the catalog is left as
+//! it was before that entry (decode happens before any change).
+//! INV-3 (never rejects a valid entry): validation happens on the leader before an entry is
+//! logged (`command`). An entry that decodes but conflicts with the catalog (a name taken, a
+//! missing id: possible only through a bug or a hand-edited log) is applied as a deterministic
+//! no-op, logged at WARN, and reported as [`Change::Ignored`] — the same on every replica.
+//! INV-4 (order): journal ids applied to one catalog strictly increase; an entry at or below the
+//! catalog's journal id is refused with [`ReplayError::OutOfOrder`] and changes nothing.
+//! INV-5 (ids): an entry that creates an entity raises the id allocator past the entity's id,
+//! even when ignored, so ids are never reused.
+//!
+//! Rules per op (the entity must otherwise satisfy `catalog` INV-1..3):
+//!
+//! | op                  | applied when                                  | otherwise        |
+//! |---------------------|-----------------------------------------------|------------------|
+//! | SAVE_NEXTID         | always: next_id = max(next_id, value)         |                  |
+//! | CREATE_DB           | id and name free (or the same db already)     | ignored          |
+//! | DROP_DB             | db exists; its tables go with it              | ignored          |
+//! | CREATE_TABLE        | db exists, id and name free (or same table)   | ignored          |
+//! | DROP_TABLE          | table exists in that db                       | ignored          |
+//! | ADD_BACKEND         | id and host:port free (or same backend)       | ignored          |
+//! | MODIFY_BACKEND      | id exists, new host:port free or its own      | ignored          |
+//! | DROP_BACKEND        | id exists                                     | ignored          |
+//! | ADD_FRONTEND        | always (insert or replace by sid)             |                  |
+//! | DROP_FRONTEND       | sid exists                                    | ignored          |
+//! | SET_GLOBAL_VARIABLE | always                                        |                  |
+//! | TIMESTAMP           | always: last_timestamp_ms = value             |                  |
+
+use thiserror::Error;
+use tracing::warn;
+
+use crate::catalog::{Catalog, Change, SharedCatalog};
+use crate::journal::{JournalEntry, JournalError, Op, OpCode};
+
+/// Why replay stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ReplayError {
+    /// The entry does not decode (unknown op, bad payload).
+    #[error("replay stopped at journal id {journal_id} ({op}): {source}")]
+    Undecodable {
+        /// The entry's journal id.
+        journal_id: u64,
+        /// Its op code.
+        op: OpCode,
+        /// What is wrong.
+        source: JournalError,
+    },
+    /// The entry is not after the catalog's last applied entry.
+    #[error(
+        "replay refused journal id {journal_id} ({op}): the catalog already applied up to \
+         {applied}; journal ids must increase"
+    )]
+    OutOfOrder {
+        /// The entry's journal id.
+        journal_id: u64,
+        /// Its op code.
+        op: OpCode,
+        /// The catalog's journal id.
+        applied: u64,
+    },
+}
+
+impl ReplayError {
+    /// The journal id replay stopped at.
+    pub fn journal_id(&self) -> u64 {
+        match self {
+            ReplayError::Undecodable { journal_id, .. }
+            | ReplayError::OutOfOrder { journal_id, .. } => *journal_id,
+        }
+    }
+}
+
+/// Applies the committed entry `entry` with id `journal_id` to `state` (see the module docs).
+pub fn apply(
+    state: &mut Catalog,
+    journal_id: u64,
+    entry: &JournalEntry,
+) -> Result<Change, ReplayError> {
+    if journal_id <= state.journal_id() {
+        return Err(ReplayError::OutOfOrder {
+            journal_id,
+            op: entry.op,
+            applied: state.journal_id(),
+        });
+    }
+    let op = Op::from_entry(entry).map_err(|source| ReplayError::Undecodable {
+        journal_id,
+        op: entry.op,
+        source,
+    })?;
+    let change = apply_op(state, &op);
+    if let Change::Ignored(why) = change {
+        warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
+    }
+    state.set_journal_id(journal_id);
+    Ok(change)
+}
+
+/// Applies a decoded op without journal-id bookkeeping. Used by [`apply`], and by the leader's
+/// `command::Planner` to keep its speculative catalog ahead of the replayed one.
+pub fn apply_op(state: &mut Catalog, op: &Op) -> Change {
+    match op {
+        Op::SaveNextId { next_id } => {
+            state.raise_next_id(*next_id);
+            Change::Applied
+        }
+        Op::CreateDb(db) => state.create_db(db.clone()),
+        Op::DropDb { db_id } => state.drop_db(*db_id),
+        Op::CreateTable(t) => state.create_table(t.clone()),
+        Op::DropTable { db_id, table_id } => state.drop_table(*db_id, *table_id),
+        Op::AddBackend(be) => state.add_backend(be.clone()),
+        Op::ModifyBackend(be) => state.modify_backend(be.clone()),
+        Op::DropBackend { backend_id } => state.drop_backend(*backend_id),
+        Op::AddFrontend(fe) => state.put_frontend(fe.clone()),
+        Op::DropFrontend { sid } => state.drop_frontend(*sid),
+        Op::SetGlobalVariable { name, value } => state.set_var(name, value),
+        Op::Timestamp { wall_ms } => {
+            state.set_last_timestamp_ms(*wall_ms);
+            Change::Applied
+        }
+    }
+}
+
+/// Applies a batch of committed entries to the published catalog: one copy, one publish (the
+/// replayer's loop). On error the entries before the failing one are published and the error
+/// is returned; the failing entry and those after it are not applied.
+pub fn apply_batch<I>(shared: &SharedCatalog, entries: I) -> Result<u64, ReplayError>
+where
+    I: IntoIterator<Item = (u64, JournalEntry)>,
+{
+    let mut next = Catalog::clone(&shared.load());
+    let mut result = Ok(());
+    for (journal_id, entry) in entries {
+        if let Err(e) = apply(&mut next, journal_id, &entry) {
+            result = Err(e);
+            break;
+        }
+    }
+    let applied = next.journal_id();
+    shared.publish(next);
+    result.map(|()| applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::catalog::Database;
+
+    fn db(id: u64, name: &str) -> JournalEntry {
+        Op::CreateDb(Database {
+            id,
+            name: name.into(),
+        })
+        .to_entry()
+    }
+
+    #[test]
+    fn errors_name_journal_id_and_op_and_change_nothing() {
+        let mut c = Catalog::new();
+        apply(&mut c, 5, &db(10_000, "a")).unwrap();
+        let before = c.clone();
+        let unknown = JournalEntry {
+            op: OpCode(999),
+            payload: Bytes::new(),
+        };
+        let err = apply(&mut c, 6, &unknown).unwrap_err();
+        assert_eq!(err.journal_id(), 6);
+        assert!(
+            err.to_string().contains("journal id 6 (unknown op 999)"),
+            "{err}"
+        );
+        let bad = JournalEntry {
+            op: OpCode::CREATE_DB,
+            payload: Bytes::from_static(&[1, 0]),
+        };
+        let err = apply(&mut c, 7, &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("journal id 7 (CREATE_DB (1))") && err.contains("database id"),
+            "{err}"
+        );
+        let err = apply(&mut c, 5, &db(10_001, "b")).unwrap_err();
+        assert!(matches!(err, ReplayError::OutOfOrder { applied: 5, .. }));
+        assert_eq!(c, before);
+    }
+
+    #[test]
+    fn conflicts_are_deterministic_no_ops_that_still_burn_ids() {
+        let mut c = Catalog::new();
+        apply(&mut c, 1, &db(10_000, "a")).unwrap();
+        let change = apply(&mut c, 2, &db(20_000, "a")).unwrap();
+        assert_eq!(change, Change::Ignored("database name already used"));
+        assert_eq!(c.databases().count(), 1);
+        assert_eq!(c.next_id(), 20_001);
+        assert_eq!(c.journal_id(), 2);
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn batch_publishes_the_prefix_before_an_error() {
+        let shared = SharedCatalog::default();
+        let bad = JournalEntry {
+            op: OpCode(7),
+            payload: Bytes::new(),
+        };
+        let err = apply_batch(
+            &shared,
+            [(1, db(10_000, "a")), (2, bad), (3, db(10_001, "b"))],
+        );
+        assert_eq!(err.unwrap_err().journal_id(), 2);
+        assert_eq!(shared.journal_id(), 1);
+        assert_eq!(shared.load().databases().count(), 1);
+    }
+}
