@@ -11,6 +11,7 @@
 //! Properties: every record reported persisted is there after a crash; what is there is a
 //! prefix of what was appended (nothing else appears, order kept); truncated and reset records
 //! never come back; a clean reopen loses nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
 mod common;
 

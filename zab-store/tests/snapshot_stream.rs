@@ -2,6 +2,7 @@
 //! bounded memory: a counting global allocator records the peak of live heap bytes, which must
 //! stay far below the snapshot's size. This is the only test in this binary, so nothing else
 //! allocates concurrently.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};

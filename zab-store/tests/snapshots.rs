@@ -1,5 +1,6 @@
 //! Snapshot files: round trip, verification on read, fallback to an older snapshot, temp files,
 //! purge together with the log, epoch files next to them, and `DataDir` boot.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
 mod common;
 
