@@ -92,6 +92,15 @@ impl LogReader {
         })
     }
 
+    /// Iterates every durable record after `after` (up to the last durable one now).
+    pub fn read_from(&self, after: Zxid) -> Result<LogIter> {
+        let last = {
+            let st = self.shared.state.read();
+            st.last_durable().unwrap_or(st.floor).max(after)
+        };
+        self.iter(after, last)
+    }
+
     /// Reads the durable records in `(after, upto]` into memory (see [`LogReader::iter`]).
     pub fn read_range(&self, after: Zxid, upto: Zxid) -> Result<Vec<Txn>> {
         self.iter(after, upto)?.collect()

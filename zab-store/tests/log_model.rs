@@ -101,27 +101,7 @@ impl Harness {
 
     fn apply(&mut self, op: &Op) {
         match *op {
-            Op::Append { len, new_epoch } => {
-                let zxid = self.next_zxid(new_epoch);
-                let t = Txn {
-                    zxid,
-                    data: payload(zxid, len),
-                };
-                let before = segments(self.dir.path());
-                self.log().append(&t).unwrap();
-                self.all.push(t);
-                let after = segments(self.dir.path());
-                if after != before {
-                    // Rollover: the previous segments were synced and the new one was created
-                    // durably (header + zeros) before this record was written into it.
-                    let mut files = read_dir_files(self.dir.path());
-                    for name in after.iter().filter(|n| !before.contains(n)) {
-                        files.get_mut(name).unwrap()[32..].fill(0);
-                    }
-                    self.image = files;
-                    self.on_image = self.all.len() - 1;
-                }
-            }
+            Op::Append { len, new_epoch } => self.append(len, new_epoch),
             Op::Sync => {
                 let last = self.log().sync().unwrap();
                 assert_eq!(last, self.all.last().map(|t| t.zxid));
@@ -140,27 +120,7 @@ impl Harness {
                 self.persisted = self.all.len();
                 self.capture_image();
             }
-            Op::Purge { back } => {
-                let Some(upto) = self
-                    .all
-                    .len()
-                    .checked_sub(back + 1)
-                    .map(|i| self.all[i].zxid)
-                else {
-                    return;
-                };
-                let first = self.log().purge(upto).unwrap();
-                let gone = self.all.iter().take_while(|t| Some(t.zxid) < first).count();
-                assert!(
-                    self.all[..gone].iter().all(|t| t.zxid <= upto),
-                    "purged a needed record"
-                );
-                self.all.drain(..gone);
-                self.persisted = self.persisted.saturating_sub(gone);
-                let present = read_dir_files(self.dir.path());
-                self.image.retain(|n, _| present.contains_key(n));
-                self.on_image = self.on_image.saturating_sub(gone);
-            }
+            Op::Purge { back } => self.purge(back),
             Op::Reset => {
                 let after = Zxid::new(Epoch(self.epoch), self.counter);
                 self.log().reset(after).unwrap();
@@ -191,6 +151,65 @@ impl Harness {
             .take(visible.len())
             .collect();
         assert_eq!(visible, want, "readers see a prefix of the model");
+    }
+
+    fn append(&mut self, len: usize, new_epoch: bool) {
+        let zxid = self.next_zxid(new_epoch);
+        let t = Txn {
+            zxid,
+            data: payload(zxid, len),
+        };
+        let before = segments(self.dir.path());
+        self.log().append(&t).unwrap();
+        self.all.push(t);
+        let after = segments(self.dir.path());
+        if after != before {
+            // Rollover: the previous segments were synced and the new one was created durably
+            // (header + zeros) before this record was written into it.
+            let mut files = read_dir_files(self.dir.path());
+            for name in after.iter().filter(|n| !before.contains(n)) {
+                files.get_mut(name).unwrap()[32..].fill(0);
+            }
+            self.image = files;
+            self.on_image = self.all.len() - 1;
+        }
+    }
+
+    fn purge(&mut self, back: usize) {
+        let Some(upto) = self
+            .all
+            .len()
+            .checked_sub(back + 1)
+            .map(|i| self.all[i].zxid)
+        else {
+            return;
+        };
+        let first = self.log().purge(upto).unwrap();
+        let gone = self.all.iter().take_while(|t| Some(t.zxid) < first).count();
+        assert!(
+            self.all[..gone].iter().all(|t| t.zxid <= upto),
+            "purged a needed record"
+        );
+        self.all.drain(..gone);
+        // Exactly the needed segments: unless only the last one is left, the first kept
+        // segment holds a record above `upto`.
+        let segs = segments(self.dir.path());
+        if let Some(second) = segs.get(1).and_then(|n| zab_store::parse_segment_name(n)) {
+            let last_of_first = self
+                .all
+                .iter()
+                .take_while(|t| t.zxid < second)
+                .last()
+                .unwrap();
+            assert!(
+                last_of_first.zxid > upto,
+                "kept a segment holding only records <= {upto}"
+            );
+        }
+        self.persisted = self.persisted.saturating_sub(gone);
+        let present = read_dir_files(self.dir.path());
+        self.image.retain(|n, _| present.contains_key(n));
+        self.on_image = self.on_image.saturating_sub(gone);
     }
 
     fn crash(&mut self, seed: u64) {
