@@ -42,6 +42,13 @@ fn append_sync_reopen_across_segments() {
         r.read_range(Zxid(z(1, 40)), Zxid(z(1, 101))).is_err(),
         "beyond the end"
     );
+    let tail: Vec<_> = r
+        .read_from(Zxid(z(1, 95)))
+        .unwrap()
+        .map(|t| t.unwrap())
+        .collect();
+    assert_eq!(tail, txns[95..].to_vec());
+    assert_eq!(r.read_from(Zxid(z(1, 100))).unwrap().count(), 0);
     log.check().unwrap();
 }
 
