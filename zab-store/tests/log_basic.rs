@@ -271,3 +271,39 @@ fn sync_thread_reports_errors_and_stops() {
     drop(w);
     assert!(thread.join().is_err());
 }
+
+#[test]
+fn real_syncs_through_the_writer_thread_survive_reopen() {
+    // force_sync = true: the msync/fsync paths run for real (a handful of syncs).
+    let d = tempfile::tempdir().unwrap();
+    let opts = zab_store::LogOptions {
+        prealloc_bytes: 64 * 1024,
+        force_sync: true,
+    };
+    let (log, _) = zab_store::TxnLog::open(d.path(), opts.clone()).unwrap();
+    let (w, r, thread, events) = LogWriter::spawn_with_channel(log).unwrap();
+    for c in 1..=2000 {
+        w.append(txn(c, 100)).unwrap();
+    }
+    w.truncate(Zxid(1500)).unwrap();
+    w.flush(1).unwrap();
+    loop {
+        match events.recv().unwrap() {
+            LogEvent::Flushed { token: 1, upto } => {
+                assert_eq!(upto, Some(Zxid(1500)));
+                break;
+            }
+            LogEvent::Failed(e) => panic!("{e}"),
+            _ => {}
+        }
+    }
+    assert_eq!(r.last_zxid(), Some(Zxid(1500)));
+    drop(w);
+    thread.join().unwrap();
+    let (log, rec) = zab_store::TxnLog::open(d.path(), opts).unwrap();
+    assert_eq!(rec.cut, None);
+    assert_eq!(
+        contents(&log),
+        (1..=1500).map(|c| txn(c, 100)).collect::<Vec<_>>()
+    );
+}
