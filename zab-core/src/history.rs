@@ -148,11 +148,19 @@ impl History {
         }
     }
 
-    /// Segments before `first` were purged from disk.
+    /// Segments before `first` were purged from disk (the driver purges only what a local
+    /// snapshot covers, so the state machine applied it). The last purged zxid becomes the
+    /// base: everything logged above it is still in the index (INV-1).
     pub(crate) fn purge(&mut self, first: Zxid) {
-        let limit = first.min(Zxid(self.base.0.saturating_add(1)));
-        self.index.retain(|z| *z >= limit);
-        while self.txns.front().is_some_and(|t| t.zxid < limit) {
+        let cut = self.index.partition_point(|z| *z < first);
+        if cut == 0 {
+            return;
+        }
+        if let Some(last_purged) = self.index.get(cut - 1).copied() {
+            self.base = self.base.max(last_purged);
+        }
+        self.index.drain(..cut);
+        while self.txns.front().is_some_and(|t| t.zxid < first) {
             self.txns.pop_front();
         }
     }
@@ -237,5 +245,8 @@ mod tests {
         assert_eq!(h.memory_first(), Some(z(1, 6)));
         assert!(h.txns_in(z(1, 5), z(1, 10)).is_some());
         assert!(h.txns_in(z(1, 4), z(1, 10)).is_none());
+        h.purge(z(1, 7));
+        assert_eq!((h.base(), h.index().first()), (z(1, 6), Some(&z(1, 7))));
+        assert!(h.contains(z(1, 6)) && !h.contains(z(1, 5)));
     }
 }

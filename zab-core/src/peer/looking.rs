@@ -3,8 +3,10 @@
 //!
 //! INV-1: every LOOKING period starts a new round with a vote for ourselves
 //! `(currentEpoch, last logged zxid, sid)` and tells every participant.
-//! INV-2: a peer in any role answers a LOOKING (or non-voting) sender with its current vote and
-//! state, so restarted peers and observers learn the established leader (B6).
+//! INV-2: a peer that is not LOOKING answers every LOOKING sender with its current vote and
+//! state, so restarted peers and observers learn the established leader (B6); a LOOKING
+//! participant answers LOOKING senders of a lower round and LOOKING observers; nobody answers
+//! a notification that is not LOOKING, so answers never ping-pong.
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus jitter from the seeded generator) until a decision.
 
@@ -96,7 +98,7 @@ impl Peer {
         let now = self.core.now_ms;
         let sender_votes = is_participant(&self.core.cfg, from);
         let RoleState::Looking(e) = &mut self.role else {
-            if n.state == ElectionState::Looking || !sender_votes {
+            if n.state == ElectionState::Looking {
                 let reply = self.core.notification(self.my_state());
                 self.core.send(from, Message::Notification(reply));
             }
@@ -113,8 +115,10 @@ impl Peer {
             n,
             now,
         );
-        let lower = n.state == ElectionState::Looking && n.round < before;
-        if lower || !sender_votes {
+        // Answer a LOOKING sender that is behind, or that cannot vote (an observer learning);
+        // an observer never answers, so two LOOKING peers cannot ping-pong forever.
+        let i_vote = is_participant(&self.core.cfg, self.core.sid());
+        if i_vote && n.state == ElectionState::Looking && (n.round < before || !sender_votes) {
             let reply = self.core.notification(ElectionState::Looking);
             self.core.send(from, Message::Notification(reply));
         }
