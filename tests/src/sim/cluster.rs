@@ -270,7 +270,7 @@ impl Cluster {
                 }
             }
             StepKind::Tick => {
-                let delta = self.rng.gen_range(1..=(self.opts.tick_ms / 4).max(1));
+                let delta = self.rng.gen_range(1..=(self.opts.tick_ms / 10).max(1));
                 self.advance(delta);
                 if let Some(id) = self.pick(&live) {
                     self.tick_node(id);
@@ -312,7 +312,10 @@ impl Cluster {
         let (from, to, _) = key;
         self.mix(from.0 << 8 | to.0);
         match self.net.pop(key) {
-            Some(Delivery::Lost) => self.feed(to, Input::ConnectionLost { peer: from }),
+            Some(Delivery::Lost) => {
+                self.trace(format_args!("{to} loses its connection to {from}"));
+                self.feed(to, Input::ConnectionLost { peer: from });
+            }
             Some(Delivery::Message(msg)) => {
                 self.trace(format_args!("deliver {from}->{to}: {msg:?}"));
                 self.feed(to, Input::Message { from, msg });
@@ -324,6 +327,7 @@ impl Cluster {
     fn deliver_notice(&mut self, id: ServerId) {
         if let Some(peer) = self.net.pop_notice(id) {
             self.mix(id.0 << 16 | peer.0);
+            self.trace(format_args!("{id} loses its connection to {peer}"));
             self.feed(id, Input::ConnectionLost { peer });
         }
     }

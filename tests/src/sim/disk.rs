@@ -234,8 +234,11 @@ impl Disk {
         }
         let oldest = self.snapshots.first().map_or(Zxid::ZERO, |s| s.zxid);
         let covered = self.log.iter().take_while(|t| t.zxid <= oldest).count();
-        let purge = covered.saturating_sub(keep_log);
-        if purge == 0 || purge >= self.log.len() {
+        // keep at least one record, so the log still says where it starts
+        let purge = covered
+            .saturating_sub(keep_log)
+            .min(self.log.len().saturating_sub(1));
+        if purge == 0 {
             return None;
         }
         self.log_base = self.log[purge - 1].zxid;

@@ -198,6 +198,11 @@ impl Cluster {
         }
         node.since_snapshot = 0;
         let snap = Snapshot::of(&node.applied);
+        let keep = if self.opts.purge_log {
+            keep
+        } else {
+            usize::MAX
+        };
         if let Some(first_zxid) = node.disk.take_snapshot(snap, retain, keep) {
             self.feed(id, Input::LogPurged { first_zxid });
         }

@@ -73,6 +73,9 @@ pub struct SimOptions {
     pub snap_retain: usize,
     /// Log records kept before the oldest retained snapshot.
     pub keep_log: usize,
+    /// Purge log records covered by retained snapshots (and feed `LogPurged`). On by default;
+    /// `ZAB_NO_PURGE=1` turns it off to explore past a purge-related failure.
+    pub purge_log: bool,
     /// Scheduler weights.
     pub weights: Weights,
     /// At most this many nodes down or paused at once in random faults.
@@ -104,6 +107,7 @@ impl SimOptions {
             max_faulty: voters + observers,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
+            purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
         }
     }
 

@@ -151,12 +151,20 @@ impl Cluster {
         self.write_outcome(req)
     }
 
-    /// Writes on `id` and requires it to commit; returns its zxid.
+    /// Writes on `id` and requires it to commit; returns its zxid. Like a client, it retries
+    /// (up to 5 times, once some leader serves) when a write fails or goes unanswered.
     pub fn commit_write(&mut self, id: ServerId) -> Zxid {
-        match self.write_and_wait(id) {
-            Some(Ok(z)) => z,
-            other => self.fail(&format!("write on {id} did not commit: {other:?}")),
+        let mut last = None;
+        for _ in 0..5 {
+            match self.write_and_wait(id) {
+                Some(Ok(z)) => return z,
+                other => last = other,
+            }
+            self.run_until(30_000, |c| c.leader().is_some());
         }
+        self.fail(&format!(
+            "write on {id} did not commit after 5 attempts: {last:?}"
+        ))
     }
 
     /// A client of `id` asks for a linearizable read point; returns the request id.
@@ -219,20 +227,39 @@ impl Cluster {
     /// write, and equal applied sequences holding every acknowledged write on every node.
     pub fn check_liveness(&mut self) {
         self.end_faults();
-        let leader = self.stabilize();
+        let mut leader = self.stabilize();
         let ids = self.ids();
-        let via = ids[(self.step_no as usize) % ids.len()];
-        let fresh = match self.write_and_wait(via) {
-            Some(Ok(z)) => z,
-            Some(Err(_)) | None => self.commit_write(leader),
+        let mut fresh = None;
+        for attempt in 0..10 {
+            // A write may legitimately fail (a counter rollover forces a new epoch, a leader
+            // steps down); a client retries.
+            let via = if attempt == 0 {
+                ids[(self.step_no as usize) % ids.len()]
+            } else {
+                leader
+            };
+            if let Some(Ok(z)) = self.write_and_wait(via) {
+                fresh = Some(z);
+                break;
+            }
+            leader = self.stabilize();
+        }
+        let Some(fresh) = fresh else {
+            let msg = format!(
+                "liveness: no write committed in 10 attempts; {}",
+                self.describe()
+            );
+            self.fail(&msg)
         };
         self.expect_within(
             LIVENESS_DEADLINE_MS,
             "every node applies the same history",
             |c| {
-                let g = &c.nodes[&leader].applied;
-                g.last().is_some_and(|t| t.zxid >= fresh)
-                    && c.nodes.values().all(|n| n.applied == *g)
+                let first = c.nodes.values().next().map(|n| &n.applied);
+                first.is_some_and(|g| {
+                    g.last().is_some_and(|t| t.zxid >= fresh)
+                        && c.nodes.values().all(|n| n.applied == *g)
+                })
             },
         );
         let applied = &self.nodes[&leader].applied;

@@ -58,7 +58,7 @@ fn c4_no_dirty_snapshot_resurrects_an_uncommitted_txn() {
     commit_n(&mut c, a, 6);
     c.crash(a);
     c.restart(b);
-    let l = elect_among(&mut c, &[b, cc]);
+    let l = c.stabilize();
     commit_n(&mut c, l, 6);
     for id in c.ids() {
         c.crash(id);
