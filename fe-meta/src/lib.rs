@@ -22,16 +22,18 @@
 //!   on any input.
 
 pub mod catalog;
-// pub mod command;
-//pub mod error;
-//pub mod image;
+pub mod command;
+pub mod error;
+pub mod image;
 pub mod journal;
-//pub mod meta_dir;
-//pub mod protocol;
+pub mod meta_dir;
+pub mod protocol;
 pub mod replay;
 pub mod wire;
 
 pub use catalog::{Catalog, SharedCatalog};
 
+pub use command::{Command, CommandError, Planned, Planner};
+pub use error::MetaError;
 pub use journal::{JournalEntry, Op, OpCode};
 pub use replay::{apply, ReplayError};

@@ -173,6 +173,17 @@ impl Catalog {
         self.vars.iter().map(|(k, v)| (&**k, &**v))
     }
 
+    /// Number of databases, tables, backends, frontends and variables, in that order (O(1)).
+    pub fn counts(&self) -> [usize; 5] {
+        [
+            self.dbs.len(),
+            self.tables.len(),
+            self.backends.len(),
+            self.frontends.len(),
+            self.vars.len(),
+        ]
+    }
+
     /// Entities held: databases + tables + backends + frontends + variables (ZooKeeper's
     /// "Node count").
     pub fn entry_count(&self) -> u64 {

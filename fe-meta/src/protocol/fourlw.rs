@@ -1,0 +1,248 @@
+//! ZooKeeper's four-letter words on the client port, for monitoring scripts.
+//!
+//! A connection whose first four bytes are `ruok`, `srvr`, `stat` or `mntr` gets a text answer
+//! and is closed (as in ZooKeeper). Field names follow ZooKeeper where they apply (`Zxid`,
+//! `Mode`, `Node count` = catalog entries; `zk_*` keys in `mntr`); fe-meta's own fields carry
+//! `fe_meta_` prefixes in `mntr`. Full output format: `docs/PROTOCOL.md` §8.
+//!
+//! INV-1: rendering is a pure function of [`ServerStats`]; the output is ASCII, one field per
+//! line, `\n` line ends.
+
+use std::fmt::Write;
+
+/// A four-letter word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FourLetterWord {
+    /// `ruok`: answers `imok`.
+    Ruok,
+    /// `srvr`: server summary.
+    Srvr,
+    /// `stat`: summary plus connected clients.
+    Stat,
+    /// `mntr`: tab-separated key/value lines.
+    Mntr,
+}
+
+impl FourLetterWord {
+    /// The word for these four bytes, if they are one.
+    pub fn parse(bytes: [u8; 4]) -> Option<FourLetterWord> {
+        match &bytes {
+            b"ruok" => Some(FourLetterWord::Ruok),
+            b"srvr" => Some(FourLetterWord::Srvr),
+            b"stat" => Some(FourLetterWord::Stat),
+            b"mntr" => Some(FourLetterWord::Mntr),
+            _ => None,
+        }
+    }
+}
+
+/// A node's role as four-letter words and the status request show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Electing; not serving writes.
+    Looking,
+    /// Following the leader.
+    Follower,
+    /// The leader.
+    Leader,
+    /// Observing the leader.
+    Observer,
+}
+
+impl Mode {
+    /// The wire tag (status response).
+    pub fn tag(self) -> u8 {
+        match self {
+            Mode::Looking => 0,
+            Mode::Follower => 1,
+            Mode::Leader => 2,
+            Mode::Observer => 3,
+        }
+    }
+
+    /// The mode with wire tag `tag`.
+    pub fn from_tag(tag: u8) -> Option<Mode> {
+        match tag {
+            0 => Some(Mode::Looking),
+            1 => Some(Mode::Follower),
+            2 => Some(Mode::Leader),
+            3 => Some(Mode::Observer),
+            _ => None,
+        }
+    }
+
+    /// ZooKeeper's name: `looking`, `follower`, `leader`, `observer`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Looking => "looking",
+            Mode::Follower => "follower",
+            Mode::Leader => "leader",
+            Mode::Observer => "observer",
+        }
+    }
+}
+
+/// One connected client, for `stat`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientStats {
+    /// `ip:port`.
+    pub addr: String,
+    /// Requests in flight.
+    pub queued: u64,
+    /// Requests received.
+    pub received: u64,
+    /// Responses sent.
+    pub sent: u64,
+}
+
+/// What the four-letter words report; the server fills it in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerStats {
+    /// Software version, e.g. `0.1.0`.
+    pub version: String,
+    /// This node's server id.
+    pub sid: u64,
+    /// Its role.
+    pub mode: Mode,
+    /// The ZAB epoch it is in.
+    pub epoch: u64,
+    /// Last applied zxid (= journal id).
+    pub zxid: u64,
+    /// Catalog entries (`Catalog::entry_count`).
+    pub node_count: u64,
+    /// Request latency, ms.
+    pub latency_min_ms: u64,
+    /// Request latency, ms.
+    pub latency_avg_ms: f64,
+    /// Request latency, ms.
+    pub latency_max_ms: u64,
+    /// Requests received.
+    pub received: u64,
+    /// Responses sent.
+    pub sent: u64,
+    /// Open client connections.
+    pub connections: u64,
+    /// Requests in flight.
+    pub outstanding: u64,
+    /// How far the replayed catalog lags the leader's clock (ms), when known.
+    pub staleness_ms: Option<u64>,
+    /// On the leader: followers connected, and those in sync.
+    pub followers: Option<(u64, u64)>,
+    /// Connected clients (`stat` only).
+    pub clients: Vec<ClientStats>,
+}
+
+/// The text answer to `word`.
+pub fn render(word: FourLetterWord, s: &ServerStats) -> String {
+    match word {
+        FourLetterWord::Ruok => "imok".to_owned(),
+        FourLetterWord::Srvr => summary(s, false),
+        FourLetterWord::Stat => summary(s, true),
+        FourLetterWord::Mntr => mntr(s),
+    }
+}
+
+fn summary(s: &ServerStats, with_clients: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Zookeeper version: fe-meta {}", s.version);
+    if with_clients {
+        out.push_str("Clients:\n");
+        for c in &s.clients {
+            let _ = writeln!(
+                out,
+                " /{}[1](queued={},recved={},sent={})",
+                c.addr, c.queued, c.received, c.sent
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "Latency min/avg/max: {}/{:.4}/{}",
+        s.latency_min_ms, s.latency_avg_ms, s.latency_max_ms
+    );
+    let _ = writeln!(out, "Received: {}", s.received);
+    let _ = writeln!(out, "Sent: {}", s.sent);
+    let _ = writeln!(out, "Connections: {}", s.connections);
+    let _ = writeln!(out, "Outstanding: {}", s.outstanding);
+    let _ = writeln!(out, "Zxid: {:#x}", s.zxid);
+    let _ = writeln!(out, "Mode: {}", s.mode.name());
+    let _ = writeln!(out, "Node count: {}", s.node_count);
+    out
+}
+
+fn mntr(s: &ServerStats) -> String {
+    let mut out = String::new();
+    let mut kv = |k: &str, v: &dyn std::fmt::Display| {
+        let _ = writeln!(out, "{k}\t{v}");
+    };
+    kv("zk_version", &format!("fe-meta {}", s.version));
+    kv("zk_server_state", &s.mode.name());
+    kv("zk_avg_latency", &format!("{:.4}", s.latency_avg_ms));
+    kv("zk_max_latency", &s.latency_max_ms);
+    kv("zk_min_latency", &s.latency_min_ms);
+    kv("zk_packets_received", &s.received);
+    kv("zk_packets_sent", &s.sent);
+    kv("zk_num_alive_connections", &s.connections);
+    kv("zk_outstanding_requests", &s.outstanding);
+    kv("zk_znode_count", &s.node_count);
+    if let Some((followers, synced)) = s.followers {
+        kv("zk_followers", &followers);
+        kv("zk_synced_followers", &synced);
+    }
+    kv("fe_meta_sid", &s.sid);
+    kv("fe_meta_epoch", &s.epoch);
+    kv("fe_meta_zxid", &format!("{:#x}", s.zxid));
+    kv("fe_meta_applied_journal_id", &s.zxid);
+    if let Some(ms) = s.staleness_ms {
+        kv("fe_meta_staleness_ms", &ms);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> ServerStats {
+        ServerStats {
+            version: "0.1.0".into(),
+            sid: 2,
+            mode: Mode::Leader,
+            epoch: 3,
+            zxid: 0x3_0000_0007,
+            node_count: 5,
+            latency_min_ms: 0,
+            latency_avg_ms: 1.5,
+            latency_max_ms: 9,
+            received: 10,
+            sent: 9,
+            connections: 1,
+            outstanding: 1,
+            staleness_ms: Some(12),
+            followers: Some((2, 2)),
+            clients: vec![ClientStats {
+                addr: "127.0.0.1:5000".into(),
+                queued: 1,
+                received: 10,
+                sent: 9,
+            }],
+        }
+    }
+
+    #[test]
+    fn outputs_carry_zookeeper_fields() {
+        let s = stats();
+        assert_eq!(render(FourLetterWord::Ruok, &s), "imok");
+        let srvr = render(FourLetterWord::Srvr, &s);
+        assert!(srvr.contains("Zxid: 0x300000007\n"), "{srvr}");
+        assert!(srvr.contains("Mode: leader\n") && srvr.contains("Node count: 5\n"));
+        let stat = render(FourLetterWord::Stat, &s);
+        assert!(stat.contains("Clients:\n /127.0.0.1:5000[1](queued=1,recved=10,sent=9)\n"));
+        let mntr = render(FourLetterWord::Mntr, &s);
+        assert!(mntr.contains("zk_server_state\tleader\n") && mntr.contains("zk_znode_count\t5\n"));
+        assert!(
+            mntr.contains("zk_synced_followers\t2\n") && mntr.contains("fe_meta_staleness_ms\t12")
+        );
+    }
+}

@@ -1,0 +1,520 @@
+//! Responses: `version u8 | request_id u64 | kind u16 | status u16 | body`; status 0 is
+//! success with a body per kind, anything else an error code with an error body (layouts:
+//! `docs/PROTOCOL.md` §5–§7).
+//!
+//! INV-1: `decode_response(&encode_response(r)) == r` whenever `r`'s body is the one its kind
+//! answers with ([`ResponseBody::answers`]).
+//! INV-2: decoding never panics and never reserves memory for more items than the remaining
+//! bytes could hold.
+
+use bytes::BufMut;
+
+use super::fourlw::Mode;
+use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
+use crate::catalog::{
+    Backend, Codec, Database, FrontendRole, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
+};
+use crate::command::{CommandError, CommandErrorKind};
+use crate::wire::{Put, Reader, WireError};
+
+/// A response to the request with the same id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The request's id (0 when answering a frame whose id could not be read).
+    pub id: u64,
+    /// The request's kind, echoed.
+    pub kind: RequestKind,
+    /// The answer.
+    pub result: Result<ResponseBody, ErrorReply>,
+}
+
+/// A failed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorReply {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+/// The error codes (the status field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 1: this node cannot do it and the leader should be asked (writes forwarded failed, or
+    /// a leader-only request).
+    NotLeader {
+        /// The leader's server id, if known.
+        leader_sid: Option<u64>,
+        /// The leader's client address `host:port`, if known.
+        leader_addr: Option<String>,
+    },
+    /// 2: this node's catalog is too far behind the leader to serve reads.
+    Stale {
+        /// How far behind, in ms.
+        lag_ms: u64,
+        /// The tolerance, in ms.
+        tolerance_ms: u64,
+    },
+    /// 3: no quorum: writes (and syncs) cannot commit now.
+    QuorumUnavailable,
+    /// 4: the request is malformed or its arguments are invalid.
+    InvalidArgument,
+    /// 5: the request did not complete in time; a write's outcome is unknown.
+    Timeout,
+    /// 6: a server-side failure.
+    Internal,
+    /// 7: something named does not exist.
+    NotFound,
+    /// 8: something to be created already exists.
+    AlreadyExists,
+}
+
+impl ErrorKind {
+    /// The status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ErrorKind::NotLeader { .. } => 1,
+            ErrorKind::Stale { .. } => 2,
+            ErrorKind::QuorumUnavailable => 3,
+            ErrorKind::InvalidArgument => 4,
+            ErrorKind::Timeout => 5,
+            ErrorKind::Internal => 6,
+            ErrorKind::NotFound => 7,
+            ErrorKind::AlreadyExists => 8,
+        }
+    }
+}
+
+impl From<&CommandError> for ErrorReply {
+    fn from(e: &CommandError) -> ErrorReply {
+        let kind = match e.kind() {
+            CommandErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
+            CommandErrorKind::NotFound => ErrorKind::NotFound,
+            CommandErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+        };
+        ErrorReply {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A node's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusInfo {
+    /// Server id.
+    pub sid: u64,
+    /// Role.
+    pub mode: Mode,
+    /// The leader's sid, if known.
+    pub leader_sid: Option<u64>,
+    /// ZAB epoch.
+    pub epoch: u64,
+    /// Applied journal id (zxid).
+    pub applied_journal_id: u64,
+    /// The last TIMESTAMP applied (leader wall clock, ms).
+    pub last_timestamp_ms: u64,
+    /// Staleness in ms, if measured.
+    pub staleness_ms: Option<u64>,
+    /// Catalog entries.
+    pub entry_count: u64,
+    /// Cluster id.
+    pub cluster_id: u64,
+    /// Software version.
+    pub version: String,
+}
+
+/// One row of SHOW FRONTENDS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrontendRow {
+    /// Server id.
+    pub sid: u64,
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Client port.
+    pub client_port: u16,
+    /// Follower or observer.
+    pub role: FrontendRole,
+    /// Whether it is the leader.
+    pub is_leader: bool,
+    /// Whether it is reachable.
+    pub alive: bool,
+    /// Its replayed journal id, as last known.
+    pub replayed_journal_id: u64,
+    /// How far it lags the leader (ms), if known.
+    pub lag_ms: Option<u64>,
+}
+
+/// A successful answer (one variant per group of kinds, see [`ResponseBody::answers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// STATUS.
+    Status(StatusInfo),
+    /// DIGEST.
+    Digest {
+        /// The catalog version digested.
+        journal_id: u64,
+        /// SHA-256 of its image.
+        digest: [u8; 32],
+        /// Its entries.
+        entry_count: u64,
+    },
+    /// SYNC.
+    Synced {
+        /// Applied journal id after the sync.
+        journal_id: u64,
+    },
+    /// Every write.
+    Written {
+        /// The write's journal id; this node has applied it.
+        journal_id: u64,
+        /// The id of what was created, if anything.
+        created_id: Option<u64>,
+    },
+    /// SHOW_BACKENDS.
+    Backends {
+        /// Version read.
+        journal_id: u64,
+        /// By id.
+        backends: Vec<Backend>,
+    },
+    /// SHOW_FRONTENDS.
+    Frontends {
+        /// Version read.
+        journal_id: u64,
+        /// By sid.
+        rows: Vec<FrontendRow>,
+    },
+    /// SHOW_DATABASES.
+    Databases {
+        /// Version read.
+        journal_id: u64,
+        /// By id.
+        databases: Vec<Database>,
+    },
+    /// SHOW_TABLES.
+    Tables {
+        /// Version read.
+        journal_id: u64,
+        /// By name.
+        tables: Vec<Table>,
+    },
+    /// GET_VAR.
+    Var {
+        /// Version read.
+        journal_id: u64,
+        /// The value; none if unset.
+        value: Option<String>,
+    },
+    /// SHOW_VARS.
+    Vars {
+        /// Version read.
+        journal_id: u64,
+        /// By name.
+        vars: Vec<(String, String)>,
+    },
+}
+
+impl ResponseBody {
+    /// Whether this body is the success answer to a request of `kind`.
+    pub fn answers(&self, kind: RequestKind) -> bool {
+        matches!(
+            (self, kind),
+            (ResponseBody::Status(_), RequestKind::STATUS)
+                | (ResponseBody::Digest { .. }, RequestKind::DIGEST)
+                | (ResponseBody::Synced { .. }, RequestKind::SYNC)
+                | (ResponseBody::Backends { .. }, RequestKind::SHOW_BACKENDS)
+                | (ResponseBody::Frontends { .. }, RequestKind::SHOW_FRONTENDS)
+                | (ResponseBody::Databases { .. }, RequestKind::SHOW_DATABASES)
+                | (ResponseBody::Tables { .. }, RequestKind::SHOW_TABLES)
+                | (ResponseBody::Var { .. }, RequestKind::GET_VAR)
+                | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
+        ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
+    }
+}
+
+/// A response's frame payload (without the length prefix).
+pub fn encode_response(resp: &Response) -> Vec<u8> {
+    let mut o = Vec::with_capacity(64);
+    o.put_u8(PROTOCOL_VERSION);
+    o.put_u64(resp.id);
+    o.put_u16(resp.kind.0);
+    match &resp.result {
+        Ok(body) => {
+            o.put_u16(0);
+            encode_body(&mut o, body);
+        }
+        Err(e) => {
+            o.put_u16(e.kind.code());
+            o.put_str(&e.message);
+            match &e.kind {
+                ErrorKind::NotLeader {
+                    leader_sid,
+                    leader_addr,
+                } => {
+                    o.put_opt_u64(*leader_sid);
+                    o.put_opt_str(leader_addr.as_deref());
+                }
+                ErrorKind::Stale {
+                    lag_ms,
+                    tolerance_ms,
+                } => {
+                    o.put_u64(*lag_ms);
+                    o.put_u64(*tolerance_ms);
+                }
+                _ => {}
+            }
+        }
+    }
+    o
+}
+
+fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
+    match body {
+        ResponseBody::Status(s) => {
+            o.put_u64(s.sid);
+            o.put_u8(s.mode.tag());
+            o.put_opt_u64(s.leader_sid);
+            o.put_u64(s.epoch);
+            o.put_u64(s.applied_journal_id);
+            o.put_u64(s.last_timestamp_ms);
+            o.put_opt_u64(s.staleness_ms);
+            o.put_u64(s.entry_count);
+            o.put_u64(s.cluster_id);
+            o.put_str(&s.version);
+        }
+        ResponseBody::Digest {
+            journal_id,
+            digest,
+            entry_count,
+        } => {
+            o.put_u64(*journal_id);
+            o.extend_from_slice(digest);
+            o.put_u64(*entry_count);
+        }
+        ResponseBody::Synced { journal_id } => o.put_u64(*journal_id),
+        ResponseBody::Written {
+            journal_id,
+            created_id,
+        } => {
+            o.put_u64(*journal_id);
+            o.put_opt_u64(*created_id);
+        }
+        ResponseBody::Backends {
+            journal_id,
+            backends,
+        } => put_list(o, *journal_id, backends, |o, b| b.encode(o)),
+        ResponseBody::Frontends { journal_id, rows } => put_list(o, *journal_id, rows, |o, f| {
+            o.put_u64(f.sid);
+            o.put_str(&f.name);
+            o.put_str(&f.host);
+            o.put_u16(f.client_port);
+            o.put_u8(f.role.tag());
+            o.put_bool(f.is_leader);
+            o.put_bool(f.alive);
+            o.put_u64(f.replayed_journal_id);
+            o.put_opt_u64(f.lag_ms);
+        }),
+        ResponseBody::Databases {
+            journal_id,
+            databases,
+        } => put_list(o, *journal_id, databases, |o, d| d.encode(o)),
+        ResponseBody::Tables { journal_id, tables } => {
+            put_list(o, *journal_id, tables, |o, t| t.encode(o))
+        }
+        ResponseBody::Var { journal_id, value } => {
+            o.put_u64(*journal_id);
+            o.put_opt_str(value.as_deref());
+        }
+        ResponseBody::Vars { journal_id, vars } => put_list(o, *journal_id, vars, |o, (k, v)| {
+            o.put_str(k);
+            o.put_str(v);
+        }),
+    }
+}
+
+fn put_list<T>(o: &mut Vec<u8>, journal_id: u64, items: &[T], put: impl Fn(&mut Vec<u8>, &T)) {
+    o.put_u64(journal_id);
+    o.put_len(items.len());
+    for item in items {
+        put(o, item);
+    }
+}
+
+/// Decodes a response's frame payload (INV-2).
+pub fn decode_response(payload: &[u8]) -> Result<Response, ProtocolError> {
+    let mut r = Reader::new(payload);
+    let version = r.u8("protocol version").map_err(ProtocolError::header)?;
+    if version != PROTOCOL_VERSION {
+        return Err(ProtocolError::UnsupportedVersion { found: version });
+    }
+    let id = r.u64("request id").map_err(ProtocolError::header)?;
+    let body_err = |kind: Option<RequestKind>| {
+        move |source| ProtocolError::Body {
+            request_id: Some(id),
+            kind,
+            source,
+        }
+    };
+    let kind = RequestKind(r.u16("request kind").map_err(body_err(None))?);
+    let status = r.u16("status").map_err(body_err(Some(kind)))?;
+    let result = if status == 0 {
+        if kind.name().is_none() {
+            return Err(ProtocolError::UnknownKind {
+                request_id: id,
+                kind,
+            });
+        }
+        Ok(decode_body(kind, &mut r).map_err(body_err(Some(kind)))?)
+    } else {
+        Err(decode_error(status, &mut r).map_err(body_err(Some(kind)))?)
+    };
+    r.finish().map_err(body_err(Some(kind)))?;
+    Ok(Response { id, kind, result })
+}
+
+fn decode_error(status: u16, r: &mut Reader<'_>) -> Result<ErrorReply, WireError> {
+    let message = r.str("error message", VALUE_LEN_MAX)?;
+    let kind = match status {
+        1 => ErrorKind::NotLeader {
+            leader_sid: r.opt_u64("leader sid")?,
+            leader_addr: r.opt_str("leader address", HOST_LEN_MAX + 6)?,
+        },
+        2 => ErrorKind::Stale {
+            lag_ms: r.u64("lag_ms")?,
+            tolerance_ms: r.u64("tolerance_ms")?,
+        },
+        3 => ErrorKind::QuorumUnavailable,
+        4 => ErrorKind::InvalidArgument,
+        5 => ErrorKind::Timeout,
+        6 => ErrorKind::Internal,
+        7 => ErrorKind::NotFound,
+        8 => ErrorKind::AlreadyExists,
+        v => {
+            return Err(WireError::BadValue {
+                field: "status",
+                value: u64::from(v),
+            })
+        }
+    };
+    Ok(ErrorReply { kind, message })
+}
+
+fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
+    Ok(match kind {
+        RequestKind::STATUS => ResponseBody::Status(decode_status(r)?),
+        RequestKind::DIGEST => {
+            let journal_id = r.u64("journal id")?;
+            let mut digest = [0u8; 32];
+            digest.copy_from_slice(r.take("digest", 32)?);
+            ResponseBody::Digest {
+                journal_id,
+                digest,
+                entry_count: r.u64("entry count")?,
+            }
+        }
+        RequestKind::SYNC => ResponseBody::Synced {
+            journal_id: r.u64("journal id")?,
+        },
+        RequestKind::SHOW_BACKENDS => {
+            let (journal_id, backends) = get_list(r, 23, Backend::decode)?;
+            ResponseBody::Backends {
+                journal_id,
+                backends,
+            }
+        }
+        RequestKind::SHOW_FRONTENDS => {
+            let (journal_id, rows) = get_list(r, 30, decode_frontend_row)?;
+            ResponseBody::Frontends { journal_id, rows }
+        }
+        RequestKind::SHOW_DATABASES => {
+            let (journal_id, databases) = get_list(r, 12, Database::decode)?;
+            ResponseBody::Databases {
+                journal_id,
+                databases,
+            }
+        }
+        RequestKind::SHOW_TABLES => {
+            let (journal_id, tables) = get_list(r, 24, Table::decode)?;
+            ResponseBody::Tables { journal_id, tables }
+        }
+        RequestKind::GET_VAR => ResponseBody::Var {
+            journal_id: r.u64("journal id")?,
+            value: r.opt_str("variable value", VALUE_LEN_MAX)?,
+        },
+        RequestKind::SHOW_VARS => {
+            let (journal_id, vars) = get_list(r, 8, |r| {
+                Ok((
+                    r.str("variable name", NAME_LEN_MAX)?,
+                    r.str("variable value", VALUE_LEN_MAX)?,
+                ))
+            })?;
+            ResponseBody::Vars { journal_id, vars }
+        }
+        _ => ResponseBody::Written {
+            journal_id: r.u64("journal id")?,
+            created_id: r.opt_u64("created id")?,
+        },
+    })
+}
+
+fn decode_status(r: &mut Reader<'_>) -> Result<StatusInfo, WireError> {
+    let sid = r.u64("sid")?;
+    let tag = r.u8("mode")?;
+    let mode = Mode::from_tag(tag).ok_or(WireError::BadValue {
+        field: "mode",
+        value: u64::from(tag),
+    })?;
+    Ok(StatusInfo {
+        sid,
+        mode,
+        leader_sid: r.opt_u64("leader sid")?,
+        epoch: r.u64("epoch")?,
+        applied_journal_id: r.u64("applied journal id")?,
+        last_timestamp_ms: r.u64("last timestamp")?,
+        staleness_ms: r.opt_u64("staleness")?,
+        entry_count: r.u64("entry count")?,
+        cluster_id: r.u64("cluster id")?,
+        version: r.str("version", NAME_LEN_MAX)?,
+    })
+}
+
+fn decode_frontend_row(r: &mut Reader<'_>) -> Result<FrontendRow, WireError> {
+    let sid = r.u64("frontend sid")?;
+    let name = r.str("frontend name", NAME_LEN_MAX)?;
+    let host = r.str("frontend host", HOST_LEN_MAX)?;
+    let client_port = r.u16("frontend client_port")?;
+    let tag = r.u8("frontend role")?;
+    let role = FrontendRole::from_tag(tag).ok_or(WireError::BadValue {
+        field: "frontend role",
+        value: u64::from(tag),
+    })?;
+    Ok(FrontendRow {
+        sid,
+        name,
+        host,
+        client_port,
+        role,
+        is_leader: r.bool("is_leader")?,
+        alive: r.bool("alive")?,
+        replayed_journal_id: r.u64("replayed journal id")?,
+        lag_ms: r.opt_u64("lag_ms")?,
+    })
+}
+
+/// `journal_id u64 | count u32 | item*`; `min_len` is the smallest encoded item (INV-2).
+fn get_list<T>(
+    r: &mut Reader<'_>,
+    min_len: usize,
+    mut item: impl FnMut(&mut Reader<'_>) -> Result<T, WireError>,
+) -> Result<(u64, Vec<T>), WireError> {
+    let journal_id = r.u64("journal id")?;
+    let n = r.len("item count", r.remaining() / min_len)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(item(r)?);
+    }
+    Ok((journal_id, out))
+}
