@@ -3,7 +3,7 @@
 //!
 //! | module          | properties                                                          |
 //! |-----------------|---------------------------------------------------------------------|
-//! | [`leadership`]  | Leadership1/2: ≤ 1 established leader per epoch; established epochs grow |
+//! | [`leadership`]  | Leadership1/2: ≤ 1 established leader per epoch; epochs only grow per server |
 //! | [`order`]       | PrefixConsistency, Agreement, TotalOrder, Integrity, PrimaryOrder   |
 //! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK only after durable |
 //! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
@@ -101,6 +101,11 @@ impl Checker {
         match action {
             Action::Send { to, msg } => self.on_send(node, *to, msg),
             Action::AppendLog(txn) => self.order.on_logged(node.id, txn),
+            Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e) => {
+                let accepted = matches!(action, Action::PersistAcceptedEpoch(_));
+                let disk = (node.disk.accepted_epoch, node.disk.current_epoch);
+                self.leadership.on_persist_epoch(node.id, accepted, *e, disk)
+            }
             Action::TruncateLog { zxid } => {
                 if *zxid < node.last_applied() {
                     return Err(format!(
