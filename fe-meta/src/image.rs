@@ -174,7 +174,7 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
         crc: 0,
         offset: 0,
     };
-    let mut head = [0u8; 40];
+    let mut head = [0u8; 36];
     r.fill(&mut head, "header")?;
     let mut magic = [0u8; 8];
     magic.copy_from_slice(&head[..8]);

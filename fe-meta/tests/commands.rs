@@ -1,0 +1,275 @@
+//! Leader-side validation: clear typed errors and nothing planned for invalid commands; ids
+//! allocated deterministically; pipelined writes validated against the speculative catalog.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
+
+mod common;
+
+use fe_meta::catalog::{BackendState, Catalog, Column, ColumnType};
+use fe_meta::command::{validate, BackendRef, Command, CommandError, CommandErrorKind, Planner};
+use fe_meta::journal::{JournalEntry, Op};
+use fe_meta::protocol::{ErrorKind, ErrorReply};
+use fe_meta::replay::apply;
+
+fn run(
+    planner: &mut Planner,
+    replayed: &mut Catalog,
+    cmd: Command,
+) -> Result<Option<u64>, CommandError> {
+    let planned = planner.plan(&cmd)?;
+    let next = replayed.journal_id() + 1;
+    apply(replayed, next, &planned.entry).unwrap();
+    Ok(planned.created_id)
+}
+
+fn add_be(host: &str, port: u16) -> Command {
+    Command::AddBackend {
+        host: host.into(),
+        heartbeat_port: port,
+        capacity_bytes: 0,
+    }
+}
+
+fn table(db: &str, name: &str, cols: &[&str]) -> Command {
+    Command::CreateTable {
+        db: db.into(),
+        name: name.into(),
+        columns: cols
+            .iter()
+            .map(|c| Column {
+                name: (*c).into(),
+                ty: ColumnType::Int,
+                nullable: true,
+                is_key: false,
+                default: None,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn ids_come_from_the_allocator_and_ride_in_the_entry() {
+    let mut p = Planner::new(Catalog::new());
+    let mut c = Catalog::new();
+    assert_eq!(
+        run(&mut p, &mut c, add_be("h1", 9050)).unwrap(),
+        Some(10_000)
+    );
+    assert_eq!(
+        run(&mut p, &mut c, Command::CreateDb { name: "d".into() }).unwrap(),
+        Some(10_001)
+    );
+    assert_eq!(
+        run(&mut p, &mut c, Command::ReserveIds { count: 50 }).unwrap(),
+        Some(10_002)
+    );
+    assert_eq!(
+        run(&mut p, &mut c, table("d", "t", &["a"])).unwrap(),
+        Some(10_052)
+    );
+    assert_eq!(c.next_id(), 10_053);
+    assert_eq!(
+        c.backend_by_addr("h1", 9050).unwrap().state,
+        BackendState::Normal
+    );
+}
+
+#[test]
+fn invalid_commands_are_refused_with_typed_errors() {
+    let mut p = Planner::new(Catalog::new());
+    let mut c = Catalog::new();
+    run(&mut p, &mut c, add_be("h1", 9050)).unwrap();
+    run(&mut p, &mut c, Command::CreateDb { name: "d".into() }).unwrap();
+    run(&mut p, &mut c, table("d", "t", &["a"])).unwrap();
+    let before = c.clone();
+
+    let cases: Vec<(Command, CommandErrorKind, &str)> = vec![
+        (
+            add_be("h1", 9050),
+            CommandErrorKind::AlreadyExists,
+            "backend h1:9050 already exists (id 10000)",
+        ),
+        (
+            add_be("h1", 0),
+            CommandErrorKind::InvalidArgument,
+            "invalid port",
+        ),
+        (
+            add_be("", 1),
+            CommandErrorKind::InvalidArgument,
+            "invalid host",
+        ),
+        (
+            add_be("a b", 1),
+            CommandErrorKind::InvalidArgument,
+            "invalid host",
+        ),
+        (
+            Command::DropBackend(BackendRef::Id(7)),
+            CommandErrorKind::NotFound,
+            "unknown backend id 7",
+        ),
+        (
+            Command::ModifyBackend {
+                target: BackendRef::Addr {
+                    host: "h2".into(),
+                    port: 1,
+                },
+                state: None,
+                capacity_bytes: Some(1),
+            },
+            CommandErrorKind::NotFound,
+            "unknown backend h2:1",
+        ),
+        (
+            Command::CreateDb { name: "d".into() },
+            CommandErrorKind::AlreadyExists,
+            "database \"d\" already exists",
+        ),
+        (
+            Command::CreateDb { name: "1x".into() },
+            CommandErrorKind::InvalidArgument,
+            "invalid database name",
+        ),
+        (
+            Command::CreateDb {
+                name: "x".repeat(300),
+            },
+            CommandErrorKind::InvalidArgument,
+            "longer than 256",
+        ),
+        (
+            Command::DropDb {
+                name: "nope".into(),
+            },
+            CommandErrorKind::NotFound,
+            "unknown database \"nope\"",
+        ),
+        (
+            table("nope", "t", &["a"]),
+            CommandErrorKind::NotFound,
+            "unknown database \"nope\"",
+        ),
+        (
+            table("d", "t", &["a"]),
+            CommandErrorKind::AlreadyExists,
+            "table d.t already exists",
+        ),
+        (
+            table("d", "u", &[]),
+            CommandErrorKind::InvalidArgument,
+            "invalid column count",
+        ),
+        (
+            table("d", "u", &["a", "A"]),
+            CommandErrorKind::InvalidArgument,
+            "appears twice",
+        ),
+        (
+            Command::DropTable {
+                db: "d".into(),
+                name: "zz".into(),
+            },
+            CommandErrorKind::NotFound,
+            "unknown table d.zz",
+        ),
+        (
+            Command::DropFrontend { sid: 9 },
+            CommandErrorKind::NotFound,
+            "unknown frontend 9",
+        ),
+        (
+            Command::SetVar {
+                name: "bad name".into(),
+                value: String::new(),
+            },
+            CommandErrorKind::InvalidArgument,
+            "invalid variable name",
+        ),
+        (
+            Command::SetVar {
+                name: "v".into(),
+                value: "x".repeat(70_000),
+            },
+            CommandErrorKind::InvalidArgument,
+            "invalid variable value",
+        ),
+        (
+            Command::ReserveIds { count: 0 },
+            CommandErrorKind::InvalidArgument,
+            "invalid id count",
+        ),
+    ];
+    for (cmd, kind, text) in cases {
+        let err = p.plan(&cmd).unwrap_err();
+        assert_eq!(err.kind(), kind, "{cmd:?}: {err}");
+        assert!(
+            err.to_string().contains(text),
+            "{cmd:?}: {err} lacks {text:?}"
+        );
+        let reply = ErrorReply::from(&err);
+        assert_eq!(reply.message, err.to_string());
+        assert_ne!(reply.kind, ErrorKind::Internal);
+    }
+    // Nothing was planned: the speculative catalog equals the replayed one.
+    assert_eq!(
+        p.speculative().databases().count(),
+        before.databases().count()
+    );
+    assert_eq!(p.speculative().next_id(), before.next_id());
+    assert!(validate(&c, &table("d", "u", &["a"])).is_ok());
+}
+
+#[test]
+fn pipelined_writes_see_each_other_and_reset_forgets_them() {
+    let replayed = Catalog::new();
+    let mut p = Planner::new(replayed.clone());
+    let first = p.plan(&Command::CreateDb { name: "d".into() }).unwrap();
+    // Not yet applied anywhere: a second create of the same name must still be refused...
+    let err = p.plan(&Command::CreateDb { name: "d".into() }).unwrap_err();
+    assert_eq!(err, CommandError::DatabaseExists("d".into()));
+    // ...a table in it is accepted, and ids never collide.
+    let second = p.plan(&table("d", "t", &["a"])).unwrap();
+    assert_ne!(first.created_id, second.created_id);
+    match Op::from_entry(&second.entry).unwrap() {
+        Op::CreateTable(t) => assert_eq!(Some(t.db_id), first.created_id),
+        other => panic!("unexpected {other:?}"),
+    }
+    // The submit failed (leadership lost): forget the speculation.
+    p.reset(replayed);
+    assert!(p.plan(&Command::CreateDb { name: "d".into() }).is_ok());
+}
+
+#[test]
+fn modify_backend_keeps_unset_fields() {
+    let mut p = Planner::new(Catalog::new());
+    let mut c = Catalog::new();
+    run(
+        &mut p,
+        &mut c,
+        Command::AddBackend {
+            host: "h".into(),
+            heartbeat_port: 1,
+            capacity_bytes: 99,
+        },
+    )
+    .unwrap();
+    let cmd = Command::ModifyBackend {
+        target: BackendRef::Addr {
+            host: "h".into(),
+            port: 1,
+        },
+        state: Some(BackendState::Decommissioning),
+        capacity_bytes: None,
+    };
+    run(&mut p, &mut c, cmd).unwrap();
+    let be = c.backend(10_000).unwrap();
+    assert_eq!(
+        (be.state, be.capacity_bytes),
+        (BackendState::Decommissioning, 99)
+    );
+    let bytes =
+        JournalEntry::decode(&Op::DropBackend { backend_id: 10_000 }.to_entry().encode()).unwrap();
+    apply(&mut c, 100, &bytes).unwrap();
+    assert!(c.backend_by_addr("h", 1).is_none());
+    c.check().unwrap();
+}
