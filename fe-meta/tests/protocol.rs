@@ -398,3 +398,54 @@ fn write_kinds_are_answered_with_written() {
         assert_eq!(written.answers(kind), kind.is_write(), "{kind}");
     }
 }
+
+/// The worked example of `docs/PROTOCOL.md` §9, byte for byte.
+#[test]
+fn protocol_md_example_bytes() {
+    let hex = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut req = Vec::new();
+    let create = Request {
+        id: 1,
+        body: RequestBody::CreateDb {
+            name: "sales".into(),
+        },
+    };
+    encode_frame(&encode_request(&create), &mut req);
+    assert_eq!(
+        hex(&req),
+        "00 00 00 14 01 00 00 00 00 00 00 00 01 00 1e 00 00 00 05 73 61 6c 65 73"
+    );
+    let ok = Response {
+        id: 1,
+        kind: RequestKind::CREATE_DB,
+        result: Ok(ResponseBody::Written {
+            journal_id: 0x1_0000_0001,
+            created_id: Some(10_001),
+        }),
+    };
+    let mut resp = Vec::new();
+    encode_frame(&encode_response(&ok), &mut resp);
+    assert_eq!(
+        hex(&resp),
+        "00 00 00 1e 01 00 00 00 00 00 00 00 01 00 1e 00 00 00 00 00 01 00 00 00 01 01 00 00 00 00 00 00 27 11"
+    );
+    let err = fe_meta::command::CommandError::DatabaseExists("sales".into());
+    let exists = Response {
+        id: 1,
+        kind: RequestKind::CREATE_DB,
+        result: Err(ErrorReply::from(&err)),
+    };
+    let mut resp = Vec::new();
+    encode_frame(&encode_response(&exists), &mut resp);
+    let mut expect = hex(&[
+        0, 0, 0, 0x30, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0x1e, 0, 8, 0, 0, 0, 0x1f,
+    ]);
+    expect.push(' ');
+    expect.push_str(&hex(b"database \"sales\" already exists"));
+    assert_eq!(hex(&resp), expect);
+}
