@@ -12,6 +12,9 @@
 //! INV-4: a learner silent longer than its limit (initLimit until UPTODATE, syncLimit after) is
 //! dropped; the leader leaves its role when discovery or sync exceeds initLimit, or when the
 //! followers heard within syncLimit plus itself are no quorum.
+//! INV-5: a learner whose channel closed (or that was dropped) no longer counts in the
+//! FOLLOWERINFO, ACKEPOCH and NEWLEADER quorums: a leader establishes its epoch only with
+//! learners it is still connected to.
 
 mod broadcast;
 mod discovery;
@@ -252,6 +255,14 @@ impl Leader {
         if self.handlers.remove(&peer).is_some() {
             tracing::debug!(%peer, "leader: learner connection lost");
         }
+        self.forget(peer);
+    }
+
+    /// A learner left: its votes in the phase quorums no longer count (INV-5).
+    fn forget(&mut self, peer: ServerId) {
+        self.info_quorum.remove(&peer);
+        self.epoch_acks.remove(&peer);
+        self.newleader_acks.remove(&peer);
     }
 
     /// Everything up to the log's persisted point is durable here.
@@ -291,6 +302,7 @@ impl Leader {
         for peer in dead {
             tracing::debug!(%peer, "leader: learner silent too long, dropped");
             self.handlers.remove(&peer);
+            self.forget(peer);
             core.push(Action::Disconnect { peer });
         }
         if self.phase != Phase::Broadcast {

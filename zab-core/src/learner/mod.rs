@@ -40,6 +40,9 @@ pub(crate) enum SnapState {
     Receiving(Zxid),
     /// `EndSnapshot` emitted; waiting for `SnapshotInstalled`.
     Installing(Zxid),
+    /// A SNAP at or below what this learner already applied: its chunks are ignored (the
+    /// learner keeps its state and truncates its log to its applied point instead).
+    Skipping,
 }
 
 /// A follower's or observer's state.

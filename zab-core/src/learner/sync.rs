@@ -10,6 +10,9 @@
 //! acks cumulatively the highest durable zxid of the new epoch. Observers never ack proposals.
 //! INV-4: TRUNC never removes a committed txn: a TRUNC below the last committed zxid is a fatal
 //! `StepError` (C2).
+//! INV-5: a SNAP never moves the state machine backwards: one at or below the applied point is
+//! not installed; the learner truncates its log to its applied point (all committed, so all in
+//! the leader's history) and takes the txns that follow.
 
 use crate::error::StepError;
 use crate::io::Action;
@@ -31,12 +34,11 @@ impl Learner {
                 self.sync_point = self.sync_point.max(last_zxid);
             }
             Message::Trunc { zxid } => return self.on_trunc(core, zxid),
-            Message::Snap { zxid } => {
-                if self.snap != SnapState::Idle {
-                    return Ok(Next::Leave("learner: second SNAP in one sync"));
+            Message::Snap { zxid } => return self.on_snap(core, zxid),
+            Message::SnapChunk { last, .. } if self.snap == SnapState::Skipping => {
+                if last {
+                    self.snap = SnapState::Idle;
                 }
-                self.snap = SnapState::Receiving(zxid);
-                core.push(Action::BeginSnapshot { zxid });
             }
             Message::SnapChunk { data, last } => {
                 let SnapState::Receiving(zxid) = self.snap else {
@@ -84,6 +86,25 @@ impl Learner {
             other => tracing::debug!(?other, "learner: message out of phase in sync dropped"),
         }
         Ok(Next::Stay)
+    }
+
+    /// SNAP header. A snapshot at or below our applied point would move the state machine
+    /// backwards; everything we applied is committed, hence in the leader's history, so we keep
+    /// our state, drop only the unapplied rest of our log, and take the txns that follow (the
+    /// duplicates up to our applied point are ignored as they arrive) (INV-5).
+    fn on_snap(&mut self, core: &mut Core, zxid: Zxid) -> Result<Next, StepError> {
+        if self.snap != SnapState::Idle {
+            return Ok(Next::Leave("learner: second SNAP in one sync"));
+        }
+        if zxid > core.last_applied {
+            self.snap = SnapState::Receiving(zxid);
+            core.push(Action::BeginSnapshot { zxid });
+            return Ok(Next::Stay);
+        }
+        self.snap = SnapState::Skipping;
+        let applied = core.last_applied;
+        self.sync_point = self.sync_point.max(zxid);
+        self.on_trunc(core, applied)
     }
 
     /// TRUNC (INV-4).
