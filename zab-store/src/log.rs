@@ -28,6 +28,7 @@ use crate::reader::{LogReader, Shared};
 use crate::record::{self, HEADER_LEN, MAX_PAYLOAD_LEN};
 use crate::recovery::{self, Recovery};
 use crate::segment::{Segment, SEGMENT_HEADER_LEN};
+use crate::spare::Spare;
 
 /// Options of a txn log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub struct TxnLog {
     opts: LogOptions,
     /// Written but not yet synced byte ranges: (segment base, lo, hi).
     dirty: Vec<(Zxid, usize, usize)>,
+    /// The next segment, being preallocated in the background.
+    spare: Option<Spare>,
 }
 
 impl TxnLog {
@@ -71,6 +74,7 @@ impl TxnLog {
             shared,
             opts,
             dirty: Vec::new(),
+            spare: None,
         };
         Ok((log, report))
     }
@@ -238,11 +242,19 @@ impl TxnLog {
         Ok(self.shared.state.read().index.first().map(|e| e.zxid))
     }
 
-    /// Creates the segment that starts with `zxid` after making the current one durable.
+    /// Creates the segment that starts with `zxid` after making the current one durable, from
+    /// the spare when one is ready (see `spare`), and starts preparing the next spare.
     fn roll(&mut self, zxid: Zxid, prev: Zxid, need: usize) -> Result<()> {
         self.sync()?;
         let size = self.opts.prealloc_bytes.max(SEGMENT_HEADER_LEN + need);
-        let seg = Segment::create(&self.shared.dir, zxid, prev, size, self.opts.force_sync)?;
+        let dir = &self.shared.dir;
+        let seg = match self.spare.take().and_then(|s| s.take(size)) {
+            Some(spare) => Segment::adopt(&spare, dir, zxid, prev)?,
+            None => Segment::create(dir, zxid, prev, size, self.opts.force_sync)?,
+        };
+        if self.opts.force_sync {
+            self.spare = Spare::start(dir, self.opts.prealloc_bytes);
+        }
         let mut st = self.shared.state.write();
         if st.segs.is_empty() {
             st.floor = prev;

@@ -54,7 +54,11 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
     for name in fsutil::list_names(dir)? {
         if name.starts_with("log.") && fsutil::is_temp_name(&name) {
             let p = dir.join(&name);
-            warn!(file = %p.display(), "removing unfinished txn log segment");
+            if name.starts_with("log.spare.") {
+                info!(file = %p.display(), "removing preallocated spare segment");
+            } else {
+                warn!(file = %p.display(), "removing unfinished txn log segment");
+            }
             fsutil::remove_durably(&p, force_sync)?;
             report.removed.push(p);
         } else if let Some(base) = segment::parse_segment_name(&name) {

@@ -21,6 +21,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use byteorder::{BigEndian, ByteOrder};
@@ -90,6 +91,26 @@ impl Segment {
         fsutil::sync_file(&f, &tmp, force_sync)?;
         drop(f);
         fsutil::rename_durably(&tmp, &path, force_sync)?;
+        Segment::open(&path, base)
+    }
+
+    /// Turns a prepared spare file (zero-filled and fsynced by [`prepare_spare`]) into
+    /// `log.<base>` in `dir`: header written and synced *before* the rename, so the final name
+    /// never shows a headerless file (INV-1).
+    pub fn adopt(spare: &Path, dir: &Path, base: Zxid, prev: Zxid) -> Result<Segment> {
+        let path = dir.join(segment_name(base));
+        let f = OpenOptions::new()
+            .write(true)
+            .open(spare)
+            .map_err(|e| StoreError::io("open spare", spare, e))?;
+        let mut header = [0u8; SEGMENT_HEADER_LEN];
+        encode_header(&mut header, base, prev);
+        f.write_all_at(&header, 0)
+            .map_err(|e| StoreError::io("write header", spare, e))?;
+        f.sync_data()
+            .map_err(|e| StoreError::io("fdatasync", spare, e))?;
+        drop(f);
+        fsutil::rename_durably(spare, &path, true)?;
         Segment::open(&path, base)
     }
 
@@ -179,6 +200,32 @@ impl Segment {
         }
     }
 }
+
+/// Creates `path` (a `log.*.tmp` name) of `size` bytes (page-rounded), zero-filled and fsynced,
+/// to be adopted by a later rollover; returns its size.
+pub fn prepare_spare(path: &Path, size: usize) -> Result<usize> {
+    let size = size.max(SEGMENT_HEADER_LEN + 1).div_ceil(PAGE) * PAGE;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| StoreError::io("create spare", path, e))?;
+    // In 4 MiB steps, each made durable, so the sync thread's own syncs never queue behind
+    // one large flush of this file.
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(SPARE_STEP);
+        zero_fill(&mut f, path, n)?;
+        f.sync_data()
+            .map_err(|e| StoreError::io("fdatasync", path, e))?;
+        left -= n;
+    }
+    fsutil::sync_file(&f, path, true)?;
+    Ok(size)
+}
+
+const SPARE_STEP: usize = 4 << 20;
 
 fn zero_fill(f: &mut File, path: &Path, mut left: usize) -> Result<()> {
     let zeros = vec![0u8; 1 << 20];

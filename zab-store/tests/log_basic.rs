@@ -307,3 +307,35 @@ fn real_syncs_through_the_writer_thread_survive_reopen() {
         (1..=1500).map(|c| txn(c, 100)).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn rollovers_with_real_syncs_use_background_spares() {
+    let d = tempfile::tempdir().unwrap();
+    let opts = zab_store::LogOptions {
+        prealloc_bytes: 64 * 1024,
+        force_sync: true,
+    };
+    let (mut log, _) = zab_store::TxnLog::open(d.path(), opts.clone()).unwrap();
+    let txns: Vec<_> = (1..=3000).map(|c| txn(c, 100)).collect();
+    for chunk in txns.chunks(500) {
+        for t in chunk {
+            log.append(t).unwrap();
+        }
+        log.sync().unwrap();
+    }
+    let names: Vec<String> = read_dir_files(d.path()).into_keys().collect();
+    assert!(segments(d.path()).len() >= 5, "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("log.spare.")),
+        "a spare is prepared: {names:?}"
+    );
+    drop(log);
+    let (log, rec) = zab_store::TxnLog::open(d.path(), opts).unwrap();
+    assert_eq!(rec.cut, None);
+    assert_eq!(
+        rec.removed.len(),
+        1,
+        "the spare is removed at open: {rec:?}"
+    );
+    assert_eq!(contents(&log), txns);
+}

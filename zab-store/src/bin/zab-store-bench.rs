@@ -73,7 +73,7 @@ fn main() -> Res<()> {
     );
     let raw = raw_fdatasync(&args.dir.join("raw"), args.phase)?;
     print_lat("raw write 4 KiB + fdatasync", &raw);
-    let direct = direct_append_sync(&args.dir.join("direct"), args.phase)?;
+    let (direct, rollover) = direct_append_sync(&args.dir.join("direct"), args.phase)?;
     print_lat("TxnLog append + sync (caller thread)", &direct);
     let threaded = writer_latency(&args.dir.join("writer"), args.phase)?;
     print_lat("LogWriter append -> Persisted (1 writer)", &threaded);
@@ -82,6 +82,11 @@ fn main() -> Res<()> {
         "p50 ratio vs raw fdatasync: direct {:.2}x, LogWriter {:.2}x",
         p50(&direct) / p50(&raw),
         p50(&threaded) / p50(&raw)
+    );
+    println!(
+        "segment rollover (create, zero-fill, fsync {} MiB; one append): {} ms",
+        PREALLOC >> 20,
+        rollover.as_millis()
     );
     println!();
     println!(
@@ -176,12 +181,16 @@ fn open_log(dir: &Path) -> Res<TxnLog> {
     Ok(TxnLog::open(dir, opts)?.0)
 }
 
-fn direct_append_sync(dir: &Path, phase: Duration) -> Res<Histogram<u64>> {
+/// Also returns the time of the first append+sync, which creates the first segment (the cost
+/// of every rollover).
+fn direct_append_sync(dir: &Path, phase: Duration) -> Res<(Histogram<u64>, Duration)> {
     let mut log = open_log(dir)?;
     let mut h = hist()?;
     let mut c = 1;
+    let t = Instant::now();
     log.append(&record(Zxid::new(Epoch(1), c)))?;
     log.sync()?;
+    let rollover = t.elapsed();
     let start = Instant::now();
     while start.elapsed() < phase {
         c += 1;
@@ -192,7 +201,7 @@ fn direct_append_sync(dir: &Path, phase: Duration) -> Res<Histogram<u64>> {
     }
     drop(log);
     std::fs::remove_dir_all(dir)?;
-    Ok(h)
+    Ok((h, rollover))
 }
 
 /// The persisted point reported by the sync thread, for waiting appenders.
