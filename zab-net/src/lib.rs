@@ -8,8 +8,21 @@
 //!   cluster, on which channel; refusals with a reason.
 //! - [`transport`]: listeners, lazy dialing with backoff, one connection per pair and channel,
 //!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel.
+//! - [`node`]: the running node — [`Node::start`] with a [`StateMachine`], [`Node::submit`],
+//!   [`Node::sync`], [`Node::watch`]; the driver task that runs `zab_core::Peer` with the
+//!   transport and `zab_store`.
+//!
+//! A runnable example, a 3-node key-value cluster in one process on loopback:
+//! `cargo run -p zab-net --example kv` (see `examples/kv.rs`).
 
 pub mod config;
 pub mod frame;
 pub mod handshake;
+pub mod node;
 pub mod transport;
+
+pub use node::{
+    ApplyError, Node, NodeOptions, NodeStatus, SnapshotSource, StateMachine, SubmitError,
+    SyncCounters,
+};
+pub use transport::NetError;

@@ -30,6 +30,9 @@
 
 mod link;
 mod listener;
+mod sender;
+
+pub use sender::PeerSender;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -179,6 +182,10 @@ pub enum SendError {
     /// The peer's outbox was full: its connection was dropped and its queue discarded.
     #[error("outbox to sid {0} is full; the connection is dropped")]
     Overflow(ServerId),
+    /// The connection (outbox generation) a [`PeerSender`] was bound to is gone; nothing more
+    /// goes out through it.
+    #[error("the connection to sid {0} this sender was bound to is gone")]
+    Closed(ServerId),
     /// The message's frame would exceed `max_frame_len`; nothing was queued.
     #[error("message of {len} bytes exceeds the frame limit of {max}")]
     TooLarge {
@@ -216,6 +223,18 @@ pub enum NetError {
         /// The sid.
         sid: ServerId,
     },
+    /// The configuration does not fit (a node's start).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The data directories could not be opened or loaded (a node's start).
+    #[error("data directory: {0}")]
+    Store(#[from] zab_store::StoreError),
+    /// The protocol core refused the loaded state (a node's start).
+    #[error("protocol core: {0}")]
+    Core(#[from] zab_core::StepError),
+    /// The state machine could not restore the loaded snapshot (a node's start).
+    #[error("state machine: {0}")]
+    StateMachine(String),
 }
 
 /// Counters, for tests and monitoring.
@@ -426,10 +445,29 @@ impl Transport {
     /// Drops the connections (both channels) to `peer` and discards what is queued for it.
     pub fn disconnect(&self, peer: ServerId) {
         for channel in [Channel::Election, Channel::Quorum] {
-            if let Some(link) = self.shared.link(peer, channel) {
-                let _ = link.ctrl.send(Control::Disconnect);
-            }
+            self.disconnect_channel(peer, channel);
         }
+    }
+
+    /// Drops the connection to `peer` on one channel and discards what is queued on it.
+    pub fn disconnect_channel(&self, peer: ServerId, channel: Channel) {
+        if let Some(link) = self.shared.link(peer, channel) {
+            let _ = link.ctrl.send(Control::Disconnect);
+        }
+    }
+
+    /// A flow-controlled sender bound to the current outbox of (`to`, `channel`): its
+    /// [`PeerSender::send`] waits for outbox space instead of dropping the connection, and
+    /// fails with [`SendError::Closed`] once that outbox is discarded (connection lost), so
+    /// nothing it sends can leak onto a later connection (INV-2). Messages queued through it
+    /// and through [`Transport::send`] share one FIFO.
+    pub fn peer_sender(&self, to: ServerId, channel: Channel) -> Result<PeerSender, SendError> {
+        let link = self
+            .shared
+            .link(to, channel)
+            .ok_or(SendError::UnknownPeer(to))?;
+        let tx = link.outbox.lock().tx.clone();
+        Ok(PeerSender::new(to, tx, self.shared.cfg.max_frame_len))
     }
 
     /// Sets where `peer` listens (for peers whose ports are chosen at run time).

@@ -1,0 +1,199 @@
+//! What an embedding application implements and sees: the [`StateMachine`] it replicates, the
+//! [`NodeStatus`] it can watch, the errors of [`super::Node::submit`] / [`super::Node::sync`],
+//! and the [`NodeOptions`] that tests and tools tune.
+//!
+//! INV-1: `StateMachine::apply` is called exactly once per committed txn, in zxid order, on the
+//! node's driver task; `snapshot` is called between two applies and must only capture a view
+//! (an `Arc` clone of an immutable version), never copy or serialise the state there.
+//! INV-2: an `apply` or `restore` error is fatal for the node: it stops and reports the error in
+//! [`NodeStatus::fatal`]; nothing after the failed txn is applied.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use thiserror::Error;
+use zab_core::{Epoch, RequestError, Role, ServerId, Zxid};
+
+use crate::transport::PeerAddrs;
+
+/// Why the state machine could not apply a txn or restore a snapshot (fatal for the node).
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct ApplyError(pub String);
+
+impl ApplyError {
+    /// An error with a message.
+    pub fn new(msg: impl Into<String>) -> ApplyError {
+        ApplyError(msg.into())
+    }
+}
+
+/// The application's replicated state.
+pub trait StateMachine: Send + 'static {
+    /// Applies the committed txn `zxid` (INV-1). An error stops the node (INV-2).
+    fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError>;
+
+    /// A consistent, immutable view of the state as of the last `apply`; must be cheap (the
+    /// bytes are produced later, on another thread, by [`SnapshotSource::write_to`]).
+    fn snapshot(&self) -> Box<dyn SnapshotSource>;
+
+    /// Replaces the whole state with the snapshot at `zxid` read from `src` (what a
+    /// `SnapshotSource` wrote). Called at start-up and when the leader sends a SNAP. After a
+    /// failed restore the node stops (or, at start-up, may retry with an older snapshot), so a
+    /// partial state is never used.
+    fn restore(&mut self, zxid: Zxid, src: &mut dyn Read) -> Result<(), ApplyError>;
+}
+
+/// A captured state, serialised off the driver (background snapshots, SNAP to a learner).
+pub trait SnapshotSource: Send {
+    /// Streams the state to `out`; must not hold the whole serialised state in memory.
+    fn write_to(self: Box<Self>, out: &mut dyn Write) -> std::io::Result<()>;
+}
+
+/// How the leader brought learners in sync, and how this node was synced (counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncCounters {
+    /// DIFF headers (including empty DIFFs and the DIFF that follows a TRUNC).
+    pub diff: u64,
+    /// TRUNC headers.
+    pub trunc: u64,
+    /// SNAP headers.
+    pub snap: u64,
+    /// Ranges streamed from the on-disk log (a DIFF from the log).
+    pub diff_from_log: u64,
+}
+
+/// The node's state as seen from outside; a `tokio::sync::watch` value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// This server.
+    pub sid: ServerId,
+    /// Its role.
+    pub role: Role,
+    /// The leader it follows or is, when known.
+    pub leader: Option<ServerId>,
+    /// The epoch being led or followed.
+    pub epoch: Epoch,
+    /// The last txn applied to the state machine.
+    pub last_applied: Zxid,
+    /// The last txn appended to the log (durable or not).
+    pub last_logged: Zxid,
+    /// True when it serves clients (established leader, or learner after UPTODATE).
+    pub serving: bool,
+    /// What the leader sent learners while this node led.
+    pub syncs_sent: SyncCounters,
+    /// What this node received as a learner.
+    pub syncs_received: SyncCounters,
+    /// Background snapshots written.
+    pub snapshots_taken: u64,
+    /// The fatal error that stopped the node, if any.
+    pub fatal: Option<String>,
+    /// True once the driver has stopped (shutdown or fatal error).
+    pub stopped: bool,
+}
+
+impl NodeStatus {
+    pub(crate) fn new(sid: ServerId) -> NodeStatus {
+        NodeStatus {
+            sid,
+            role: Role::Looking,
+            leader: None,
+            epoch: Epoch(0),
+            last_applied: Zxid::ZERO,
+            last_logged: Zxid::ZERO,
+            serving: false,
+            syncs_sent: SyncCounters::default(),
+            syncs_received: SyncCounters::default(),
+            snapshots_taken: 0,
+            fatal: None,
+            stopped: false,
+        }
+    }
+}
+
+/// Why a `submit` or `sync` did not succeed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum SubmitError {
+    /// This node knows a leader but could not reach it (retry there, or later).
+    #[error("not the leader; the leader is server {leader}")]
+    NotLeader {
+        /// The leader this node believes in.
+        leader: ServerId,
+    },
+    /// No leader is established (election under way, or no quorum): failed fast.
+    #[error("no leader: an election is under way or no quorum is reachable")]
+    NoLeader,
+    /// The leader lost its quorum before the write committed; it may still commit later.
+    #[error("the leader lost its quorum; the write may or may not commit later")]
+    QuorumLost,
+    /// The epoch's zxid counter is exhausted; a new election is under way (retry).
+    #[error("the epoch's zxid counter is exhausted; a new election is under way")]
+    EpochExhausted,
+    /// The payload is larger than a txn may be.
+    #[error("payload of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No answer within the request timeout; the write may or may not commit.
+    #[error("no answer within {0:?}; the outcome is unknown")]
+    Timeout(Duration),
+    /// The node is shutting down or stopped.
+    #[error("the node is stopped")]
+    Shutdown,
+    /// The node stopped on a fatal error.
+    #[error("the node stopped on a fatal error: {0}")]
+    Fatal(String),
+}
+
+impl From<RequestError> for SubmitError {
+    fn from(e: RequestError) -> SubmitError {
+        match e {
+            RequestError::NotLeader { leader: Some(l) } => SubmitError::NotLeader { leader: l },
+            RequestError::NotLeader { leader: None } => SubmitError::NoLeader,
+            RequestError::QuorumLost => SubmitError::QuorumLost,
+            RequestError::EpochExhausted => SubmitError::EpochExhausted,
+        }
+    }
+}
+
+/// Knobs beyond zoo.cfg, for tests and tools. `Default` is production behaviour.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// Listen here instead of on the node's `server.N` ports (port 0: chosen by the OS; see
+    /// [`super::Node::local_addrs`]).
+    pub listen: Option<PeerAddrs>,
+    /// Reach these peers here instead of at their `server.N` addresses.
+    pub peer_addrs: BTreeMap<ServerId, PeerAddrs>,
+    /// How long `submit` and `sync` wait for an answer.
+    pub request_timeout: Duration,
+    /// Bytes per `SnapChunk` when streaming a SNAP.
+    pub snap_chunk_bytes: usize,
+    /// Take background snapshots exactly every `snapCount` txns (no per-node randomisation).
+    pub exact_snap_count: bool,
+    /// Overrides the core's in-memory DIFF window (`committed_log_window`).
+    pub committed_log_window: Option<usize>,
+    /// Overrides the core's limit of a DIFF from the on-disk log (`diff_from_log_limit`).
+    pub diff_from_log_limit: Option<u64>,
+    /// A stream (SNAP, DIFF from log) to a peer that makes no progress this long is abandoned
+    /// and the peer disconnected.
+    pub stream_stall_timeout: Duration,
+}
+
+impl Default for NodeOptions {
+    fn default() -> NodeOptions {
+        NodeOptions {
+            listen: None,
+            peer_addrs: BTreeMap::new(),
+            request_timeout: Duration::from_secs(30),
+            snap_chunk_bytes: 512 * 1024,
+            exact_snap_count: false,
+            committed_log_window: None,
+            diff_from_log_limit: None,
+            stream_stall_timeout: Duration::from_secs(30),
+        }
+    }
+}

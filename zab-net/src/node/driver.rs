@@ -1,0 +1,402 @@
+//! The driver: one tokio task that owns the [`Peer`], feeds it inputs and carries out its
+//! actions with the transport, the zab-store log writer, files and the state machine.
+//!
+//! ```text
+//!  select! { shutdown | log events | transport events | stream ends | snapshot ends
+//!           | client requests | tick }  ──▶ Peer::step ──▶ take_actions ──▶ execute in order
+//! ```
+//! INV-1 (zab-core io.rs): one batch of actions runs in order; epoch files and TRUNC are durable
+//! before the next action runs (the driver awaits them; log events that arrive meanwhile are
+//! fed to the core after the batch); `AppendLog` only queues to the group-commit thread.
+//! INV-2: every input produced while executing a batch (`LogPersisted`, `SnapshotInstalled`,
+//! `LogPurged`) is fed after that batch, in arrival order.
+//! INV-3: a fatal condition (core `StepError`, a failed apply/restore, the log thread failing,
+//! an epoch file not written) stops the driver: pending requests fail, the reason is published
+//! in `NodeStatus::fatal`, nothing more is applied.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn, Span};
+use zab_core::{Action, Input, Message, Peer, RequestId, Zxid};
+use zab_store::{EpochFiles, EpochKind, LogEvent, LogReader, LogWriter, SyncThread};
+
+use super::api::{NodeStatus, StateMachine, SubmitError};
+use super::out::{OutQueues, Stream, StreamDone};
+use super::snap::{SnapDone, Snapper};
+use super::Request;
+use crate::transport::{Event, Transport};
+
+/// How long a synchronous log command (truncate, reset) may take before the node gives up.
+const LOG_WAIT: Duration = Duration::from_secs(60);
+
+/// A fatal condition (INV-3).
+pub(super) struct Fatal(pub(super) String);
+
+pub(super) type Reply = oneshot::Sender<Result<Zxid, SubmitError>>;
+
+/// Channels the driver selects over.
+pub(super) struct Inbox {
+    pub(super) events: mpsc::Receiver<Event>,
+    pub(super) streams: mpsc::UnboundedReceiver<StreamDone>,
+    pub(super) snaps: mpsc::UnboundedReceiver<SnapDone>,
+    pub(super) requests: mpsc::Receiver<Request>,
+}
+
+pub(super) struct Driver {
+    pub(super) peer: Peer,
+    pub(super) sm: Option<Box<dyn StateMachine>>,
+    pub(super) transport: Transport,
+    pub(super) out: OutQueues,
+    pub(super) log: LogWriter,
+    pub(super) log_reader: LogReader,
+    pub(super) log_thread: Option<SyncThread>,
+    pub(super) log_events: mpsc::UnboundedReceiver<LogEvent>,
+    pub(super) epochs: EpochFiles,
+    pub(super) snapper: Snapper,
+    pub(super) writes: BTreeMap<u64, Reply>,
+    pub(super) syncs: BTreeMap<u64, Reply>,
+    pub(super) next_request: u64,
+    pub(super) status_tx: watch::Sender<NodeStatus>,
+    pub(super) status: NodeStatus,
+    pub(super) clock: Instant,
+    pub(super) inputs: VecDeque<Input>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) tick: Duration,
+}
+
+impl Driver {
+    pub(super) fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs until shutdown or a fatal condition.
+    pub(super) async fn run(mut self, mut inbox: Inbox) {
+        let mut tick = tokio::time::interval(self.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        self.publish();
+        let result = loop {
+            let shutdown = self.shutdown.clone();
+            let r = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break Ok(()),
+                Some(ev) = self.log_events.recv() => self.on_log_event(ev).await,
+                Some(ev) = inbox.events.recv() => self.on_transport(ev).await,
+                Some(done) = inbox.streams.recv() => {
+                    self.out.on_done(&self.transport, done);
+                    Ok(())
+                }
+                Some(done) = inbox.snaps.recv() => {
+                    self.on_snapshot_done(done);
+                    Ok(())
+                }
+                Some(req) = inbox.requests.recv() => self.on_request(req).await,
+                _ = tick.tick() => self.on_tick().await,
+            };
+            if let Err(f) = r {
+                break Err(f);
+            }
+        };
+        self.stop(result).await;
+    }
+
+    async fn on_tick(&mut self) -> Result<(), Fatal> {
+        for peer in self.out.expired_mutes() {
+            warn!(
+                peer = peer.0,
+                "no loss reported for a severed connection; telling the core"
+            );
+            self.inputs.push_back(Input::ConnectionLost { peer });
+        }
+        let now_ms = self.now_ms();
+        self.step(Input::Tick { now_ms }).await
+    }
+
+    async fn on_transport(&mut self, ev: Event) -> Result<(), Fatal> {
+        match ev {
+            Event::Message { from, msg } => {
+                let c = &mut self.status.syncs_received;
+                match &msg {
+                    Message::Diff { .. } => c.diff += 1,
+                    Message::Trunc { .. } => c.trunc += 1,
+                    Message::Snap { .. } => c.snap += 1,
+                    _ => {}
+                }
+                self.step(Input::Message { from, msg }).await
+            }
+            Event::ConnectionLost { peer } => {
+                self.out.connection_lost(peer);
+                self.step(Input::ConnectionLost { peer }).await
+            }
+        }
+    }
+
+    async fn on_log_event(&mut self, ev: LogEvent) -> Result<(), Fatal> {
+        self.defer_log_event(ev)?;
+        self.drain().await
+    }
+
+    /// Turns a log event into a later input (INV-2).
+    fn defer_log_event(&mut self, ev: LogEvent) -> Result<(), Fatal> {
+        match ev {
+            LogEvent::Persisted { upto } => self.inputs.push_back(Input::LogPersisted { upto }),
+            LogEvent::Purged {
+                first: Some(first_zxid),
+            } => self.inputs.push_back(Input::LogPurged { first_zxid }),
+            LogEvent::Failed(e) => return Err(Fatal(format!("txn log failed: {e}"))),
+            other => debug!(?other, "log event"),
+        }
+        Ok(())
+    }
+
+    fn on_snapshot_done(&mut self, done: SnapDone) {
+        self.snapper.finished();
+        match done {
+            Ok(zxid) => {
+                self.status.snapshots_taken += 1;
+                info!(%zxid, "background snapshot done");
+                self.publish();
+            }
+            Err(e) => warn!(error = %e, "background snapshot failed"),
+        }
+    }
+
+    async fn on_request(&mut self, req: Request) -> Result<(), Fatal> {
+        match req {
+            Request::Write { payload, reply } => {
+                let max = zab_core::codec::MAX_DATA_LEN;
+                if payload.len() > max {
+                    let len = payload.len();
+                    let _ = reply.send(Err(SubmitError::TooLarge { len, max }));
+                    return Ok(());
+                }
+                self.next_request += 1;
+                let id = self.next_request;
+                self.writes.insert(id, reply);
+                let request_id = RequestId(id);
+                self.step(Input::ClientWrite {
+                    request_id,
+                    payload,
+                })
+                .await
+            }
+            Request::Sync { reply } => {
+                self.next_request += 1;
+                let id = self.next_request;
+                self.syncs.insert(id, reply);
+                self.step(Input::ClientSync {
+                    request_id: RequestId(id),
+                })
+                .await
+            }
+            Request::SetPeerAddrs { sid, addrs } => {
+                if let Err(e) = self.transport.set_peer_addrs(sid, addrs) {
+                    warn!(error = %e, "set_peer_addrs");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Feeds `input` and everything that follows from it (INV-2).
+    pub(super) async fn step(&mut self, input: Input) -> Result<(), Fatal> {
+        self.inputs.push_back(input);
+        self.drain().await
+    }
+
+    async fn drain(&mut self) -> Result<(), Fatal> {
+        // Bounded: each input's actions produce finitely many follow-up inputs.
+        while let Some(input) = self.inputs.pop_front() {
+            self.peer
+                .step(input)
+                .map_err(|e| Fatal(format!("protocol core: {e}")))?;
+            for action in self.peer.take_actions() {
+                self.execute(action).await?;
+            }
+            self.publish();
+        }
+        Ok(())
+    }
+
+    /// Carries out one action (INV-1).
+    async fn execute(&mut self, action: Action) -> Result<(), Fatal> {
+        match action {
+            Action::Send { to, msg } => {
+                let c = &mut self.status.syncs_sent;
+                match &msg {
+                    Message::Diff { .. } => c.diff += 1,
+                    Message::Trunc { .. } => c.trunc += 1,
+                    _ => {}
+                }
+                self.out.send(&self.transport, to, msg);
+            }
+            Action::Disconnect { peer } => self.out.disconnect(&self.transport, peer),
+            Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
+            Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
+            Action::AppendLog(txn) => self
+                .log
+                .append(txn)
+                .map_err(|e| Fatal(format!("txn log: {e}")))?,
+            Action::TruncateLog { zxid } => {
+                self.log
+                    .truncate(zxid)
+                    .map_err(|e| Fatal(format!("txn log: {e}")))?;
+                self.wait_log(|ev| matches!(ev, LogEvent::Truncated { .. }))
+                    .await?;
+                info!(%zxid, "log truncated (TRUNC)");
+            }
+            Action::SendLogRange { to, after, upto } => {
+                self.status.syncs_sent.diff_from_log += 1;
+                let s = Stream::Range { after, upto };
+                self.out.stream(&self.transport, to, s);
+            }
+            Action::SendSnapshot { to, zxid } => {
+                self.status.syncs_sent.snap += 1;
+                let source = self.sm_mut()?.snapshot();
+                info!(peer = to.0, %zxid, "streaming a SNAP");
+                self.out
+                    .stream(&self.transport, to, Stream::Snapshot { zxid, source });
+            }
+            Action::BeginSnapshot { zxid } => {
+                self.snapper.begin_receive(zxid).await.map_err(Fatal)?
+            }
+            Action::SnapshotChunk(data) => self.snapper.receive_chunk(&data).map_err(Fatal)?,
+            Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
+            Action::AbortSnapshot => self.snapper.abort_receive(),
+            Action::Apply(txn) => self.apply(txn)?,
+            Action::WriteDone {
+                request_id,
+                outcome,
+            } => answer(&mut self.writes, request_id, outcome),
+            Action::SyncDone {
+                request_id,
+                outcome,
+            } => answer(&mut self.syncs, request_id, outcome),
+            Action::RoleChanged {
+                role,
+                leader,
+                epoch,
+            } => {
+                let span = Span::current();
+                span.record("role", tracing::field::display(role));
+                span.record("epoch", epoch.0);
+                info!(%role, leader = leader.map(|l| l.0), %epoch, "role changed");
+            }
+        }
+        Ok(())
+    }
+
+    fn sm_mut(&mut self) -> Result<&mut Box<dyn StateMachine>, Fatal> {
+        self.sm
+            .as_mut()
+            .ok_or_else(|| Fatal("state machine lost during a restore".to_string()))
+    }
+
+    fn apply(&mut self, txn: zab_core::Txn) -> Result<(), Fatal> {
+        let zxid = txn.zxid;
+        self.sm_mut()?
+            .apply(zxid, &txn.data)
+            .map_err(|e| Fatal(format!("state machine failed to apply {zxid}: {e}")))?;
+        if self.snapper.applied() {
+            let source = self.sm_mut()?.snapshot();
+            self.snapper.start(zxid, source, self.log.clone());
+        }
+        Ok(())
+    }
+
+    async fn persist_epoch(&mut self, kind: EpochKind, e: zab_core::Epoch) -> Result<(), Fatal> {
+        let files = self.epochs.clone();
+        tokio::task::spawn_blocking(move || files.write(kind, e))
+            .await
+            .map_err(|j| Fatal(format!("epoch file writer: {j}")))?
+            .map_err(|err| Fatal(format!("cannot persist {}: {err}", kind.file_name())))
+    }
+
+    /// Waits for the log event `want` (bounded by `LOG_WAIT`); other events are deferred.
+    pub(super) async fn wait_log(&mut self, want: fn(&LogEvent) -> bool) -> Result<(), Fatal> {
+        let deadline = Instant::now() + LOG_WAIT;
+        // Bounded by the deadline.
+        loop {
+            let ev = tokio::time::timeout_at(deadline, self.log_events.recv())
+                .await
+                .map_err(|_| Fatal(format!("txn log did not answer in {LOG_WAIT:?}")))?
+                .ok_or_else(|| Fatal("txn log thread is gone".to_string()))?;
+            if want(&ev) {
+                return Ok(());
+            }
+            self.defer_log_event(ev)?;
+        }
+    }
+
+    /// Publishes the status if it changed.
+    pub(super) fn publish(&mut self) {
+        let p = &self.peer;
+        let s = &mut self.status;
+        s.role = p.role();
+        s.leader = p.leader();
+        s.epoch = p.epoch();
+        s.last_applied = p.last_applied_zxid();
+        s.last_logged = p.last_logged_zxid();
+        s.serving = p.is_serving();
+        let new = &self.status;
+        self.status_tx.send_if_modified(|cur| {
+            if cur != new {
+                *cur = new.clone();
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Stops everything (INV-3).
+    async fn stop(mut self, result: Result<(), Fatal>) {
+        let reason = match result {
+            Ok(()) => {
+                info!("node shutting down");
+                SubmitError::Shutdown
+            }
+            Err(Fatal(msg)) => {
+                error!(error = %msg, "node stops on a fatal error");
+                self.status.fatal = Some(msg.clone());
+                SubmitError::Fatal(msg)
+            }
+        };
+        for (_, reply) in std::mem::take(&mut self.writes)
+            .into_iter()
+            .chain(std::mem::take(&mut self.syncs))
+        {
+            let _ = reply.send(Err(reason.clone()));
+        }
+        self.out.abort_all();
+        self.snapper.abort_receive();
+        self.snapper.wait_idle().await;
+        self.transport.shutdown().await;
+        drop(self.log);
+        drop(self.log_reader);
+        if let Some(t) = self.log_thread.take() {
+            match tokio::task::spawn_blocking(move || t.join()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(error = %e, "txn log thread ended with an error"),
+                Err(e) => warn!(error = %e, "txn log thread join"),
+            }
+        }
+        self.status.stopped = true;
+        let status = self.status.clone();
+        self.status_tx.send_replace(status);
+        info!("node stopped");
+    }
+}
+
+fn answer(
+    pending: &mut BTreeMap<u64, Reply>,
+    id: RequestId,
+    outcome: Result<Zxid, zab_core::RequestError>,
+) {
+    if let Some(reply) = pending.remove(&id.0) {
+        let _ = reply.send(outcome.map_err(SubmitError::from));
+    }
+}

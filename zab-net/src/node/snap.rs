@@ -1,0 +1,170 @@
+//! Snapshots on disk: background snapshots every ~snapCount applied txns (then purge), and the
+//! learner's side of a SNAP (temp file, durable, restored, log reset).
+//!
+//! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
+//! it is named after, and is written on a blocking thread; commits go on meanwhile.
+//! INV-2: at most one background snapshot runs at a time, and none starts while a SNAP is
+//! being received; a SNAP's `BeginSnapshot` waits for a running one to end.
+//! INV-3: a received SNAP replaces the state only once complete: the temp file is fsynced and
+//! renamed (zab-store INV-1) before the state machine restores from it; an abandoned stream
+//! drops the temp file and leaves state and files as they were.
+
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use zab_core::Zxid;
+use zab_store::{LogWriter, SnapDir, SnapshotWriter};
+
+use super::api::SnapshotSource;
+
+/// The end of a background snapshot: its zxid, or why it failed.
+pub(super) type SnapDone = Result<Zxid, String>;
+
+/// Decides when to snapshot and runs the writes (INV-1, INV-2).
+pub(super) struct Snapper {
+    snap_count: u64,
+    exact: bool,
+    threshold: u64,
+    since: u64,
+    retain: usize,
+    cluster_id: u64,
+    snaps: SnapDir,
+    running: Option<JoinHandle<()>>,
+    done_tx: mpsc::UnboundedSender<SnapDone>,
+    /// The SNAP being received, if any.
+    pub(super) receiving: Option<(Zxid, SnapshotWriter)>,
+}
+
+impl Snapper {
+    pub(super) fn new(
+        snap_count: u64,
+        exact: bool,
+        retain: usize,
+        cluster_id: u64,
+        snaps: SnapDir,
+    ) -> (Snapper, mpsc::UnboundedReceiver<SnapDone>) {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let mut s = Snapper {
+            snap_count: snap_count.max(1),
+            exact,
+            threshold: 0,
+            since: 0,
+            retain,
+            cluster_id,
+            snaps,
+            running: None,
+            done_tx,
+            receiving: None,
+        };
+        s.rearm();
+        (s, done_rx)
+    }
+
+    /// ZooKeeper's rule: snapshot after snapCount/2 + rand(snapCount/2) txns, so that the
+    /// nodes of an ensemble do not all snapshot at once.
+    fn rearm(&mut self) {
+        self.since = 0;
+        self.threshold = if self.exact || self.snap_count < 2 {
+            self.snap_count
+        } else {
+            let half = self.snap_count / 2;
+            half + rand::thread_rng().gen_range(0..=half)
+        };
+    }
+
+    /// One txn was applied; true when a snapshot is due now.
+    pub(super) fn applied(&mut self) -> bool {
+        self.since += 1;
+        self.since >= self.threshold && self.running.is_none() && self.receiving.is_none()
+    }
+
+    /// The state was replaced by a SNAP: count from it.
+    pub(super) fn installed(&mut self) {
+        self.rearm();
+    }
+
+    /// Writes `source` as `snapshot.<zxid>` on a blocking thread, then purges (INV-1).
+    pub(super) fn start(&mut self, zxid: Zxid, source: Box<dyn SnapshotSource>, log: LogWriter) {
+        self.rearm();
+        if self.snaps.path(zxid).exists() {
+            return;
+        }
+        let (snaps, cluster_id, retain) = (self.snaps.clone(), self.cluster_id, self.retain);
+        let done = self.done_tx.clone();
+        self.running = Some(tokio::task::spawn_blocking(move || {
+            let r = write_and_purge(&snaps, &log, cluster_id, zxid, source, retain);
+            let _ = done.send(r.map(|()| zxid));
+        }));
+    }
+
+    /// A background snapshot ended (its report arrived).
+    pub(super) fn finished(&mut self) {
+        self.running = None;
+    }
+
+    /// Waits for a running background snapshot (INV-2; bounded by the disk).
+    pub(super) async fn wait_idle(&mut self) {
+        if let Some(h) = self.running.take() {
+            let _ = h.await;
+        }
+    }
+
+    /// Starts receiving a SNAP at `zxid` into a temp file.
+    pub(super) async fn begin_receive(&mut self, zxid: Zxid) -> Result<(), String> {
+        self.wait_idle().await;
+        let w = self
+            .snaps
+            .create(zxid, self.cluster_id)
+            .map_err(|e| format!("cannot create the SNAP's snapshot file: {e}"))?;
+        self.receiving = Some((zxid, w));
+        Ok(())
+    }
+
+    /// Appends a chunk to the SNAP's temp file.
+    pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), String> {
+        use std::io::Write;
+        match self.receiving.as_mut() {
+            Some((_, w)) => w
+                .write_all(data)
+                .map_err(|e| format!("writing the SNAP's snapshot file: {e}")),
+            None => Err("snapshot chunk without BeginSnapshot".to_string()),
+        }
+    }
+
+    /// Abandons the SNAP: the temp file goes, the old state stays (INV-3).
+    pub(super) fn abort_receive(&mut self) {
+        if let Some((zxid, _)) = self.receiving.take() {
+            info!(%zxid, "SNAP abandoned; the old state stays");
+        }
+    }
+
+    /// The snapshot directory.
+    pub(super) fn snaps(&self) -> &SnapDir {
+        &self.snaps
+    }
+}
+
+fn write_and_purge(
+    snaps: &SnapDir,
+    log: &LogWriter,
+    cluster_id: u64,
+    zxid: Zxid,
+    source: Box<dyn SnapshotSource>,
+    retain: usize,
+) -> Result<(), String> {
+    let mut w = snaps
+        .create(zxid, cluster_id)
+        .map_err(|e| format!("create snapshot {zxid}: {e}"))?;
+    source
+        .write_to(&mut w)
+        .map_err(|e| format!("write snapshot {zxid}: {e}"))?;
+    let info = w
+        .finish()
+        .map_err(|e| format!("finish snapshot {zxid}: {e}"))?;
+    info!(file = %info.path.display(), "background snapshot written");
+    if let Err(e) = zab_store::purge(snaps, log, retain) {
+        warn!(error = %e, "purge after snapshot failed");
+    }
+    Ok(())
+}
