@@ -50,22 +50,7 @@ pub struct CutTail {
 pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recovery)> {
     fsutil::ensure_dir(dir)?;
     let mut report = Recovery::default();
-    let mut bases = Vec::new();
-    for name in fsutil::list_names(dir)? {
-        if name.starts_with("log.") && fsutil::is_temp_name(&name) {
-            let p = dir.join(&name);
-            if name.starts_with("log.spare.") {
-                info!(file = %p.display(), "removing preallocated spare segment");
-            } else {
-                warn!(file = %p.display(), "removing unfinished txn log segment");
-            }
-            fsutil::remove_durably(&p, force_sync)?;
-            report.removed.push(p);
-        } else if let Some(base) = segment::parse_segment_name(&name) {
-            bases.push(base);
-        }
-    }
-    bases.sort();
+    let bases = list_segments(dir, force_sync, &mut report)?;
     let mut st = LogState::default();
     let n = bases.len();
     for (i, base) in bases.into_iter().enumerate() {
@@ -120,6 +105,27 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
     report.segments = st.segs.len();
     report.records = st.index.len();
     Ok((st, report))
+}
+
+/// The base zxids of the segments in `dir`, ascending; removes unfinished (`.tmp`) ones.
+fn list_segments(dir: &Path, force_sync: bool, report: &mut Recovery) -> Result<Vec<Zxid>> {
+    let mut bases = Vec::new();
+    for name in fsutil::list_names(dir)? {
+        if name.starts_with("log.") && fsutil::is_temp_name(&name) {
+            let p = dir.join(&name);
+            if name.starts_with("log.spare.") {
+                info!(file = %p.display(), "removing preallocated spare segment");
+            } else {
+                warn!(file = %p.display(), "removing unfinished txn log segment");
+            }
+            fsutil::remove_durably(&p, force_sync)?;
+            report.removed.push(p);
+        } else if let Some(base) = segment::parse_segment_name(&name) {
+            bases.push(base);
+        }
+    }
+    bases.sort();
+    Ok(bases)
 }
 
 fn check_chain(st: &LogState, prev: &SegEntry, seg: &Segment) -> Result<Zxid> {
