@@ -93,6 +93,9 @@ pub enum LogEvent {
 
 /// A cloneable handle that sends commands to the sync thread. The thread ends when every
 /// handle is dropped (after finishing what was queued).
+///
+/// The channel is unbounded: the caller bounds how many appends it has in flight (the
+/// protocol's pipeline), as the benchmark's appenders do with their window.
 #[derive(Clone, Debug)]
 pub struct LogWriter {
     tx: Sender<LogCommand>,
