@@ -11,6 +11,7 @@
 
 mod fourlw;
 mod frame;
+mod read;
 mod request;
 mod response;
 
@@ -24,6 +25,7 @@ pub use fourlw::{
 pub use frame::{
     classify_start, encode_frame, ConnectionStart, FrameDecoder, FrameTooLong, FRAME_LEN_MAX,
 };
+pub use read::{answer_catalog_read, encode_response_bounded};
 pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody};
 pub use response::{
     decode_response, encode_response, ErrorKind, ErrorReply, FrontendRow, Response, ResponseBody,

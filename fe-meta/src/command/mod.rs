@@ -1,0 +1,284 @@
+//! The leader's write path before logging: typed commands, validated against a catalog version,
+//! turned into the journal entry to submit.
+//!
+//! INV-1: [`validate`] reads only the catalog it is given and the command: an error means
+//! nothing is logged; success yields exactly one entry whose replay on that catalog is
+//! [`Change::Applied`](crate::catalog::Change::Applied).
+//! INV-2 (ids): a new entity's id is the catalog's `next_id`, carried inside the entry; replay
+//! raises `next_id` past it (replay INV-5), so allocation is deterministic and needs no
+//! separate SAVE_NEXTID (which remains for reserving id ranges, [`Command::ReserveIds`]).
+//! INV-3 (pipelining): the leader validates against [`Planner`]'s *speculative* catalog — the
+//! replayed catalog plus every entry planned but not yet applied — so two writes in flight
+//! cannot both take the same name or id. The speculative catalog must be [`Planner::reset`] to
+//! the replayed one whenever a submit fails or leadership changes, since in-flight entries may
+//! then never commit.
+//! INV-4: every entry produced is at most `journal::ENTRY_LEN_MAX` bytes.
+
+use std::fmt;
+
+use thiserror::Error;
+
+use crate::catalog::{BackendState, Catalog, Column, Frontend};
+use crate::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
+use crate::replay::apply_op;
+
+mod plan;
+
+use plan::plan_op;
+
+/// Most ids one [`Command::ReserveIds`] may reserve.
+pub const RESERVE_IDS_MAX: u64 = 1_000_000;
+
+/// A backend named by id or by address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendRef {
+    /// By id.
+    Id(u64),
+    /// By `host:heartbeat_port`.
+    Addr {
+        /// Host.
+        host: String,
+        /// Heartbeat port.
+        port: u16,
+    },
+}
+
+impl fmt::Display for BackendRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendRef::Id(id) => write!(f, "id {id}"),
+            BackendRef::Addr { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+/// A write a client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Add a backend in state NORMAL.
+    AddBackend {
+        /// Host.
+        host: String,
+        /// Heartbeat port.
+        heartbeat_port: u16,
+        /// Capacity in bytes (0 = unknown).
+        capacity_bytes: u64,
+    },
+    /// Drop a backend.
+    DropBackend(BackendRef),
+    /// Change a backend's state and/or capacity.
+    ModifyBackend {
+        /// Which backend.
+        target: BackendRef,
+        /// New state, if changing.
+        state: Option<BackendState>,
+        /// New capacity, if changing.
+        capacity_bytes: Option<u64>,
+    },
+    /// Create a database.
+    CreateDb {
+        /// Its name.
+        name: String,
+    },
+    /// Drop a database and its tables.
+    DropDb {
+        /// Its name.
+        name: String,
+    },
+    /// Create a table.
+    CreateTable {
+        /// The database's name.
+        db: String,
+        /// The table's name.
+        name: String,
+        /// Its columns.
+        columns: Vec<Column>,
+    },
+    /// Drop a table.
+    DropTable {
+        /// The database's name.
+        db: String,
+        /// The table's name.
+        name: String,
+    },
+    /// Register a frontend.
+    AddFrontend(Frontend),
+    /// Unregister a frontend.
+    DropFrontend {
+        /// Its server id.
+        sid: u64,
+    },
+    /// Set a global variable.
+    SetVar {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+    /// Reserve `count` ids for use outside the journal (SAVE_NEXTID); the first is returned.
+    ReserveIds {
+        /// How many.
+        count: u64,
+    },
+    /// Log the leader's wall clock (the staleness guard's TIMESTAMP; the caller reads the clock).
+    Timestamp {
+        /// Milliseconds since the Unix epoch.
+        wall_ms: u64,
+    },
+}
+
+/// Why a command was refused; nothing was logged.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CommandError {
+    /// A malformed argument.
+    #[error("invalid {what} {value:?}: {why}")]
+    Invalid {
+        /// Which argument.
+        what: &'static str,
+        /// Its value (possibly shortened).
+        value: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A backend already has this address.
+    #[error("backend {host}:{port} already exists (id {id})")]
+    DuplicateBackend {
+        /// Host.
+        host: String,
+        /// Port.
+        port: u16,
+        /// The existing backend's id.
+        id: u64,
+    },
+    /// No such backend.
+    #[error("unknown backend {0}")]
+    UnknownBackend(BackendRef),
+    /// The database exists.
+    #[error("database {0:?} already exists")]
+    DatabaseExists(String),
+    /// No such database.
+    #[error("unknown database {0:?}")]
+    UnknownDatabase(String),
+    /// The table exists.
+    #[error("table {db}.{table} already exists")]
+    TableExists {
+        /// Database.
+        db: String,
+        /// Table.
+        table: String,
+    },
+    /// No such table.
+    #[error("unknown table {db}.{table}")]
+    UnknownTable {
+        /// Database.
+        db: String,
+        /// Table.
+        table: String,
+    },
+    /// The frontend is registered.
+    #[error("frontend {0} already exists")]
+    FrontendExists(u64),
+    /// No such frontend.
+    #[error("unknown frontend {0}")]
+    UnknownFrontend(u64),
+    /// The id allocator cannot go further.
+    #[error("the id allocator is exhausted")]
+    IdsExhausted,
+    /// The entry would exceed the journal's size limit.
+    #[error("the journal entry would be {len} bytes, over the limit of {ENTRY_LEN_MAX}")]
+    EntryTooLarge {
+        /// Its size.
+        len: usize,
+    },
+}
+
+/// How a [`CommandError`] is reported to a client (`protocol` error codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandErrorKind {
+    /// A malformed argument.
+    InvalidArgument,
+    /// Something named does not exist.
+    NotFound,
+    /// Something to be created exists.
+    AlreadyExists,
+}
+
+impl CommandError {
+    /// The client-facing class of the error.
+    pub fn kind(&self) -> CommandErrorKind {
+        match self {
+            CommandError::Invalid { .. }
+            | CommandError::IdsExhausted
+            | CommandError::EntryTooLarge { .. } => CommandErrorKind::InvalidArgument,
+            CommandError::UnknownBackend(_)
+            | CommandError::UnknownDatabase(_)
+            | CommandError::UnknownTable { .. }
+            | CommandError::UnknownFrontend(_) => CommandErrorKind::NotFound,
+            CommandError::DuplicateBackend { .. }
+            | CommandError::DatabaseExists(_)
+            | CommandError::TableExists { .. }
+            | CommandError::FrontendExists(_) => CommandErrorKind::AlreadyExists,
+        }
+    }
+}
+
+/// A validated command: the entry to submit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// The decoded op.
+    pub op: Op,
+    /// Its journal entry (what is submitted to ZAB).
+    pub entry: JournalEntry,
+    /// The id of the entity created (or the first id reserved), if any.
+    pub created_id: Option<u64>,
+}
+
+/// Validates `cmd` against `catalog` and plans its journal entry (INV-1, INV-2).
+pub fn validate(catalog: &Catalog, cmd: &Command) -> Result<Planned, CommandError> {
+    let (op, created_id) = plan_op(catalog, cmd)?;
+    let entry = op.to_entry();
+    if entry.encoded_len() > ENTRY_LEN_MAX {
+        return Err(CommandError::EntryTooLarge {
+            len: entry.encoded_len(),
+        });
+    }
+    Ok(Planned {
+        op,
+        entry,
+        created_id,
+    })
+}
+
+/// The leader's planner: validates against a speculative catalog that includes every entry
+/// planned but not yet replayed (INV-3).
+#[derive(Clone, Debug)]
+pub struct Planner {
+    speculative: Catalog,
+}
+
+impl Planner {
+    /// A planner whose speculative catalog is `applied` (the replayed catalog).
+    pub fn new(applied: Catalog) -> Planner {
+        Planner {
+            speculative: applied,
+        }
+    }
+
+    /// Validates `cmd` against the speculative catalog and, on success, applies it there.
+    pub fn plan(&mut self, cmd: &Command) -> Result<Planned, CommandError> {
+        let planned = validate(&self.speculative, cmd)?;
+        apply_op(&mut self.speculative, &planned.op);
+        Ok(planned)
+    }
+
+    /// Forgets every planned entry: the speculative catalog becomes `applied`. Call this when a
+    /// submit fails, when this node becomes leader, and whenever nothing is in flight.
+    pub fn reset(&mut self, applied: Catalog) {
+        self.speculative = applied;
+    }
+
+    /// The speculative catalog.
+    pub fn speculative(&self) -> &Catalog {
+        &self.speculative
+    }
+}
