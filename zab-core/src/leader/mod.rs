@@ -182,7 +182,16 @@ impl Leader {
             tracing::debug!(%from, "leader: message from a non-learner dropped");
             return Ok(Next::Stay);
         };
-        h.last_heard_ms = core.now_ms;
+        if matches!(
+            msg,
+            Message::AckEpoch { .. }
+                | Message::Ack { .. }
+                | Message::PingAck { .. }
+                | Message::Request { .. }
+                | Message::Sync { .. }
+        ) {
+            h.last_heard_ms = core.now_ms;
+        }
         match msg {
             Message::AckEpoch {
                 current_epoch,

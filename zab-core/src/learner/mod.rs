@@ -1,6 +1,7 @@
 //! A learner (follower or observer): discovery with its leader, sync, then broadcast.
 //!
-//! INV-1: only messages from the current leader are accepted; anything else is dropped.
+//! INV-1: only messages from the current leader, and only the kinds a leader sends, are
+//! accepted (and only they reset the silence timer); anything else is dropped.
 //! INV-2: `AckEpoch` is sent only after `PersistAcceptedEpoch(new)` in the same batch when the
 //! epoch is new; a LEADERINFO with an epoch below acceptedEpoch makes the learner leave (B1).
 //! INV-3: a learner that hears nothing from its leader for initLimit (before UPTODATE) or
@@ -123,6 +124,10 @@ impl Learner {
             tracing::debug!(%from, "learner: message from a non-leader dropped");
             return Ok(Next::Stay);
         }
+        if !is_leader_message(&msg) {
+            tracing::debug!(%from, ?msg, "learner: not a leader's message, dropped");
+            return Ok(Next::Stay);
+        }
         self.last_heard_ms = core.now_ms;
         match msg {
             Message::Ping { round } => {
@@ -230,4 +235,25 @@ impl Learner {
             core.fail_op(op, RequestError::NotLeader { leader: None });
         }
     }
+}
+
+/// True for the messages only a leader sends; only they prove the leader is alive (two peers
+/// that both believe to follow the other must not keep each other alive with their infos).
+fn is_leader_message(msg: &Message) -> bool {
+    matches!(
+        msg,
+        Message::LeaderInfo { .. }
+            | Message::Diff { .. }
+            | Message::Trunc { .. }
+            | Message::Snap { .. }
+            | Message::SnapChunk { .. }
+            | Message::NewLeader { .. }
+            | Message::UpToDate
+            | Message::Proposal(_)
+            | Message::Commit { .. }
+            | Message::Inform(_)
+            | Message::Ping { .. }
+            | Message::RequestDone { .. }
+            | Message::SyncReply { .. }
+    )
 }
