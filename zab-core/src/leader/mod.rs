@@ -19,6 +19,8 @@
 mod broadcast;
 mod discovery;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 

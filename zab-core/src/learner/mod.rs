@@ -12,6 +12,8 @@
 
 mod broadcast;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,238 @@
+//! Unit tests of the learner, driven through a `Peer` fed by hand: peer 1 follows peer 3.
+
+use bytes::Bytes;
+
+use crate::config::Config;
+use crate::durable::DurableState;
+use crate::io::{Action, Input};
+use crate::message::{ElectionState, Message, Notification, Vote};
+use crate::types::{Epoch, LearnerType, Role, ServerId, Txn, Zxid};
+use crate::{Peer, StepError};
+
+fn z(e: u32, c: u32) -> Zxid {
+    Zxid::new(Epoch(e), c)
+}
+
+fn txn(e: u32, c: u32) -> Txn {
+    Txn {
+        zxid: z(e, c),
+        data: Bytes::from_static(b"t"),
+    }
+}
+
+fn durable(accepted: u32, current: u32, log: &[Txn]) -> DurableState {
+    DurableState {
+        accepted_epoch: Epoch(accepted),
+        current_epoch: Epoch(current),
+        snapshot_zxid: Zxid::ZERO,
+        log_index: log.iter().map(|t| t.zxid).collect(),
+        log_tail: log.to_vec(),
+    }
+}
+
+/// Peer 1 of {1, 2, 3}, elected to follow 3, having sent its FOLLOWERINFO.
+fn follower(d: DurableState) -> Peer {
+    let members = (1..=3)
+        .map(|s| (ServerId(s), LearnerType::Participant))
+        .collect();
+    let mut cfg = Config::new(ServerId(1), members);
+    cfg.finalize_wait_ms = 10;
+    let mut p = Peer::new(cfg, d, 0).unwrap();
+    let vote = Vote {
+        leader: ServerId(3),
+        zxid: z(9, 9),
+        peer_epoch: Epoch(9),
+    };
+    for from in [2, 3] {
+        let n = Notification {
+            vote,
+            round: 1,
+            state: ElectionState::Looking,
+        };
+        let msg = Message::Notification(n);
+        p.step(Input::Message {
+            from: ServerId(from),
+            msg,
+        })
+        .unwrap();
+    }
+    p.step(Input::Tick { now_ms: 20 }).unwrap();
+    assert_eq!((p.role(), p.leader()), (Role::Following, Some(ServerId(3))));
+    p.take_actions();
+    p
+}
+
+fn from_leader(p: &mut Peer, msg: Message) -> Result<Vec<Action>, StepError> {
+    p.step(Input::Message {
+        from: ServerId(3),
+        msg,
+    })?;
+    Ok(p.take_actions())
+}
+
+fn leader_info(e: u32) -> Message {
+    Message::LeaderInfo {
+        new_epoch: Epoch(e),
+        protocol_version: 1,
+    }
+}
+
+fn sent(actions: &[Action]) -> Vec<&Message> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { msg, .. } => Some(msg),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn new_epoch_is_persisted_before_ackepoch() {
+    let mut p = follower(durable(1, 1, &[txn(1, 1)]));
+    let a = from_leader(&mut p, leader_info(2)).unwrap();
+    assert_eq!(a[0], Action::PersistAcceptedEpoch(Epoch(2)));
+    let ack = Message::AckEpoch {
+        current_epoch: Epoch(1),
+        last_zxid: z(1, 1),
+    };
+    assert_eq!(
+        a[1],
+        Action::Send {
+            to: ServerId(3),
+            msg: ack
+        }
+    );
+}
+
+#[test]
+fn equal_epoch_is_acked_without_persisting_and_lower_is_refused() {
+    let mut p = follower(durable(2, 1, &[]));
+    let a = from_leader(&mut p, leader_info(2)).unwrap();
+    assert!(!a
+        .iter()
+        .any(|a| matches!(a, Action::PersistAcceptedEpoch(_))));
+    assert!(matches!(sent(&a)[..], [Message::AckEpoch { .. }]));
+
+    let mut p = follower(durable(3, 1, &[]));
+    let a = from_leader(&mut p, leader_info(2)).unwrap();
+    assert_eq!(p.role(), Role::Looking);
+    assert!(a.contains(&Action::Disconnect { peer: ServerId(3) }));
+}
+
+#[test]
+fn trunc_below_committed_is_fatal() {
+    let mut p = follower(durable(1, 1, &[txn(1, 1), txn(1, 2)]));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    // A SNAP would set the applied point; emulate a learner that applied (1,2) by a SNAP.
+    from_leader(&mut p, Message::Snap { zxid: z(1, 2) }).unwrap();
+    from_leader(
+        &mut p,
+        Message::SnapChunk {
+            data: Bytes::new(),
+            last: true,
+        },
+    )
+    .unwrap();
+    p.step(Input::SnapshotInstalled { zxid: z(1, 2) }).unwrap();
+    let err = from_leader(&mut p, Message::Trunc { zxid: z(1, 1) }).unwrap_err();
+    assert!(matches!(err, StepError::TruncateBelowCommitted { .. }));
+}
+
+#[test]
+fn sync_is_applied_only_at_uptodate_and_acks_wait_for_the_disk() {
+    let mut p = follower(durable(1, 1, &[txn(1, 1)]));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    from_leader(&mut p, Message::Diff { last_zxid: z(1, 2) }).unwrap();
+    let a = from_leader(&mut p, Message::Proposal(txn(1, 2))).unwrap();
+    assert_eq!(a, vec![Action::AppendLog(txn(1, 2))]);
+    from_leader(&mut p, Message::Commit { zxid: z(1, 2) }).unwrap();
+    // An outstanding proposal of the new epoch, forwarded during sync (C14).
+    from_leader(&mut p, Message::Proposal(txn(2, 1))).unwrap();
+    let a = from_leader(&mut p, Message::NewLeader { zxid: z(2, 0) }).unwrap();
+    assert!(
+        a.is_empty(),
+        "nothing is acked before the sync data is durable: {a:?}"
+    );
+    p.step(Input::LogPersisted { upto: z(1, 2) }).unwrap();
+    assert!(p.take_actions().is_empty());
+    p.step(Input::LogPersisted { upto: z(2, 1) }).unwrap();
+    let a = p.take_actions();
+    let to = ServerId(3);
+    assert_eq!(
+        a,
+        vec![
+            Action::PersistCurrentEpoch(Epoch(2)),
+            Action::Send {
+                to,
+                msg: Message::Ack { zxid: z(2, 0) }
+            },
+            Action::Send {
+                to,
+                msg: Message::Ack { zxid: z(2, 1) }
+            },
+        ]
+    );
+    assert!(!p.is_serving());
+    let a = from_leader(&mut p, Message::UpToDate).unwrap();
+    assert_eq!(a[..2], [Action::Apply(txn(1, 1)), Action::Apply(txn(1, 2))]);
+    assert!(p.is_serving());
+    assert_eq!(p.last_applied_zxid(), z(1, 2));
+    // The outstanding proposal commits later.
+    let a = from_leader(&mut p, Message::Commit { zxid: z(2, 1) }).unwrap();
+    assert_eq!(a, vec![Action::Apply(txn(2, 1))]);
+}
+
+#[test]
+fn snap_below_applied_point_is_skipped() {
+    // Applied up to (1,2) from a local snapshot; (1,3) logged but not known committed.
+    let d = DurableState {
+        snapshot_zxid: z(1, 2),
+        log_index: vec![z(1, 1), z(1, 2), z(1, 3)],
+        log_tail: vec![txn(1, 3)],
+        ..durable(1, 1, &[])
+    };
+    let mut p = follower(d);
+    assert_eq!(p.last_applied_zxid(), z(1, 2));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    let a = from_leader(&mut p, Message::Snap { zxid: z(1, 1) }).unwrap();
+    assert_eq!(a, vec![Action::TruncateLog { zxid: z(1, 2) }]);
+    let a = from_leader(
+        &mut p,
+        Message::SnapChunk {
+            data: Bytes::new(),
+            last: true,
+        },
+    )
+    .unwrap();
+    assert!(a.is_empty());
+    assert_eq!(p.last_logged_zxid(), z(1, 2));
+    // The txns after the leader's snapshot arrive; duplicates are ignored.
+    assert!(from_leader(&mut p, Message::Proposal(txn(1, 2)))
+        .unwrap()
+        .is_empty());
+    let a = from_leader(&mut p, Message::Proposal(txn(2, 1))).unwrap();
+    assert_eq!(a, vec![Action::AppendLog(txn(2, 1))]);
+}
+
+#[test]
+fn messages_from_others_and_learner_kinds_are_dropped() {
+    let mut p = follower(durable(1, 1, &[]));
+    p.step(Input::Message {
+        from: ServerId(2),
+        msg: leader_info(2),
+    })
+    .unwrap();
+    assert!(p.take_actions().is_empty());
+    let info = Message::FollowerInfo {
+        accepted_epoch: Epoch(1),
+        protocol_version: 1,
+    };
+    assert!(from_leader(&mut p, info).unwrap().is_empty());
+    // Silence from the leader (its infos do not count) ends the role after initLimit.
+    p.step(Input::Tick {
+        now_ms: 2000 * 10 + 100,
+    })
+    .unwrap();
+    assert_eq!(p.role(), Role::Looking);
+}
