@@ -17,7 +17,13 @@
 //!   `EndSnapshot`; after `EndSnapshot` the driver makes the snapshot durable, loads it into the
 //!   state machine, resets the log so it holds no record (new appends follow the snapshot) and
 //!   feeds `Input::SnapshotInstalled`. If the stream is abandoned (`AbortSnapshot`, or the peer
-//!   restarts) the old state and files stay as they were.
+//!   restarts) the old state and files stay as they were. A learner whose state machine is
+//!   already at or past the SNAP's zxid does not install it: it emits no `BeginSnapshot`, drops
+//!   the chunks itself, and truncates its log to its applied point instead.
+//! - `LogPersisted { upto }` may arrive late: the peer ignores a report naming a record that a
+//!   later `TruncateLog` or snapshot reset removed (it only counts a zxid its log still holds).
+//! - `LogPurged { first_zxid }` is fed only for segments a local snapshot covers (applied
+//!   txns); from then on the peer never asks `SendLogRange` for anything below `first_zxid`.
 
 use bytes::Bytes;
 
