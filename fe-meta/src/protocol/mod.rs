@@ -14,6 +14,7 @@ mod frame;
 mod read;
 mod request;
 mod response;
+mod rows;
 
 use std::fmt;
 
