@@ -1,0 +1,184 @@
+//! An in-process cluster of real nodes on loopback for the node tests: ephemeral ports, temp
+//! data dirs, tickTime 100 ms, **forceSync=no** (tests only: no fsync, so a crash of the
+//! machine could lose acknowledged writes; the node stops here are clean shutdowns).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod kv;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use zab_core::{Role, ServerId, Zxid};
+use zab_net::config::parse;
+use zab_net::transport::PeerAddrs;
+use zab_net::{Node, NodeOptions, NodeStatus, SubmitError};
+
+pub use kv::Kv;
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+const ANY: PeerAddrs = PeerAddrs {
+    quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+    election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+};
+
+pub struct Cluster {
+    pub root: tempfile::TempDir,
+    pub voters: u64,
+    pub observers: u64,
+    pub snap_count: u64,
+    pub opts: NodeOptions,
+    pub nodes: BTreeMap<ServerId, Node>,
+    pub kvs: BTreeMap<ServerId, Kv>,
+    pub addrs: BTreeMap<ServerId, PeerAddrs>,
+}
+
+impl Cluster {
+    /// A cluster of `voters` participants and `observers` observers (sids after the voters),
+    /// not started.
+    pub fn new(voters: u64, observers: u64) -> Cluster {
+        init_tracing();
+        let opts = NodeOptions {
+            request_timeout: Duration::from_secs(10),
+            exact_snap_count: true,
+            stream_stall_timeout: Duration::from_secs(5),
+            ..NodeOptions::default()
+        };
+        Cluster {
+            root: tempfile::tempdir().unwrap(),
+            voters,
+            observers,
+            snap_count: 100_000,
+            opts,
+            nodes: BTreeMap::new(),
+            kvs: BTreeMap::new(),
+            addrs: BTreeMap::new(),
+        }
+    }
+
+    pub fn sids(&self) -> Vec<ServerId> {
+        (1..=self.voters + self.observers).map(ServerId).collect()
+    }
+
+    fn config_text(&self, sid: ServerId) -> String {
+        let mut t = format!(
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize=1024\n\
+             snapCount={}\ndataDir={}\n",
+            self.snap_count,
+            self.root.path().join(format!("n{}", sid.0)).display()
+        );
+        // Placeholder ports, never bound: the nodes listen on ephemeral ports (NodeOptions).
+        for s in self.sids() {
+            let obs = if s.0 > self.voters { ":observer" } else { "" };
+            t += &format!("server.{}=127.0.0.1:{}:{}{obs}\n", s.0, 10_000 + s.0, 20_000 + s.0);
+        }
+        t
+    }
+
+    pub async fn start_all(&mut self) {
+        for sid in self.sids() {
+            self.start(sid).await;
+        }
+    }
+
+    /// Starts (or restarts, on its old ports and data) one node.
+    pub async fn start(&mut self, sid: ServerId) {
+        let cfg = parse(&self.config_text(sid)).unwrap();
+        let kv = Kv::default();
+        let mut opts = self.opts.clone();
+        opts.listen = Some(self.addrs.get(&sid).copied().unwrap_or(ANY));
+        opts.peer_addrs = self.sids().into_iter().filter(|s| *s != sid).map(|s| {
+            (s, self.addrs.get(&s).copied().unwrap_or(PeerAddrs::UNKNOWN))
+        }).collect();
+        let node = Node::start_with(cfg, sid, kv.clone(), opts).await.unwrap();
+        let local = node.local_addrs();
+        if self.addrs.insert(sid, local) != Some(local) {
+            for (other, n) in &self.nodes {
+                if *other != sid {
+                    n.set_peer_addrs(sid, local).await;
+                }
+            }
+        }
+        self.nodes.insert(sid, node);
+        self.kvs.insert(sid, kv);
+    }
+
+    pub async fn stop(&mut self, sid: ServerId) {
+        if let Some(n) = self.nodes.remove(&sid) {
+            n.shutdown().await;
+        }
+    }
+
+    pub fn node(&self, sid: ServerId) -> &Node {
+        &self.nodes[&sid]
+    }
+
+    pub fn status(&self, sid: ServerId) -> NodeStatus {
+        self.nodes[&sid].status()
+    }
+
+    /// Waits until one running node leads and every running node serves; returns the leader.
+    pub async fn wait_stable(&self, limit: Duration) -> ServerId {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let st: Vec<NodeStatus> = self.nodes.values().map(|n| n.status()).collect();
+            let leaders: Vec<&NodeStatus> =
+                st.iter().filter(|s| s.role == Role::Leading && s.serving).collect();
+            if leaders.len() == 1 && st.iter().all(|s| s.serving) {
+                return leaders[0].sid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let st: Vec<NodeStatus> = self.nodes.values().map(|n| n.status()).collect();
+        panic!("no stable leader within {limit:?}: {st:#?}");
+    }
+
+    pub fn followers(&self, leader: ServerId) -> Vec<ServerId> {
+        self.nodes.keys().copied().filter(|s| *s != leader).collect()
+    }
+
+    /// Waits until `sid` applied `zxid`.
+    pub async fn wait_applied(&self, sid: ServerId, zxid: Zxid, limit: Duration) {
+        let mut w = self.nodes[&sid].watch();
+        let r = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid)).await;
+        assert!(r.is_ok(), "{sid} did not apply {zxid} in {limit:?}: {:?}", self.status(sid));
+    }
+
+    /// Submits `key=value` through `sid`.
+    pub async fn put(&self, sid: ServerId, key: &str, value: &str) -> Result<Zxid, SubmitError> {
+        self.nodes[&sid].submit(Bytes::from(format!("{key}={value}"))).await
+    }
+
+    /// Submits `count` writes through `sid`, `window` at a time; returns the last zxid.
+    pub async fn put_many(&self, sid: ServerId, prefix: &str, count: usize, window: usize) -> Zxid {
+        let node = &self.nodes[&sid];
+        let mut last = Zxid::ZERO;
+        let mut i = 0;
+        while i < count {
+            let n = window.min(count - i);
+            let futs = (i..i + n).map(|j| node.submit(Bytes::from(format!("{prefix}{j}={j}"))));
+            for r in futures::future::join_all(futs).await {
+                last = last.max(r.unwrap());
+            }
+            i += n;
+        }
+        last
+    }
+
+    pub async fn shutdown(mut self) {
+        for sid in self.sids() {
+            self.stop(sid).await;
+        }
+    }
+}
