@@ -180,7 +180,8 @@ impl Cluster {
         let zxid = snap.zxid;
         let old = std::mem::replace(&mut node.applied, snap.txns);
         node.since_snapshot = 0;
-        let v = self.checker.on_state_loaded(id, &old, &node.applied, true);
+        let snap = !self.opts.allow_snap_regress;
+        let v = self.checker.on_state_loaded(id, &old, &node.applied, snap);
         self.check(v);
         self.feed(id, Input::SnapshotInstalled { zxid });
     }

@@ -76,6 +76,9 @@ pub struct SimOptions {
     /// Purge log records covered by retained snapshots (and feed `LogPurged`). On by default;
     /// `ZAB_NO_PURGE=1` turns it off to explore past a purge-related failure.
     pub purge_log: bool,
+    /// Tolerate a SNAP that moves a learner's state machine backwards (INV-O4) instead of
+    /// failing; `ZAB_ALLOW_SNAP_REGRESS=1`, only to explore past that known core failure.
+    pub allow_snap_regress: bool,
     /// Scheduler weights.
     pub weights: Weights,
     /// At most this many nodes down or paused at once in random faults.
@@ -108,6 +111,7 @@ impl SimOptions {
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
+            allow_snap_regress: std::env::var_os("ZAB_ALLOW_SNAP_REGRESS").is_some(),
         }
     }
 
@@ -127,7 +131,7 @@ impl SimOptions {
         o.committed_log_window = rng.gen_range(2..20);
         o.diff_from_log_limit = rng.gen_range(5..60);
         o.max_faulty = rng.gen_range(1..=voters);
-        let steps = rng.gen_range(2_000..8_000);
+        let steps = rng.gen_range(2_000..12_000);
         (o, steps)
     }
 

@@ -42,7 +42,12 @@ impl Leadership {
                 "Leadership: epoch {epoch} established by both {other} and {id}"
             ));
         }
-        let own_max = self.established.iter().filter(|(_, s)| **s == id).map(|(e, _)| *e).max();
+        let own_max = self
+            .established
+            .iter()
+            .filter(|(_, s)| **s == id)
+            .map(|(e, _)| *e)
+            .max();
         if let Some(max) = own_max {
             if max > epoch {
                 return Err(format!(
@@ -63,9 +68,15 @@ impl Leadership {
         disk: (Epoch, Epoch),
     ) -> Result<(), String> {
         let (acc, cur) = disk;
-        let (name, old) = if accepted { ("acceptedEpoch", acc) } else { ("currentEpoch", cur) };
+        let (name, old) = if accepted {
+            ("acceptedEpoch", acc)
+        } else {
+            ("currentEpoch", cur)
+        };
         if new < old {
-            return Err(format!("node {id} moves its {name} file back from {old} to {new}"));
+            return Err(format!(
+                "node {id} moves its {name} file back from {old} to {new}"
+            ));
         }
         if !accepted && new > acc {
             return Err(format!(

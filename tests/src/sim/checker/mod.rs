@@ -104,7 +104,8 @@ impl Checker {
             Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e) => {
                 let accepted = matches!(action, Action::PersistAcceptedEpoch(_));
                 let disk = (node.disk.accepted_epoch, node.disk.current_epoch);
-                self.leadership.on_persist_epoch(node.id, accepted, *e, disk)
+                self.leadership
+                    .on_persist_epoch(node.id, accepted, *e, disk)
             }
             Action::TruncateLog { zxid } => {
                 if *zxid < node.last_applied() {
