@@ -12,6 +12,16 @@ use common::Cluster;
 use zab_core::{Role, ServerId};
 use zab_net::SubmitError;
 
+fn retryable(e: &SubmitError) -> bool {
+    matches!(
+        e,
+        SubmitError::NoLeader
+            | SubmitError::NotLeader { .. }
+            | SubmitError::QuorumLost
+            | SubmitError::Timeout(_)
+    )
+}
+
 const STABLE: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,5 +47,194 @@ async fn three_nodes_elect_and_commit_through_leader_and_followers() {
         assert_eq!(c.kvs[&sid].state().map.len(), 30);
         assert_eq!(c.kvs[&sid].state().map, c.kvs[&leader].state().map);
     }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_fail_over_when_the_leader_stops() {
+    let mut c = Cluster::new(5, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put_many(leader, "a", 20, 10).await;
+    let survivor = c.followers(leader)[0];
+    let t0 = Instant::now();
+    c.stop(leader).await;
+    let mut slowest_failure = Duration::ZERO;
+    let z = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no write after failover"
+        );
+        let t = Instant::now();
+        match c.put(survivor, "after", "1").await {
+            Ok(z) => break z,
+            Err(e) => {
+                assert!(retryable(&e), "{e}");
+                slowest_failure = slowest_failure.max(t.elapsed());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let failover = t0.elapsed();
+    println!(
+        "failover (5 nodes, tickTime 100 ms, clean stop of the leader): next committed write \
+         after {failover:?}; slowest failed submit meanwhile {slowest_failure:?}"
+    );
+    let new_leader = c.wait_stable(STABLE).await;
+    assert_ne!(new_leader, leader);
+    assert!(z.epoch() > zab_core::Epoch(0));
+    c.put_many(new_leader, "b", 20, 10).await;
+    let z = c.node(survivor).sync().await.unwrap();
+    for sid in c.followers(new_leader) {
+        c.wait_applied(sid, z, STABLE).await;
+        assert_eq!(c.kvs[&sid].state().map, c.kvs[&new_leader].state().map);
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_follower_catches_up_by_diff() {
+    let mut c = Cluster::new(3, 0);
+    c.snap_count = 1000;
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put_many(leader, "a", 10, 10).await;
+    let lag = c.followers(leader)[0];
+    c.stop(lag).await;
+    let n = 5000;
+    let last = c.put_many(leader, "b", n, 250).await;
+    let t0 = Instant::now();
+    c.start(lag).await;
+    let mut w = c.node(lag).watch();
+    w.wait_for(|s| s.role == Role::Following).await.unwrap();
+    let joined = t0.elapsed();
+    c.wait_applied(lag, last, Duration::from_secs(30)).await;
+    let done = t0.elapsed();
+    let sync = done.saturating_sub(joined).as_secs_f64().max(1e-6);
+    println!(
+        "catch-up by DIFF: {n} txns; restart to FOLLOWING {joined:?}, restart to applied \
+         {done:?}; {:.0} txns/s over the sync ({:.0} txns/s including the restart)",
+        n as f64 / sync,
+        n as f64 / done.as_secs_f64()
+    );
+    let st = c.status(lag);
+    assert!(st.syncs_received.diff >= 1, "{st:?}");
+    assert_eq!((st.syncs_received.snap, st.syncs_received.trunc), (0, 0));
+    let ls = c.status(leader);
+    assert!(
+        ls.syncs_sent.diff_from_log >= 1,
+        "window is 500 txns: {ls:?}"
+    );
+    assert!(ls.snapshots_taken >= 2, "snapCount 1000: {ls:?}");
+    assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_old_leader_catches_up_by_trunc() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let old = c.wait_stable(STABLE).await;
+    let committed = c.put_many(old, "a", 5, 5).await;
+    for f in c.followers(old) {
+        c.stop(f).await;
+    }
+    // The leader still leads for syncLimit ticks: these are logged there, never committed.
+    let keys: Vec<String> = (0..5).map(|i| format!("u{i}")).collect();
+    let futs = keys.iter().map(|k| c.put(old, k, "lost"));
+    for r in futures::future::join_all(futs).await {
+        let e = r.unwrap_err();
+        assert!(retryable(&e), "{e}");
+    }
+    let st = c.status(old);
+    assert!(
+        st.last_logged > committed,
+        "uncommitted proposals logged: {st:?}"
+    );
+    c.stop(old).await;
+    let others: Vec<ServerId> = c.sids().into_iter().filter(|s| *s != old).collect();
+    for s in &others {
+        c.start(*s).await;
+    }
+    let new_leader = c.wait_stable(STABLE).await;
+    let last = c.put_many(new_leader, "b", 5, 5).await;
+    c.start(old).await;
+    c.wait_applied(old, last, STABLE).await;
+    let st = c.status(old);
+    assert!(st.syncs_received.trunc >= 1, "{st:?}");
+    assert_eq!(st.syncs_received.snap, 0);
+    assert!(c.status(new_leader).syncs_sent.trunc >= 1);
+    assert_eq!(c.kvs[&old].get("u0"), None);
+    assert_eq!(c.kvs[&old].state().map, c.kvs[&new_leader].state().map);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_follower_catches_up_by_snap() {
+    let mut c = Cluster::new(3, 0);
+    c.opts.committed_log_window = Some(10);
+    c.opts.diff_from_log_limit = Some(20);
+    c.opts.snap_chunk_bytes = 4096;
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put_many(leader, "a", 5, 5).await;
+    let lag = c.followers(leader)[0];
+    c.stop(lag).await;
+    let big = "x".repeat(1000);
+    for i in 0..300 {
+        c.put(leader, &format!("b{i}"), &big).await.unwrap();
+    }
+    let last = c.node(leader).sync().await.unwrap();
+    c.start(lag).await;
+    c.wait_applied(lag, last, STABLE).await;
+    let st = c.status(lag);
+    assert!(st.syncs_received.snap >= 1, "{st:?}");
+    assert!(c.status(leader).syncs_sent.snap >= 1);
+    assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    // The installed snapshot and the log after it are durable: writes go on, and a restart
+    // of the learner reloads both.
+    let z = c.put(lag, "after-snap", "1").await.unwrap();
+    c.stop(lag).await;
+    c.start(lag).await;
+    c.wait_applied(lag, z, STABLE).await;
+    assert_eq!(c.kvs[&lag].get("after-snap").as_deref(), Some("1"));
+    assert_eq!(c.kvs[&lag].state().map.len(), 306);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_receive_everything_and_never_vote() {
+    let mut c = Cluster::new(3, 1);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let obs = ServerId(4);
+    assert_eq!(c.status(obs).role, Role::Observing);
+    let last = c.put_many(leader, "a", 20, 10).await;
+    c.wait_applied(obs, last, STABLE).await;
+    let z = c.put(obs, "via-observer", "1").await.unwrap();
+    assert_eq!(c.kvs[&obs].get("via-observer").as_deref(), Some("1"));
+    assert!(c.status(obs).last_applied >= z);
+    let voters: Vec<ServerId> = c
+        .followers(leader)
+        .into_iter()
+        .filter(|s| *s != obs)
+        .collect();
+    c.stop(voters[0]).await;
+    c.put(leader, "one-voter-down", "1").await.unwrap();
+    c.wait_applied(obs, c.status(leader).last_applied, STABLE)
+        .await;
+    assert_eq!(c.kvs[&obs].state().map, c.kvs[&leader].state().map);
+    c.stop(voters[1]).await;
+    // One voter and the observer are up: no quorum, whatever the observer does.
+    let e = c.put(leader, "two-voters-down", "1").await.unwrap_err();
+    assert!(retryable(&e), "{e}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let e = c.put(obs, "two-voters-down", "1").await.unwrap_err();
+    assert!(retryable(&e), "{e}");
+    for sid in [leader, obs] {
+        let st = c.status(sid);
+        assert!(!st.serving && st.role != Role::Leading, "{st:?}");
+    }
+    assert_eq!(c.kvs[&leader].get("two-voters-down"), None);
     c.shutdown().await;
 }

@@ -21,8 +21,7 @@ pub use kv::Kv;
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_test_writer()
         .try_init();
@@ -81,7 +80,12 @@ impl Cluster {
         // Placeholder ports, never bound: the nodes listen on ephemeral ports (NodeOptions).
         for s in self.sids() {
             let obs = if s.0 > self.voters { ":observer" } else { "" };
-            t += &format!("server.{}=127.0.0.1:{}:{}{obs}\n", s.0, 10_000 + s.0, 20_000 + s.0);
+            t += &format!(
+                "server.{}=127.0.0.1:{}:{}{obs}\n",
+                s.0,
+                10_000 + s.0,
+                20_000 + s.0
+            );
         }
         t
     }
@@ -98,9 +102,12 @@ impl Cluster {
         let kv = Kv::default();
         let mut opts = self.opts.clone();
         opts.listen = Some(self.addrs.get(&sid).copied().unwrap_or(ANY));
-        opts.peer_addrs = self.sids().into_iter().filter(|s| *s != sid).map(|s| {
-            (s, self.addrs.get(&s).copied().unwrap_or(PeerAddrs::UNKNOWN))
-        }).collect();
+        opts.peer_addrs = self
+            .sids()
+            .into_iter()
+            .filter(|s| *s != sid)
+            .map(|s| (s, self.addrs.get(&s).copied().unwrap_or(PeerAddrs::UNKNOWN)))
+            .collect();
         let node = Node::start_with(cfg, sid, kv.clone(), opts).await.unwrap();
         let local = node.local_addrs();
         if self.addrs.insert(sid, local) != Some(local) {
@@ -133,8 +140,10 @@ impl Cluster {
         let start = Instant::now();
         while start.elapsed() < limit {
             let st: Vec<NodeStatus> = self.nodes.values().map(|n| n.status()).collect();
-            let leaders: Vec<&NodeStatus> =
-                st.iter().filter(|s| s.role == Role::Leading && s.serving).collect();
+            let leaders: Vec<&NodeStatus> = st
+                .iter()
+                .filter(|s| s.role == Role::Leading && s.serving)
+                .collect();
             if leaders.len() == 1 && st.iter().all(|s| s.serving) {
                 return leaders[0].sid;
             }
@@ -145,19 +154,29 @@ impl Cluster {
     }
 
     pub fn followers(&self, leader: ServerId) -> Vec<ServerId> {
-        self.nodes.keys().copied().filter(|s| *s != leader).collect()
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|s| *s != leader)
+            .collect()
     }
 
     /// Waits until `sid` applied `zxid`.
     pub async fn wait_applied(&self, sid: ServerId, zxid: Zxid, limit: Duration) {
         let mut w = self.nodes[&sid].watch();
         let r = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid)).await;
-        assert!(r.is_ok(), "{sid} did not apply {zxid} in {limit:?}: {:?}", self.status(sid));
+        assert!(
+            r.is_ok(),
+            "{sid} did not apply {zxid} in {limit:?}: {:?}",
+            self.status(sid)
+        );
     }
 
     /// Submits `key=value` through `sid`.
     pub async fn put(&self, sid: ServerId, key: &str, value: &str) -> Result<Zxid, SubmitError> {
-        self.nodes[&sid].submit(Bytes::from(format!("{key}={value}"))).await
+        self.nodes[&sid]
+            .submit(Bytes::from(format!("{key}={value}")))
+            .await
     }
 
     /// Submits `count` writes through `sid`, `window` at a time; returns the last zxid.
