@@ -177,12 +177,9 @@ impl History {
         let lo = self.index.partition_point(|z| *z <= after);
         let hi = self.index.partition_point(|z| *z <= upto);
         let wanted = hi.saturating_sub(lo);
-        let out: Vec<Txn> = self
-            .txns
-            .iter()
-            .filter(|t| t.zxid > after && t.zxid <= upto)
-            .cloned()
-            .collect();
+        let from = self.txns.partition_point(|t| t.zxid <= after);
+        let to = self.txns.partition_point(|t| t.zxid <= upto).max(from);
+        let out: Vec<Txn> = self.txns.range(from..to).cloned().collect();
         (out.len() == wanted).then_some(out)
     }
 

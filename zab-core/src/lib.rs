@@ -27,6 +27,14 @@
 //!   zxid is committed; a client hears of success only for a committed txn.
 //! - TRUNC and SNAP never remove a committed txn.
 
+// Modules, from the outside in:
+// - `peer`: the `Peer` (step / take_actions), role changes, LOOKING behaviour;
+// - `election`: vote order and the fast-leader-election tally;
+// - `leader`: discovery, per-learner sync, broadcast, heartbeats (one `Handler` per learner);
+// - `learner`: the follower/observer side of the same phases;
+// - `sync_plan`: the pure DIFF / TRUNC+DIFF / SNAP decision, property-tested;
+// - `history`: the peer's view of its own log (index, in-memory window, durable point);
+// - `types`, `message`, `io`, `config`, `durable`, `error`, `codec`: the vocabulary.
 pub mod codec;
 pub mod config;
 pub mod durable;
