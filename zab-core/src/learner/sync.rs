@@ -96,6 +96,11 @@ impl Learner {
         if self.snap != SnapState::Idle {
             return Ok(Next::Leave("learner: second SNAP in one sync"));
         }
+        if core.install_pending() {
+            return Ok(Next::Leave(
+                "learner: SNAP while a snapshot install is pending",
+            ));
+        }
         if zxid > core.last_applied {
             self.snap = SnapState::Receiving(zxid);
             core.push(Action::BeginSnapshot { zxid });
@@ -115,6 +120,11 @@ impl Learner {
                 target: zxid,
                 committed,
             });
+        }
+        if core.install_pending() {
+            return Ok(Next::Leave(
+                "learner: TRUNC while a snapshot install is pending",
+            ));
         }
         if zxid < core.log.last() {
             core.push(Action::TruncateLog { zxid });

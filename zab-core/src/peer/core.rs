@@ -135,6 +135,12 @@ impl Core {
         }
     }
 
+    /// True while a snapshot received by SNAP is being installed (the log was reset to it but
+    /// the state machine is not there yet).
+    pub(crate) fn install_pending(&self) -> bool {
+        self.log.base() > self.last_applied
+    }
+
     /// Durably promises `epoch` (INV-1).
     pub(crate) fn persist_accepted(&mut self, epoch: Epoch) {
         self.accepted_epoch = epoch;

@@ -86,6 +86,10 @@ impl Peer {
             return Ok(());
         }
         let leader = self.core.vote.leader;
+        if leader == self.core.sid() && self.core.install_pending() {
+            // Lead only once the state machine holds the snapshot our log starts from.
+            return Ok(());
+        }
         self.enter_role(leader)
     }
 
