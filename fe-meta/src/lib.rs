@@ -6,8 +6,10 @@
 //! validating it against the catalog ([`command::Planner`]); the entry is replicated as one ZAB
 //! txn whose zxid is its journal id; every node applies committed entries in order with
 //! [`replay::apply`] and publishes the new version ([`catalog::SharedCatalog`]). Images
-//! ([`image`]) are the catalog streamed into a ZAB snapshot; [`meta_dir`] keeps the node's
-//! `VERSION` and `ROLE` files; [`protocol`] is the client protocol (`docs/PROTOCOL.md`).
+//! ([`image`]) are the catalog streamed into a ZAB snapshot, and [`state_machine::MetaState`]
+//! ties apply / snapshot / restore together in the shape of zab-net's `StateMachine`;
+//! [`meta_dir`] keeps the node's `VERSION` and `ROLE` files; [`protocol`] is the client
+//! protocol (`docs/PROTOCOL.md`).
 //!
 //! ```text
 //! client ─Request─▶ leader: Planner::plan(cmd) ─JournalEntry─▶ ZAB submit ─commit─▶ every node:
@@ -29,6 +31,7 @@ pub mod journal;
 pub mod meta_dir;
 pub mod protocol;
 pub mod replay;
+pub mod state_machine;
 pub mod wire;
 
 pub use catalog::{Catalog, SharedCatalog};
@@ -37,3 +40,4 @@ pub use command::{Command, CommandError, Planned, Planner};
 pub use error::MetaError;
 pub use journal::{JournalEntry, Op, OpCode};
 pub use replay::{apply, ReplayError};
+pub use state_machine::{CatalogSnapshot, MetaState};

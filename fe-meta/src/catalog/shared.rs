@@ -45,6 +45,12 @@ impl SharedCatalog {
         true
     }
 
+    /// Publishes an already shared version unconditionally (the state machine keeps the `Arc`
+    /// it hands to its hook).
+    pub fn reset_arc(&self, next: Arc<Catalog>) {
+        self.current.store(next);
+    }
+
     /// Replaces the current version unconditionally (loading an image, e.g. after a SNAP from
     /// the leader or a TRUNC that forces a rebuild).
     pub fn reset(&self, next: Catalog) {

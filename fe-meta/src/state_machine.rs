@@ -1,0 +1,206 @@
+//! The replicated state machine: committed ZAB txns in, published catalog versions out. Its
+//! three operations have the shapes of zab-net's `StateMachine` (`apply(zxid, data)`,
+//! `snapshot()`, `restore(zxid, src)`), so the server's implementation of that trait is one
+//! delegation per method; this crate stays free of the node runtime.
+//!
+//! INV-1: a txn's data is exactly one encoded journal entry; its zxid is its journal id.
+//! [`MetaState::apply`] decodes and applies it (`replay` INV-1..5) and then publishes the new
+//! version; on error nothing is published and the caller must stop the node.
+//! INV-2: [`MetaState::snapshot`] is O(1): it captures the current immutable version; the image
+//! is streamed later from that version by [`CatalogSnapshot::write_to`], on any thread.
+//! INV-3: [`MetaState::restore`] replaces the state only with a completely read and verified
+//! image (`image` INV-3) whose journal id is not after the snapshot's zxid; a failed restore
+//! leaves the state unchanged.
+//! INV-4: the `on_applied` hook runs after every publish with the version just published, on
+//! the applying thread, holding no lock (PITFALLS E11); it is how the server wakes
+//! read-your-writes waiters and stamps the local clock when a TIMESTAMP lands (E14).
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use tracing::debug;
+
+use crate::catalog::{Catalog, SharedCatalog};
+use crate::image::{read_image, write_image, ImageError};
+use crate::journal::JournalEntry;
+use crate::replay::{apply, ReplayError};
+
+/// A hook called with each newly published version.
+pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
+
+/// The fe-meta state machine (see the module docs).
+pub struct MetaState {
+    shared: Arc<SharedCatalog>,
+    current: Catalog,
+    on_applied: Option<AppliedHook>,
+}
+
+impl std::fmt::Debug for MetaState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaState")
+            .field("journal_id", &self.current.journal_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a restore failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The image is unreadable or inconsistent.
+    #[error("restoring snapshot {zxid:#x}: {source}")]
+    Image {
+        /// The snapshot's zxid.
+        zxid: u64,
+        /// What is wrong.
+        source: ImageError,
+    },
+    /// The image is newer than the snapshot that holds it.
+    #[error("snapshot {zxid:#x} holds an image of journal id {journal_id:#x}, which is after it")]
+    AheadOfSnapshot {
+        /// The snapshot's zxid.
+        zxid: u64,
+        /// The image's journal id.
+        journal_id: u64,
+    },
+}
+
+impl MetaState {
+    /// A state machine publishing to `shared`, starting from its current version.
+    pub fn new(shared: Arc<SharedCatalog>) -> MetaState {
+        let current = Catalog::clone(&shared.load());
+        MetaState {
+            shared,
+            current,
+            on_applied: None,
+        }
+    }
+
+    /// Sets the hook called after each publish (INV-4).
+    pub fn set_on_applied(&mut self, hook: AppliedHook) {
+        self.on_applied = Some(hook);
+    }
+
+    /// Where versions are published.
+    pub fn shared(&self) -> &Arc<SharedCatalog> {
+        &self.shared
+    }
+
+    /// Applies the committed txn `zxid` carrying `data` (INV-1).
+    pub fn apply(&mut self, zxid: u64, data: &[u8]) -> Result<(), ReplayError> {
+        let entry = JournalEntry::decode(data).map_err(|source| ReplayError::Undecodable {
+            journal_id: zxid,
+            op: op_of(data),
+            source,
+        })?;
+        apply(&mut self.current, zxid, &entry)?;
+        self.publish(self.current.clone());
+        Ok(())
+    }
+
+    /// The current version, to be written as an image later (INV-2).
+    pub fn snapshot(&self) -> CatalogSnapshot {
+        CatalogSnapshot(self.shared.load())
+    }
+
+    /// Replaces the state with the image read from `src`, the snapshot at `zxid` (INV-3).
+    pub fn restore(&mut self, zxid: u64, src: &mut dyn Read) -> Result<(), RestoreError> {
+        let mut catalog = read_image(src).map_err(|source| RestoreError::Image { zxid, source })?;
+        if catalog.journal_id() > zxid {
+            return Err(RestoreError::AheadOfSnapshot {
+                zxid,
+                journal_id: catalog.journal_id(),
+            });
+        }
+        if catalog.journal_id() < zxid {
+            debug!(
+                zxid,
+                image = catalog.journal_id(),
+                "image older than its snapshot zxid"
+            );
+            catalog.set_journal_id(zxid);
+        }
+        self.current = catalog.clone();
+        let published = Arc::new(catalog);
+        self.shared.reset_arc(published.clone());
+        if let Some(hook) = self.on_applied.as_mut() {
+            hook(&published);
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, next: Catalog) {
+        let published = Arc::new(next);
+        self.shared.reset_arc(published.clone());
+        if let Some(hook) = self.on_applied.as_mut() {
+            hook(&published);
+        }
+    }
+}
+
+/// A captured catalog version, written as an image on demand.
+#[derive(Clone, Debug)]
+pub struct CatalogSnapshot(pub Arc<Catalog>);
+
+impl CatalogSnapshot {
+    /// Streams the image to `out` (`image` INV-1: bounded memory).
+    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_image(&self.0, out).map(|_| ()).map_err(|e| match e {
+            ImageError::Io { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        })
+    }
+}
+
+fn op_of(data: &[u8]) -> crate::journal::OpCode {
+    match data {
+        [a, b, ..] => crate::journal::OpCode(u16::from_be_bytes([*a, *b])),
+        _ => crate::journal::OpCode(u16::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::catalog::Database;
+    use crate::journal::Op;
+
+    #[test]
+    fn apply_publishes_snapshot_is_a_pointer_restore_replaces() {
+        let shared = Arc::new(SharedCatalog::default());
+        let mut sm = MetaState::new(shared.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        sm.set_on_applied(Box::new(move |c| s2.lock().unwrap().push(c.journal_id())));
+        let db = Op::CreateDb(Database {
+            id: 10_000,
+            name: "d".into(),
+        });
+        sm.apply(5, &db.to_entry().encode()).unwrap();
+        assert_eq!(shared.journal_id(), 5);
+        let snap = sm.snapshot();
+        sm.apply(6, &Op::Timestamp { wall_ms: 9 }.to_entry().encode())
+            .unwrap();
+        assert_eq!(snap.0.journal_id(), 5, "a snapshot is a fixed version");
+
+        let err = sm.apply(7, &[0, 99, 1]).unwrap_err();
+        assert!(err.to_string().contains("journal id 7"), "{err}");
+        assert_eq!(shared.journal_id(), 6, "nothing published on error");
+
+        let mut image = Vec::new();
+        snap.write_to(&mut image).unwrap();
+        let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
+        other.restore(5, &mut &image[..]).unwrap();
+        assert_eq!(*other.shared().load(), *snap.0);
+        let err = other.restore(4, &mut &image[..]).unwrap_err();
+        assert!(matches!(err, RestoreError::AheadOfSnapshot { .. }));
+        assert!(other.restore(5, &mut &image[..9]).is_err());
+        assert_eq!(
+            other.shared().journal_id(),
+            5,
+            "a failed restore changes nothing"
+        );
+        assert_eq!(*seen.lock().unwrap(), vec![5, 6]);
+    }
+}
