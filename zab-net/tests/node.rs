@@ -238,3 +238,37 @@ async fn observers_receive_everything_and_never_vote() {
     assert_eq!(c.kvs[&leader].get("two-voters-down"), None);
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_the_purged_log_gets_a_snap() {
+    let mut c = Cluster::new(3, 0);
+    c.snap_count = 100;
+    c.pre_alloc_kib = 16;
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put_many(leader, "a", 5, 5).await;
+    let lag = c.followers(leader)[0];
+    c.stop(lag).await;
+    // Background snapshots every 100 txns, purge keeping 3: the log before ~#700 goes.
+    let last = c.put_many(leader, "b", 1000, 100).await;
+    let ls = c.status(leader);
+    assert!(ls.snapshots_taken >= 5, "{ls:?}");
+    c.start(lag).await;
+    c.wait_applied(lag, last, STABLE).await;
+    let st = c.status(lag);
+    assert!(st.syncs_received.snap >= 1, "{st:?}");
+    assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    let snaps = std::fs::read_dir(c.root.path().join(format!("n{}", leader.0)))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("snapshot.") && !name.ends_with(".tmp")
+        })
+        .count();
+    assert!(
+        snaps <= 4,
+        "purge keeps 3 snapshots (one more may be in flight): {snaps}"
+    );
+    c.shutdown().await;
+}

@@ -80,9 +80,11 @@ impl Driver {
         self.publish();
         let result = loop {
             let shutdown = self.shutdown.clone();
+            // Unbiased: under a steady stream of messages, ticks (heartbeats, timeouts) and
+            // client requests still get their turn.
             let r = tokio::select! {
-                biased;
                 _ = shutdown.cancelled() => break Ok(()),
+                _ = tick.tick() => self.on_tick().await,
                 Some(ev) = self.log_events.recv() => self.on_log_event(ev).await,
                 Some(ev) = inbox.events.recv() => self.on_transport(ev).await,
                 Some(done) = inbox.streams.recv() => {
@@ -94,7 +96,6 @@ impl Driver {
                     Ok(())
                 }
                 Some(req) = inbox.requests.recv() => self.on_request(req).await,
-                _ = tick.tick() => self.on_tick().await,
             };
             if let Err(f) = r {
                 break Err(f);

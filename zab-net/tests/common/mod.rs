@@ -37,6 +37,7 @@ pub struct Cluster {
     pub voters: u64,
     pub observers: u64,
     pub snap_count: u64,
+    pub pre_alloc_kib: u64,
     pub opts: NodeOptions,
     pub nodes: BTreeMap<ServerId, Node>,
     pub kvs: BTreeMap<ServerId, Kv>,
@@ -59,6 +60,7 @@ impl Cluster {
             voters,
             observers,
             snap_count: 100_000,
+            pre_alloc_kib: 1024,
             opts,
             nodes: BTreeMap::new(),
             kvs: BTreeMap::new(),
@@ -72,8 +74,9 @@ impl Cluster {
 
     fn config_text(&self, sid: ServerId) -> String {
         let mut t = format!(
-            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize=1024\n\
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize={}\n\
              snapCount={}\ndataDir={}\n",
+            self.pre_alloc_kib,
             self.snap_count,
             self.root.path().join(format!("n{}", sid.0)).display()
         );
