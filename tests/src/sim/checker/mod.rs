@@ -8,6 +8,8 @@
 //! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK only after durable |
 //! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
 //! | [`reads`]       | sync-then-read is linearizable                                      |
+//! | (this module)   | TRUNC drops only never-committed txns, never below the applied point; |
+//! |                 | a SNAP sent is labelled with the sender's last applied zxid          |
 //!
 //! A checker never panics itself: it returns a [`Verdict`]; the cluster turns a violation into
 //! a failure that names the seed, the step and the replay command.
@@ -115,6 +117,21 @@ impl Checker {
                         node.id,
                         node.last_applied()
                     ));
+                }
+                let disk = node.disk;
+                let dropped = disk
+                    .log
+                    .iter()
+                    .chain(disk.pending.iter())
+                    .filter(|t| t.zxid > *zxid);
+                for t in dropped {
+                    if self.order.is_applied_somewhere(t) {
+                        return Err(format!(
+                            "node {} truncates its log to {zxid}, dropping {} which is committed \
+                             (applied on some node)",
+                            node.id, t.zxid
+                        ));
+                    }
                 }
                 Ok(())
             }

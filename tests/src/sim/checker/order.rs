@@ -34,6 +34,13 @@ impl Order {
         &self.global
     }
 
+    /// True when `txn` is in the applied history (so it is committed).
+    pub fn is_applied_somewhere(&self, txn: &Txn) -> bool {
+        self.global
+            .binary_search_by_key(&txn.zxid, |t| t.zxid)
+            .is_ok_and(|i| self.global[i] == *txn)
+    }
+
     /// A client submitted `payload`.
     pub fn on_client_write(&mut self, payload: &Bytes) {
         self.written.insert(payload.clone());
