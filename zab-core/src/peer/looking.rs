@@ -7,13 +7,16 @@
 //! state, so restarted peers and observers learn the established leader (B6); a LOOKING
 //! participant answers LOOKING senders of a lower round and LOOKING observers; nobody answers
 //! a notification that is not LOOKING, so answers never ping-pong.
+//! INV-4: a leader or learner that sees a vote carrying a currentEpoch above the epoch it
+//! leads or follows leaves its role: a later epoch already passed discovery (this also catches
+//! a leader resumed after a long pause before any tick tells it the time).
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus jitter from the seeded generator) until a decision.
 
 use crate::election::{is_participant, Tally};
 use crate::error::StepError;
 use crate::message::{ElectionState, Message, Notification};
-use crate::types::ServerId;
+use crate::types::{Epoch, ServerId};
 
 use super::{Peer, RoleState};
 
@@ -105,6 +108,13 @@ impl Peer {
             if n.state == ElectionState::Looking {
                 let reply = self.core.notification(self.my_state());
                 self.core.send(from, Message::Notification(reply));
+            }
+            let epoch = self.epoch();
+            if epoch > Epoch(0) && n.vote.peer_epoch > epoch {
+                // Someone's currentEpoch is above ours: a later epoch passed discovery, so this
+                // role is stale (INV-4).
+                tracing::debug!(%from, vote_epoch = %n.vote.peer_epoch, %epoch, "deposed");
+                return self.enter_looking("a later epoch exists");
             }
             return Ok(());
         };
