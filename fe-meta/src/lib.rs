@@ -31,6 +31,7 @@ pub mod journal;
 pub mod meta_dir;
 pub mod protocol;
 pub mod replay;
+pub mod staleness;
 pub mod state_machine;
 pub mod wire;
 

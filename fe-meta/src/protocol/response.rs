@@ -14,6 +14,7 @@ pub use super::rows::{FrontendRow, StatusInfo};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
 use crate::catalog::{Backend, Codec, Database, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX};
 use crate::command::{CommandError, CommandErrorKind};
+use crate::staleness::Stale;
 use crate::wire::{Put, Reader, WireError};
 
 /// A response to the request with the same id.
@@ -93,6 +94,25 @@ impl From<&CommandError> for ErrorReply {
         };
         ErrorReply {
             kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<Stale> for ErrorReply {
+    fn from(e: Stale) -> ErrorReply {
+        let (lag_ms, tolerance_ms) = match e {
+            Stale::Unknown { tolerance_ms } => (u64::MAX, tolerance_ms),
+            Stale::Behind {
+                lag_ms,
+                tolerance_ms,
+            } => (lag_ms, tolerance_ms),
+        };
+        ErrorReply {
+            kind: ErrorKind::Stale {
+                lag_ms,
+                tolerance_ms,
+            },
             message: e.to_string(),
         }
     }
