@@ -82,7 +82,7 @@ impl FrameDecoder {
             });
         }
         if buf.len() < 4 + len {
-            buf.reserve(4 + len - buf.len());
+            // No reserve for the declared length: four bytes must not make us allocate 64 MiB.
             return Ok(None);
         }
         buf.advance(4);

@@ -302,23 +302,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
             capacity_bytes: r.u64("capacity_bytes")?,
         },
         RequestKind::DROP_BACKEND => RequestBody::DropBackend(get_backend_ref(r)?),
-        RequestKind::MODIFY_BACKEND => {
-            let target = get_backend_ref(r)?;
-            let state = if r.bool("state present")? {
-                let tag = r.u8("state")?;
-                Some(BackendState::from_tag(tag).ok_or(WireError::BadValue {
-                    field: "state",
-                    value: u64::from(tag),
-                })?)
-            } else {
-                None
-            };
-            RequestBody::ModifyBackend {
-                target,
-                state,
-                capacity_bytes: r.opt_u64("capacity_bytes")?,
-            }
-        }
+        RequestKind::MODIFY_BACKEND => decode_modify_backend(r)?,
         RequestKind::SHOW_BACKENDS => RequestBody::ShowBackends(get_opts(r)?),
         RequestKind::SHOW_FRONTENDS => RequestBody::ShowFrontends(get_opts(r)?),
         RequestKind::CREATE_DB => RequestBody::CreateDb {
@@ -328,20 +312,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
             name: name(r, "database name")?,
         },
         RequestKind::SHOW_DATABASES => RequestBody::ShowDatabases(get_opts(r)?),
-        RequestKind::CREATE_TABLE => {
-            let db = name(r, "database name")?;
-            let table = name(r, "table name")?;
-            let n = r.len("column count", COLUMNS_MAX)?;
-            let mut columns = Vec::with_capacity(n.min(r.remaining() / 8));
-            for _ in 0..n {
-                columns.push(Column::decode(r)?);
-            }
-            RequestBody::CreateTable {
-                db,
-                name: table,
-                columns,
-            }
-        }
+        RequestKind::CREATE_TABLE => decode_create_table(r)?,
         RequestKind::DROP_TABLE => RequestBody::DropTable {
             db: name(r, "database name")?,
             name: name(r, "table name")?,
@@ -366,6 +337,36 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
             })
         }
     })
+}
+
+fn decode_modify_backend(r: &mut Reader<'_>) -> Result<RequestBody, WireError> {
+    let target = get_backend_ref(r)?;
+    let state = if r.bool("state present")? {
+        let tag = r.u8("state")?;
+        Some(BackendState::from_tag(tag).ok_or(WireError::BadValue {
+            field: "state",
+            value: u64::from(tag),
+        })?)
+    } else {
+        None
+    };
+    Ok(RequestBody::ModifyBackend {
+        target,
+        state,
+        capacity_bytes: r.opt_u64("capacity_bytes")?,
+    })
+}
+
+fn decode_create_table(r: &mut Reader<'_>) -> Result<RequestBody, WireError> {
+    let db = r.str("database name", NAME_LEN_MAX)?;
+    let name = r.str("table name", NAME_LEN_MAX)?;
+    let n = r.len("column count", COLUMNS_MAX)?;
+    // A column takes at least 8 bytes: a lying count cannot make us reserve much.
+    let mut columns = Vec::with_capacity(n.min(r.remaining() / 8));
+    for _ in 0..n {
+        columns.push(Column::decode(r)?);
+    }
+    Ok(RequestBody::CreateTable { db, name, columns })
 }
 
 fn put_opts(out: &mut Vec<u8>, opts: ReadOptions) {
