@@ -272,3 +272,36 @@ async fn a_follower_behind_the_purged_log_gets_a_snap() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_snap_streams_through_a_small_outbox() {
+    let mut c = Cluster::new(3, 0);
+    c.opts.committed_log_window = Some(10);
+    c.opts.diff_from_log_limit = Some(10);
+    c.opts.snap_chunk_bytes = 16 * 1024;
+    // 64 messages per link: a plain send of the SNAP's ~1000 chunks would overflow it.
+    c.opts.outbox_len = Some(64);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let lag = c.followers(leader)[0];
+    c.stop(lag).await;
+    let big = "v".repeat(64 * 1024);
+    for round in 0..16 {
+        let keys: Vec<String> = (0..16).map(|i| format!("k{round}-{i}")).collect();
+        let futs = keys.iter().map(|k| c.put(leader, k, &big));
+        for r in futures::future::join_all(futs).await {
+            r.unwrap();
+        }
+    }
+    let last = c.node(leader).sync().await.unwrap();
+    let t0 = Instant::now();
+    c.start(lag).await;
+    c.wait_applied(lag, last, Duration::from_secs(20)).await;
+    println!(
+        "SNAP of ~16 MiB in 16 KiB chunks through a 64-message outbox: {:?}",
+        t0.elapsed()
+    );
+    assert!(c.status(lag).syncs_received.snap >= 1);
+    assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    c.shutdown().await;
+}

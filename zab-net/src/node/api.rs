@@ -178,6 +178,8 @@ pub struct NodeOptions {
     pub committed_log_window: Option<usize>,
     /// Overrides the core's limit of a DIFF from the on-disk log (`diff_from_log_limit`).
     pub diff_from_log_limit: Option<u64>,
+    /// Overrides the transport's per-link outbox capacity, in messages.
+    pub outbox_len: Option<usize>,
     /// A stream (SNAP, DIFF from log) to a peer that makes no progress this long is abandoned
     /// and the peer disconnected.
     pub stream_stall_timeout: Duration,
@@ -193,6 +195,7 @@ impl Default for NodeOptions {
             exact_snap_count: false,
             committed_log_window: None,
             diff_from_log_limit: None,
+            outbox_len: None,
             stream_stall_timeout: Duration::from_secs(30),
         }
     }

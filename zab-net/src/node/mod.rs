@@ -92,6 +92,9 @@ impl Node {
         if let Some(listen) = opts.listen {
             tcfg.listen = listen;
         }
+        if let Some(n) = opts.outbox_len {
+            tcfg.outbox_len = n;
+        }
         for (peer, addrs) in &opts.peer_addrs {
             tcfg.peers.insert(*peer, *addrs);
         }

@@ -36,7 +36,13 @@ use crate::transport::{Channel, PeerSender, SendError, Transport};
 pub(super) const MUTE_MAX: Duration = Duration::from_secs(3);
 
 /// Messages buffered between a stream's producer and its sender task.
-const STREAM_BUFFER: usize = 8;
+const STREAM_BUFFER: usize = 4;
+
+/// Most stream messages waiting in a link's outbox: SNAP chunks (up to `chunk_bytes` each)
+/// and log records. With the producer's buffer this bounds a stream's memory to about
+/// `(STREAM_BUFFER + SNAP_QUEUED) × chunk_bytes` whatever the snapshot's size.
+const SNAP_QUEUED: usize = 4;
+const RANGE_QUEUED: usize = 1024;
 
 /// A stream the core asked for.
 pub(super) enum Stream {
@@ -235,6 +241,10 @@ impl OutQueues {
             Err(e) => return self.sever(t, to, &e.to_string()),
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let max_queued = match s {
+            Stream::Range { .. } => RANGE_QUEUED,
+            Stream::Snapshot { .. } => SNAP_QUEUED,
+        };
         match s {
             Stream::Range { after, upto } => {
                 let reader = self.reader.clone();
@@ -251,7 +261,7 @@ impl OutQueues {
         let stall = self.stall;
         let task = tokio::spawn(
             async move {
-                let result = forward(sender, rx, stall).await;
+                let result = forward(sender, rx, stall, max_queued).await;
                 let _ = done_tx.send(StreamDone { to, id, result });
             }
             .in_current_span(),
@@ -265,6 +275,7 @@ async fn forward(
     sender: PeerSender,
     mut rx: mpsc::Receiver<Result<Message, String>>,
     stall: Duration,
+    max_queued: usize,
 ) -> Result<(), String> {
     // Bounded by the producer: it ends, fails, or stalls.
     loop {
@@ -275,7 +286,7 @@ async fn forward(
             return Ok(());
         };
         let msg = item?;
-        timeout(stall, sender.send(msg))
+        timeout(stall, sender.send_within(msg, max_queued))
             .await
             .map_err(|_| format!("peer read nothing for {stall:?}"))?
             .map_err(|e: SendError| e.to_string())?;

@@ -4,7 +4,9 @@
 //! once the link discards that outbox (the connection ended), every send fails with
 //! [`SendError::Closed`], so nothing it sends reaches a later connection.
 //! INV-2: `send` waits for space instead of overflowing, so a long stream (a SNAP, a DIFF from
-//! the on-disk log) never drops the connection of a peer that reads slowly.
+//! the on-disk log) never drops the connection of a peer that reads slowly; `send_within`
+//! also keeps the outbox short (the outbox is bounded in messages, not bytes), so a stream of
+//! large chunks holds only a few of them in memory.
 
 use tokio::sync::mpsc;
 use zab_core::codec::encoded_len;
@@ -26,6 +28,22 @@ impl PeerSender {
             to,
             tx,
             max_frame_len,
+        }
+    }
+
+    /// Like [`PeerSender::send`], but first waits until fewer than `max_queued` messages wait
+    /// in the outbox (polling every millisecond; bound the wait with a timeout).
+    pub async fn send_within(&self, msg: Message, max_queued: usize) -> Result<(), SendError> {
+        // Bounded by the caller's timeout (and ends at once when the connection goes).
+        loop {
+            if self.tx.is_closed() {
+                return Err(SendError::Closed(self.to));
+            }
+            let queued = self.tx.max_capacity() - self.tx.capacity();
+            if queued < max_queued.max(1) {
+                return self.send(msg).await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 
