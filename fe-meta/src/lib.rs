@@ -16,6 +16,19 @@
 //!                   replay::apply(catalog', zxid, entry) ─▶ SharedCatalog::publish ─▶ readers
 //! ```
 //!
+//! # For the server (what this crate leaves to the running node)
+//! - State machine: implement zab-net's `StateMachine` by delegating to
+//!   [`state_machine::MetaState`] (`apply`, `snapshot` + [`state_machine::CatalogSnapshot::write_to`],
+//!   `restore`); its `on_applied` hook wakes read-your-writes waiters (`journal_id >= target`)
+//!   and, when `last_timestamp_ms` changed, calls [`staleness::StalenessGuard::observe`].
+//! - Writes on the leader: `Planner::plan(cmd)` → submit `planned.entry.encode()` → on commit
+//!   answer `Written { journal_id: zxid, created_id }` once the local catalog reached it;
+//!   `Planner::reset(shared.load())` on a failed submit, on becoming leader, and when nothing
+//!   is in flight. Elsewhere: forward, then wait for the returned journal id (no locks held).
+//! - Reads: [`protocol::answer_catalog_read`] after the sync flag and the staleness check;
+//!   STATUS, SHOW_FRONTENDS, SYNC and the four-letter words need node facts.
+//! - Start-up: [`meta_dir::MetaDir::open`] before anything else; refuse to start on error.
+//!
 //! Crate-wide invariants (each module lists its own):
 //! - INV-1: replay is a pure function of (catalog, entry) — no clock, RNG or I/O (`replay`).
 //! - INV-2: nothing is ever skipped: an undecodable entry stops replay naming its journal id.
