@@ -162,6 +162,10 @@ impl Election {
         }
         self.recv.insert(cfg.sid, *vote);
         self.recv.insert(from, n.vote);
+        if changed {
+            // A better vote restarts the finalize wait (INV-3).
+            self.finalize_at_ms = None;
+        }
         self.check_quorum(cfg, *vote, now_ms);
         if changed {
             Tally::VoteChanged
