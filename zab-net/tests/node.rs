@@ -305,3 +305,33 @@ async fn a_large_snap_streams_through_a_small_outbox() {
     assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_error_stops_the_node_and_shows_in_its_status() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put(leader, "a", "1").await.unwrap();
+    let e = c.put(leader, "fail", "now").await.unwrap_err();
+    assert!(matches!(e, SubmitError::Fatal(_)), "{e}");
+    let mut w = c.node(leader).watch();
+    let st = tokio::time::timeout(STABLE, w.wait_for(|s| s.stopped))
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    let fatal = st.fatal.unwrap_or_default();
+    assert!(fatal.contains("asked to fail"), "{fatal}");
+    assert!(matches!(
+        c.put(leader, "b", "2").await,
+        Err(SubmitError::Fatal(_))
+    ));
+    // A replica that learns of the commit fails on it too; one that does not is left without
+    // a quorum. None of them goes on serving past the bad txn.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for sid in c.followers(leader) {
+        let st = c.status(sid);
+        assert!(st.fatal.is_some() || !st.serving, "{st:?}");
+    }
+    c.shutdown().await;
+}

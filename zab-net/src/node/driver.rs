@@ -363,6 +363,7 @@ impl Driver {
             Err(Fatal(msg)) => {
                 error!(error = %msg, "node stops on a fatal error");
                 self.status.fatal = Some(msg.clone());
+                self.publish();
                 SubmitError::Fatal(msg)
             }
         };

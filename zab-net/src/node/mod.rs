@@ -17,31 +17,27 @@
 //! leader's commit point at the time of the call is applied here.
 
 pub mod api;
+mod boot;
 mod driver;
 mod install;
 mod out;
 mod snap;
 
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
-use zab_core::{Peer, Role, ServerId, Zxid};
-use zab_store::{DataDir, LogOptions, LogWriter};
+use zab_core::{Peer, ServerId, Zxid};
 
 pub use api::{
     ApplyError, NodeOptions, NodeStatus, SnapshotSource, StateMachine, SubmitError, SyncCounters,
 };
 
 use crate::config::NodeConfig;
-use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
-use driver::{Driver, Inbox, Reply};
-use out::OutQueues;
-use snap::Snapper;
+use crate::transport::{NetError, PeerAddrs};
+use driver::Reply;
 
 /// A request from the handle to the driver.
 pub(crate) enum Request {
@@ -80,90 +76,29 @@ impl Node {
         state_machine: S,
         opts: NodeOptions,
     ) -> Result<Node, NetError> {
-        let mut core_cfg = config.to_core(sid)?;
-        if let Some(w) = opts.committed_log_window {
-            core_cfg.committed_log_window = w;
-        }
-        if let Some(l) = opts.diff_from_log_limit {
-            core_cfg.diff_from_log_limit = l;
-        }
-        let cluster_id = config.cluster_id.unwrap_or(0);
-        let mut tcfg = TransportConfig::from_node(&config, sid, cluster_id)?;
-        if let Some(listen) = opts.listen {
-            tcfg.listen = listen;
-        }
-        if let Some(n) = opts.outbox_len {
-            tcfg.outbox_len = n;
-        }
-        for (peer, addrs) in &opts.peer_addrs {
-            tcfg.peers.insert(*peer, *addrs);
-        }
-
+        let (core_cfg, tcfg) = boot::configs(&config, sid, &opts)?;
+        let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
-        let (dd, durable, sm) = tokio::task::spawn_blocking(move || open_store(&boot_cfg, sm))
-            .await
-            .map_err(|e| NetError::StateMachine(format!("start-up task: {e}")))??;
+        let (dd, durable, sm) =
+            tokio::task::spawn_blocking(move || boot::open_store(&boot_cfg, sm))
+                .await
+                .map_err(|e| NetError::StateMachine(format!("start-up task: {e}")))??;
         let clock = Instant::now();
         let peer = Peer::new(core_cfg, durable, 0)?;
 
-        let (log_tx, log_events) = mpsc::unbounded_channel();
-        let (log, log_reader, log_thread) = LogWriter::spawn(dd.log, move |ev| {
-            // The driver may be gone during shutdown; nobody is left to tell then.
-            let _ = log_tx.send(ev);
-        })?;
-        let (transport, events) = Transport::start(tcfg).await?;
-        let local = transport.local_addrs();
-        let (out, streams) = OutQueues::new(
-            log_reader.clone(),
-            opts.snap_chunk_bytes,
-            opts.stream_stall_timeout,
-        );
-        let (snapper, snaps) = Snapper::new(
-            config.snap_count,
-            opts.exact_snap_count,
-            usize::try_from(config.snap_retain_count).unwrap_or(3),
+        let launched = boot::launch(boot::Parts {
+            config: &config,
+            opts: &opts,
             cluster_id,
-            dd.snaps.clone(),
-        );
-        let (req_tx, requests) = mpsc::channel(1024);
-        let status = NodeStatus::new(sid);
-        let (status_tx, status_rx) = watch::channel(status.clone());
-        let shutdown = CancellationToken::new();
-        let driver = Driver {
+            tcfg,
+            dd,
             peer,
-            sm: Some(sm),
-            transport,
-            out,
-            log,
-            log_reader,
-            log_thread: Some(log_thread),
-            log_events,
-            epochs: dd.epochs,
-            snapper,
-            writes: BTreeMap::new(),
-            syncs: BTreeMap::new(),
-            next_request: 0,
-            status_tx,
-            status,
+            sm,
             clock,
-            inputs: VecDeque::new(),
-            shutdown: shutdown.clone(),
-            tick: Duration::from_millis((config.tick_ms / 2).clamp(5, 50)),
-        };
-        let inbox = Inbox {
-            events,
-            streams,
-            snaps,
-            requests,
-        };
-        let span = tracing::info_span!(
-            "zab",
-            sid = sid.0,
-            role = %Role::Looking,
-            epoch = tracing::field::Empty
-        );
-        tokio::spawn(driver.run(inbox).instrument(span));
+        })
+        .await?;
+        let (local, req_tx, status_rx, shutdown) = launched;
         Ok(Node {
             sid,
             requests: req_tx,
@@ -245,22 +180,4 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
-}
-
-/// Opens the data directories and restores `sm` from the newest valid snapshot (blocking).
-fn open_store(
-    cfg: &NodeConfig,
-    mut sm: Box<dyn StateMachine>,
-) -> Result<(DataDir, zab_core::DurableState, Box<dyn StateMachine>), NetError> {
-    let opts = LogOptions {
-        prealloc_bytes: usize::try_from(cfg.pre_alloc_bytes).unwrap_or(64 << 20),
-        force_sync: cfg.force_sync,
-    };
-    let dd = DataDir::open(&cfg.data_dir, &cfg.data_log_dir, opts)?;
-    let durable = dd.load(|r| {
-        let zxid = r.info().zxid;
-        sm.restore(zxid, r)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    })?;
-    Ok((dd, durable, sm))
 }

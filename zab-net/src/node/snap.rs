@@ -92,7 +92,9 @@ impl Snapper {
         }
         let (snaps, cluster_id, retain) = (self.snaps.clone(), self.cluster_id, self.retain);
         let done = self.done_tx.clone();
+        let span = tracing::Span::current();
         self.running = Some(tokio::task::spawn_blocking(move || {
+            let _enter = span.enter();
             let r = write_and_purge(&snaps, &log, cluster_id, zxid, source, retain);
             let _ = done.send(r.map(|()| zxid));
         }));

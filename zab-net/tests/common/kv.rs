@@ -49,6 +49,9 @@ impl StateMachine for Kv {
     fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError> {
         let text = std::str::from_utf8(data).map_err(|e| ApplyError::new(e.to_string()))?;
         let (k, v) = text.split_once('=').unwrap_or((text, ""));
+        if k == "fail" {
+            return Err(ApplyError::new(format!("asked to fail at {zxid}")));
+        }
         let mut g = self.0.lock();
         let st = Arc::make_mut(&mut g);
         if zxid <= st.last {
