@@ -11,6 +11,7 @@
 //! after it see it (read-your-writes on every node).
 
 mod broadcast;
+mod reconcile;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,8 @@ pub(crate) struct Learner {
     /// Everything up to here is committed history of the leader (applied at UPTODATE).
     pub(crate) sync_point: Zxid,
     pub(crate) snap: SnapState,
+    /// While reconciling with a SNAP not installed: the last zxid of the stream so far.
+    pub(crate) reconcile: Option<Zxid>,
     pub(crate) newleader: Option<Zxid>,
     pub(crate) newleader_acked: bool,
     /// Highest proposal zxid acked.
@@ -81,6 +84,7 @@ impl Learner {
             next_info_ms: core.now_ms,
             sync_point: Zxid::ZERO,
             snap: SnapState::Idle,
+            reconcile: None,
             newleader: None,
             newleader_acked: false,
             acked: Zxid::ZERO,

@@ -11,8 +11,8 @@
 //! INV-4: TRUNC never removes a committed txn: a TRUNC below the last committed zxid is a fatal
 //! `StepError` (C2).
 //! INV-5: a SNAP never moves the state machine backwards: one at or below the applied point is
-//! not installed; the learner truncates its log to its applied point (all committed, so all in
-//! the leader's history) and takes the txns that follow.
+//! not installed; the learner reconciles its log with the stream that follows instead
+//! (`reconcile`), cutting only what the leader does not have.
 
 use crate::error::StepError;
 use crate::io::Action;
@@ -52,19 +52,10 @@ impl Learner {
                     self.sync_point = self.sync_point.max(zxid);
                 }
             }
-            Message::Proposal(txn) => {
-                if txn.zxid.epoch() > self.new_epoch {
-                    return Ok(Next::Leave("learner: proposal from a future epoch in sync"));
-                }
-                if txn.zxid > core.log.last() {
-                    core.append(txn)?;
-                }
-            }
+            Message::Proposal(txn) => return self.sync_txn(core, txn),
             Message::Inform(txn) if self.observer => {
-                if txn.zxid > core.log.last() {
-                    core.append(txn.clone())?;
-                }
                 self.sync_point = self.sync_point.max(txn.zxid);
+                return self.sync_txn(core, txn);
             }
             Message::Commit { zxid } => {
                 if zxid > core.log.last() {
@@ -75,6 +66,9 @@ impl Learner {
             Message::NewLeader { zxid } => {
                 if zxid != Zxid::new(self.new_epoch, 0) || self.newleader.is_some() {
                     return Ok(Next::Leave("learner: unexpected NEWLEADER"));
+                }
+                if let Next::Leave(why) = self.finish_reconcile(core)? {
+                    return Ok(Next::Leave(why));
                 }
                 self.newleader = Some(zxid);
                 self.try_ack_newleader(core);
@@ -107,13 +101,20 @@ impl Learner {
             return Ok(Next::Stay);
         }
         self.snap = SnapState::Skipping;
-        let applied = core.last_applied;
         self.sync_point = self.sync_point.max(zxid);
-        self.on_trunc(core, applied)
+        self.reconcile = Some(zxid);
+        Ok(Next::Stay)
     }
 
     /// TRUNC (INV-4).
     fn on_trunc(&mut self, core: &mut Core, zxid: Zxid) -> Result<Next, StepError> {
+        let next = self.cut_log(core, zxid)?;
+        self.sync_point = self.sync_point.max(zxid);
+        Ok(next)
+    }
+
+    /// Drops every logged txn after `zxid`, never a committed one (INV-4).
+    pub(super) fn cut_log(&mut self, core: &mut Core, zxid: Zxid) -> Result<Next, StepError> {
         let committed = core.last_committed.max(core.last_applied);
         if zxid < committed {
             return Err(StepError::TruncateBelowCommitted {
@@ -130,7 +131,6 @@ impl Learner {
             core.push(Action::TruncateLog { zxid });
             core.log.truncate(zxid);
         }
-        self.sync_point = self.sync_point.max(zxid);
         Ok(Next::Stay)
     }
 

@@ -183,9 +183,8 @@ fn sync_is_applied_only_at_uptodate_and_acks_wait_for_the_disk() {
     assert_eq!(a, vec![Action::Apply(txn(2, 1))]);
 }
 
-#[test]
-fn snap_below_applied_point_is_skipped() {
-    // Applied up to (1,2) from a local snapshot; (1,3) logged but not known committed.
+/// Peer 1 applied up to (1,2) from a local snapshot; (1,3) logged but not known committed.
+fn applied_to_1_2() -> Peer {
     let d = DurableState {
         snapshot_zxid: z(1, 2),
         log_index: vec![z(1, 1), z(1, 2), z(1, 3)],
@@ -196,7 +195,10 @@ fn snap_below_applied_point_is_skipped() {
     assert_eq!(p.last_applied_zxid(), z(1, 2));
     from_leader(&mut p, leader_info(2)).unwrap();
     let a = from_leader(&mut p, Message::Snap { zxid: z(1, 1) }).unwrap();
-    assert_eq!(a, vec![Action::TruncateLog { zxid: z(1, 2) }]);
+    assert!(
+        a.is_empty(),
+        "a SNAP below the applied point is not installed: {a:?}"
+    );
     let a = from_leader(
         &mut p,
         Message::SnapChunk {
@@ -206,13 +208,37 @@ fn snap_below_applied_point_is_skipped() {
     )
     .unwrap();
     assert!(a.is_empty());
-    assert_eq!(p.last_logged_zxid(), z(1, 2));
-    // The txns after the leader's snapshot arrive; duplicates are ignored.
+    p
+}
+
+#[test]
+fn snap_below_applied_point_cuts_only_on_real_conflict() {
+    let mut p = applied_to_1_2();
     assert!(from_leader(&mut p, Message::Proposal(txn(1, 2)))
         .unwrap()
         .is_empty());
     let a = from_leader(&mut p, Message::Proposal(txn(2, 1))).unwrap();
-    assert_eq!(a, vec![Action::AppendLog(txn(2, 1))]);
+    let cut = Action::TruncateLog { zxid: z(1, 2) };
+    assert_eq!(a, vec![cut, Action::AppendLog(txn(2, 1))]);
+    assert_eq!(p.last_logged_zxid(), z(2, 1));
+}
+
+#[test]
+fn snap_below_applied_point_keeps_what_the_leader_streams() {
+    let mut p = applied_to_1_2();
+    assert!(from_leader(&mut p, Message::Proposal(txn(1, 3)))
+        .unwrap()
+        .is_empty());
+    assert!(from_leader(&mut p, Message::Commit { zxid: z(1, 3) })
+        .unwrap()
+        .is_empty());
+    let a = from_leader(&mut p, Message::NewLeader { zxid: z(2, 0) }).unwrap();
+    assert_eq!(a[0], Action::PersistCurrentEpoch(Epoch(2)));
+    assert_eq!(p.last_logged_zxid(), z(1, 3));
+    // A stream that ends before (1,3): NEWLEADER cuts it.
+    let mut p = applied_to_1_2();
+    let a = from_leader(&mut p, Message::NewLeader { zxid: z(2, 0) }).unwrap();
+    assert_eq!(a[0], Action::TruncateLog { zxid: z(1, 2) });
 }
 
 #[test]
