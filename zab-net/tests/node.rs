@@ -335,3 +335,39 @@ async fn an_apply_error_stops_the_node_and_shows_in_its_status() {
     }
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_hangs_past_sync_limit_is_replaced_and_rejoins() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let old = c.wait_stable(STABLE).await;
+    c.put_many(old, "a", 10, 10).await;
+    let survivor = c.followers(old)[0];
+    let t0 = Instant::now();
+    // Sockets stay open: followers notice only by silence (syncLimit 5 × tickTime 100 ms).
+    c.node(old).pause(Duration::from_secs(3)).await;
+    let z = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no write after the leader hung"
+        );
+        match c.put(survivor, "after", "1").await {
+            Ok(z) => break z,
+            Err(e) => {
+                assert!(retryable(&e), "{e}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    println!(
+        "failover (3 nodes, tickTime 100 ms, syncLimit 5, leader hung): next committed write \
+         after {:?}",
+        t0.elapsed()
+    );
+    // The old leader wakes up, finds itself without a quorum and rejoins as a follower.
+    let leader = c.wait_stable(Duration::from_secs(15)).await;
+    assert_ne!(leader, old);
+    c.wait_applied(old, z, STABLE).await;
+    assert_eq!(c.kvs[&old].state().map, c.kvs[&leader].state().map);
+    c.shutdown().await;
+}

@@ -10,7 +10,7 @@
 //! | `dataDir` | path | required |
 //! | `dataLogDir` | path | `dataDir` |
 //! | `clientPort` | port | none |
-//! | `server.N` | `host:quorumPort:electionPort[:participant\|:observer]` | at least one |
+//! | `server.N` | `host:quorumPort:electionPort[:participant\|:observer][;[clientHost:]clientPort]` | at least one |
 //! | `snapCount` | txns, > 0 | 100000 |
 //! | `autopurge.snapRetainCount` | ≥ 3 | 3 |
 //! | `autopurge.purgeInterval` | hours, 0 = off | 0 |
@@ -38,7 +38,7 @@ use std::str::FromStr;
 use thiserror::Error;
 use zab_core::{LearnerType, ServerId};
 
-pub use server::ServerAddr;
+pub use server::{ClientAddr, ServerAddr};
 
 /// Why a zoo.cfg did not parse or does not fit its use.
 #[derive(Debug, Error)]

@@ -1,4 +1,6 @@
-//! One `server.N=host:quorumPort:electionPort[:participant|:observer]` value.
+//! One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
+//! value. The client address after `;` is ZooKeeper 3.5's form; the node itself does not use
+//! it, but an application (fe-meta) uses it to find each member's client port.
 //!
 //! INV: a parsed [`ServerAddr`] has a non-empty host (IPv6 literals in brackets, as ZooKeeper
 //! writes them) and two ports; its `Display` form parses back to the same value.
@@ -19,16 +21,69 @@ pub struct ServerAddr {
     pub election_port: u16,
     /// Participant (votes) or observer.
     pub learner_type: LearnerType,
+    /// The client address after `;`, if given.
+    pub client: Option<ClientAddr>,
+}
+
+/// The `;[clientHost:]clientPort` part of a `server.N` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientAddr {
+    /// The client host, if given (without brackets); otherwise the server's host applies.
+    pub host: Option<String>,
+    /// The client port.
+    pub port: u16,
+}
+
+impl ClientAddr {
+    fn parse(value: &str) -> Result<ClientAddr, String> {
+        let value = value.trim();
+        let (host, port) = if let Some(v6) = value.strip_prefix('[') {
+            let (host, rest) = v6
+                .split_once(']')
+                .ok_or_else(|| "unclosed `[` in the client host".to_string())?;
+            let port = rest
+                .strip_prefix(':')
+                .ok_or_else(|| "expected `:` after `]` in the client address".to_string())?;
+            (Some(host), port)
+        } else {
+            match value.rsplit_once(':') {
+                Some((h, p)) => (Some(h), p),
+                None => (None, value),
+            }
+        };
+        if let Some(h) = host {
+            if h.trim().is_empty() || h.contains(':') && !value.starts_with('[') {
+                return Err(format!("bad client host in `{value}`"));
+            }
+        }
+        let port = port
+            .trim()
+            .parse::<u16>()
+            .map_err(|_| format!("bad client port `{port}` (expected `;[host:]port`)"))?;
+        Ok(ClientAddr {
+            host: host.map(|h| h.trim().to_string()),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            Some(h) if h.contains(':') => write!(f, "[{h}]:{}", self.port),
+            Some(h) => write!(f, "{h}:{}", self.port),
+            None => write!(f, "{}", self.port),
+        }
+    }
 }
 
 impl ServerAddr {
     /// Parses the value of a `server.N` line; the error says what is wrong.
     pub fn parse(value: &str) -> Result<ServerAddr, String> {
-        if value.contains(';') {
-            return Err(
-                "a client address after `;` is not supported; use `clientPort`".to_string(),
-            );
-        }
+        let (value, client) = match value.split_once(';') {
+            Some((server, client)) => (server, Some(ClientAddr::parse(client)?)),
+            None => (value, None),
+        };
         let (host, rest) = if let Some(v6) = value.strip_prefix('[') {
             let (host, rest) = v6
                 .split_once(']')
@@ -68,6 +123,19 @@ impl ServerAddr {
             quorum_port: port(quorum, "quorum")?,
             election_port: port(election, "election")?,
             learner_type,
+            client,
+        })
+    }
+
+    /// The client endpoint `host:port` (the server's host when the client host is not given),
+    /// if a client address was given.
+    pub fn client_endpoint(&self) -> Option<String> {
+        let c = self.client.as_ref()?;
+        let host = c.host.clone().unwrap_or_else(|| self.host.clone());
+        Some(if host.contains(':') {
+            format!("[{host}]:{}", c.port)
+        } else {
+            format!("{host}:{}", c.port)
         })
     }
 
@@ -106,11 +174,15 @@ impl fmt::Display for ServerAddr {
         if self.learner_type == LearnerType::Observer {
             f.write_str(":observer")?;
         }
+        if let Some(c) = &self.client {
+            write!(f, ";{c}")?;
+        }
         Ok(())
     }
 }
 
-const FORM: &str = "expected `host:quorumPort:electionPort[:participant|:observer]`";
+const FORM: &str =
+    "expected `host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`";
 
 fn resolve(endpoint: &str) -> std::io::Result<SocketAddr> {
     endpoint.to_socket_addrs()?.next().ok_or_else(|| {

@@ -86,10 +86,37 @@ fn server_line_forms() {
         "h:1:2:voter",
         "[::1:1:2",
         "[::1]1:2",
-        "h:1:2;2181",
+        "h:1:2;",
+        "h:1:2;x",
+        "h:1:2;h:70000",
+        "h:1:2;:5",
+        "h:1:2;a:b:5",
     ] {
         assert!(p(bad).is_err(), "{bad} parsed");
     }
+}
+
+#[test]
+fn client_address_after_semicolon() {
+    let p = ServerAddr::parse;
+    let a = p("h:1:2;2181").unwrap();
+    assert_eq!(
+        a.client,
+        Some(ClientAddr {
+            host: None,
+            port: 2181
+        })
+    );
+    assert_eq!(a.client_endpoint().as_deref(), Some("h:2181"));
+    assert_eq!(p(&a.to_string()).unwrap(), a);
+    let b = p("h:1:2:observer;0.0.0.0:2182").unwrap();
+    assert_eq!(b.learner_type, LearnerType::Observer);
+    assert_eq!(b.client_endpoint().as_deref(), Some("0.0.0.0:2182"));
+    assert_eq!(p(&b.to_string()).unwrap(), b);
+    let c = p("[::1]:1:2;[::1]:2183").unwrap();
+    assert_eq!(c.client_endpoint().as_deref(), Some("[::1]:2183"));
+    assert_eq!(p(&c.to_string()).unwrap(), c);
+    assert_eq!(p("h:1:2").unwrap().client, None);
 }
 
 #[test]

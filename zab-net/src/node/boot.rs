@@ -11,12 +11,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 use zab_core::{Peer, Role};
 use zab_store::{DataDir, LogOptions, LogWriter};
 
 use super::api::{NodeOptions, NodeStatus, StateMachine};
-use super::driver::{Driver, Inbox};
+use super::driver::{node_span, Driver, Inbox};
 use super::out::OutQueues;
 use super::snap::Snapper;
 use super::Request;
@@ -133,6 +132,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         clock: p.clock,
         inputs: VecDeque::new(),
         shutdown: shutdown.clone(),
+        span: node_span(sid, Role::Looking, 0),
         tick: Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50)),
     };
     let inbox = Inbox {
@@ -141,12 +141,6 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         snaps,
         requests,
     };
-    let span = tracing::info_span!(
-        "zab",
-        sid = sid.0,
-        role = %Role::Looking,
-        epoch = tracing::field::Empty
-    );
-    tokio::spawn(driver.run(inbox).instrument(span));
+    tokio::spawn(driver.run(inbox));
     Ok((local, req_tx, status_rx, shutdown))
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn, Span};
+use tracing::{debug, error, info, warn, Instrument, Span};
 use zab_core::{Action, Input, Message, Peer, RequestId, Zxid};
 use zab_store::{EpochFiles, EpochKind, LogEvent, LogReader, LogWriter, SyncThread};
 
@@ -32,6 +32,24 @@ use crate::transport::{Event, Transport};
 
 /// How long a synchronous log command (truncate, reset) may take before the node gives up.
 const LOG_WAIT: Duration = Duration::from_secs(60);
+
+/// What woke the driver up.
+enum Wake {
+    Tick,
+    Log(LogEvent),
+    Net(Event),
+    Stream(StreamDone),
+    Snap(SnapDone),
+    Request(Request),
+}
+
+/// The span of every log line of the node (see `node_span`).
+pub(super) fn node_span(sid: zab_core::ServerId, role: zab_core::Role, epoch: u32) -> Span {
+    // ERROR level so that the span frames every line whatever the filter (an `info_span!`
+    // vanishes under `RUST_LOG=warn`, leaving warnings without a sid). A new span per role
+    // change, because `Span::record` appends fields in tracing-subscriber's fmt output.
+    tracing::error_span!(parent: None, "zab", sid = sid.0, role = %role, epoch)
+}
 
 /// A fatal condition (INV-3).
 pub(super) struct Fatal(pub(super) String);
@@ -66,6 +84,7 @@ pub(super) struct Driver {
     pub(super) inputs: VecDeque<Input>,
     pub(super) shutdown: CancellationToken,
     pub(super) tick: Duration,
+    pub(super) span: Span,
 }
 
 impl Driver {
@@ -82,26 +101,39 @@ impl Driver {
             let shutdown = self.shutdown.clone();
             // Unbiased: under a steady stream of messages, ticks (heartbeats, timeouts) and
             // client requests still get their turn.
-            let r = tokio::select! {
+            let wake = tokio::select! {
                 _ = shutdown.cancelled() => break Ok(()),
-                _ = tick.tick() => self.on_tick().await,
-                Some(ev) = self.log_events.recv() => self.on_log_event(ev).await,
-                Some(ev) = inbox.events.recv() => self.on_transport(ev).await,
-                Some(done) = inbox.streams.recv() => {
-                    self.out.on_done(&self.transport, done);
-                    Ok(())
-                }
-                Some(done) = inbox.snaps.recv() => {
-                    self.on_snapshot_done(done);
-                    Ok(())
-                }
-                Some(req) = inbox.requests.recv() => self.on_request(req).await,
+                _ = tick.tick() => Wake::Tick,
+                Some(ev) = self.log_events.recv() => Wake::Log(ev),
+                Some(ev) = inbox.events.recv() => Wake::Net(ev),
+                Some(done) = inbox.streams.recv() => Wake::Stream(done),
+                Some(done) = inbox.snaps.recv() => Wake::Snap(done),
+                Some(req) = inbox.requests.recv() => Wake::Request(req),
             };
-            if let Err(f) = r {
+            let span = self.span.clone();
+            if let Err(f) = self.handle(wake).instrument(span).await {
                 break Err(f);
             }
         };
-        self.stop(result).await;
+        let span = self.span.clone();
+        self.stop(result).instrument(span).await;
+    }
+
+    async fn handle(&mut self, wake: Wake) -> Result<(), Fatal> {
+        match wake {
+            Wake::Tick => self.on_tick().await,
+            Wake::Log(ev) => self.on_log_event(ev).await,
+            Wake::Net(ev) => self.on_transport(ev).await,
+            Wake::Stream(done) => {
+                self.out.on_done(&self.transport, done);
+                Ok(())
+            }
+            Wake::Snap(done) => {
+                self.on_snapshot_done(done);
+                Ok(())
+            }
+            Wake::Request(req) => self.on_request(req).await,
+        }
     }
 
     async fn on_tick(&mut self) -> Result<(), Fatal> {
@@ -193,6 +225,11 @@ impl Driver {
                 })
                 .await
             }
+            Request::Pause { duration } => {
+                warn!(?duration, "driver paused (fault injection)");
+                tokio::time::sleep(duration).await;
+                Ok(())
+            }
             Request::SetPeerAddrs { sid, addrs } => {
                 if let Err(e) = self.transport.set_peer_addrs(sid, addrs) {
                     warn!(error = %e, "set_peer_addrs");
@@ -281,9 +318,8 @@ impl Driver {
                 leader,
                 epoch,
             } => {
-                let span = Span::current();
-                span.record("role", tracing::field::display(role));
-                span.record("epoch", epoch.0);
+                self.span = node_span(self.status.sid, role, epoch.0);
+                let _entered = self.span.clone().entered();
                 info!(%role, leader = leader.map(|l| l.0), %epoch, "role changed");
             }
         }

@@ -44,6 +44,7 @@ pub(crate) enum Request {
     Write { payload: Bytes, reply: Reply },
     Sync { reply: Reply },
     SetPeerAddrs { sid: ServerId, addrs: PeerAddrs },
+    Pause { duration: Duration },
 }
 
 /// A running ZAB node (see the module docs). Dropping it stops the node without waiting; call
@@ -147,6 +148,12 @@ impl Node {
             .requests
             .send(Request::SetPeerAddrs { sid, addrs })
             .await;
+    }
+
+    /// Fault injection for tests: the driver stands still for `duration` — no ticks, no
+    /// messages, no requests handled — like a SIGSTOPped process whose sockets stay open.
+    pub async fn pause(&self, duration: Duration) {
+        let _ = self.requests.send(Request::Pause { duration }).await;
     }
 
     /// Stops the node and waits (at most 30 s) until the driver, the transport and the log
