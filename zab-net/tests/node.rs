@@ -220,9 +220,8 @@ async fn observers_receive_everything_and_never_vote() {
         .filter(|s| *s != obs)
         .collect();
     c.stop(voters[0]).await;
-    c.put(leader, "one-voter-down", "1").await.unwrap();
-    c.wait_applied(obs, c.status(leader).last_applied, STABLE)
-        .await;
+    let z = c.put(leader, "one-voter-down", "1").await.unwrap();
+    c.wait_applied(obs, z, STABLE).await;
     assert_eq!(c.kvs[&obs].state().map, c.kvs[&leader].state().map);
     c.stop(voters[1]).await;
     // One voter and the observer are up: no quorum, whatever the observer does.

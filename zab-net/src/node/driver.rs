@@ -305,14 +305,22 @@ impl Driver {
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
             Action::Apply(txn) => self.apply(txn)?,
+            // The status is published first: a caller that got its zxid sees it applied in
+            // `Node::status` too.
             Action::WriteDone {
                 request_id,
                 outcome,
-            } => answer(&mut self.writes, request_id, outcome),
+            } => {
+                self.publish();
+                answer(&mut self.writes, request_id, outcome);
+            }
             Action::SyncDone {
                 request_id,
                 outcome,
-            } => answer(&mut self.syncs, request_id, outcome),
+            } => {
+                self.publish();
+                answer(&mut self.syncs, request_id, outcome);
+            }
             Action::RoleChanged {
                 role,
                 leader,
