@@ -7,6 +7,9 @@
 //! number (possibly from another leader) is synced but not counted (ZooKeeper's "-1" ack).
 //! INV-3: the leader leaves its role when a counted learner's `(currentEpoch, lastZxid)` is
 //! later than its own (B11); it persists currentEpoch = new epoch when the quorum is reached.
+//! INV-4: a learner arriving after the epoch was chosen with an acceptedEpoch above it would
+//! refuse LEADERINFO and come back forever; the leader leaves its role so that the next
+//! discovery picks an epoch above that promise.
 
 use crate::error::StepError;
 use crate::message::{Message, PROTOCOL_VERSION};
@@ -50,6 +53,12 @@ impl Leader {
                 self.info_quorum.insert(from);
             }
             return self.check_discovery(core);
+        }
+        if accepted_epoch > self.epoch() {
+            // It promised a later epoch and will refuse ours, forever: make way for an
+            // election whose epoch covers its promise (INV-4).
+            tracing::debug!(%from, %accepted_epoch, "leader: a learner accepted a later epoch");
+            return Ok(Next::Leave("leader: a learner accepted a later epoch"));
         }
         self.send_leader_info(core, from);
         Ok(Next::Stay)
