@@ -254,8 +254,8 @@ impl Driver {
             for action in self.peer.take_actions() {
                 self.execute(action).await?;
             }
-            self.publish();
         }
+        self.publish();
         Ok(())
     }
 
