@@ -262,15 +262,7 @@ impl Driver {
     /// Carries out one action (INV-1).
     async fn execute(&mut self, action: Action) -> Result<(), Fatal> {
         match action {
-            Action::Send { to, msg } => {
-                let c = &mut self.status.syncs_sent;
-                match &msg {
-                    Message::Diff { .. } => c.diff += 1,
-                    Message::Trunc { .. } => c.trunc += 1,
-                    _ => {}
-                }
-                self.out.send(&self.transport, to, msg);
-            }
+            Action::Send { to, msg } => self.send(to, msg),
             Action::Disconnect { peer } => self.out.disconnect(&self.transport, peer),
             Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
             Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
@@ -305,22 +297,14 @@ impl Driver {
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
             Action::Apply(txn) => self.apply(txn)?,
-            // The status is published first: a caller that got its zxid sees it applied in
-            // `Node::status` too.
             Action::WriteDone {
                 request_id,
                 outcome,
-            } => {
-                self.publish();
-                answer(&mut self.writes, request_id, outcome);
-            }
+            } => self.answer(true, request_id, outcome),
             Action::SyncDone {
                 request_id,
                 outcome,
-            } => {
-                self.publish();
-                answer(&mut self.syncs, request_id, outcome);
-            }
+            } => self.answer(false, request_id, outcome),
             Action::RoleChanged {
                 role,
                 leader,
@@ -332,6 +316,35 @@ impl Driver {
             }
         }
         Ok(())
+    }
+
+    fn send(&mut self, to: zab_core::ServerId, msg: Message) {
+        let c = &mut self.status.syncs_sent;
+        match &msg {
+            Message::Diff { .. } => c.diff += 1,
+            Message::Trunc { .. } => c.trunc += 1,
+            _ => {}
+        }
+        self.out.send(&self.transport, to, msg);
+    }
+
+    /// Answers a client; the status is published first, so a caller that got its zxid sees it
+    /// applied in `Node::status` too.
+    fn answer(
+        &mut self,
+        write: bool,
+        id: RequestId,
+        outcome: Result<Zxid, zab_core::RequestError>,
+    ) {
+        self.publish();
+        let pending = if write {
+            &mut self.writes
+        } else {
+            &mut self.syncs
+        };
+        if let Some(reply) = pending.remove(&id.0) {
+            let _ = reply.send(outcome.map_err(SubmitError::from));
+        }
     }
 
     fn sm_mut(&mut self) -> Result<&mut Box<dyn StateMachine>, Fatal> {
@@ -434,15 +447,5 @@ impl Driver {
         let status = self.status.clone();
         self.status_tx.send_replace(status);
         info!("node stopped");
-    }
-}
-
-fn answer(
-    pending: &mut BTreeMap<u64, Reply>,
-    id: RequestId,
-    outcome: Result<Zxid, zab_core::RequestError>,
-) {
-    if let Some(reply) = pending.remove(&id.0) {
-        let _ = reply.send(outcome.map_err(SubmitError::from));
     }
 }

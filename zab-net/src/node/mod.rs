@@ -15,6 +15,17 @@
 //! INV-3: `submit` returns `Ok(zxid)` only once the txn is committed *and applied on this
 //! node* (read-your-writes on any node); `sync` returns `Ok(zxid)` once everything up to the
 //! leader's commit point at the time of the call is applied here.
+//! INV-4: when `submit`/`sync` returns `Ok(zxid)`, [`Node::status`] already shows
+//! `last_applied >= zxid` (the driver publishes before it answers).
+//!
+//! # Known limits
+//! - While a SNAP or a DIFF-from-log stream to a learner runs, later messages to that learner
+//!   wait in a driver-side queue that is not bounded (as ZooKeeper's `queuedPackets`).
+//! - A background purge can remove log segments a running DIFF-from-log stream still reads;
+//!   the stream then fails and the learner is disconnected (it reconnects and is synced again,
+//!   by SNAP if needed).
+//! - A received SNAP's chunks are written to the temp file on the driver task (buffered
+//!   writes); its fsync and the restore run on a blocking thread while the driver waits.
 
 pub mod api;
 mod boot;
