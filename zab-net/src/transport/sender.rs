@@ -14,7 +14,7 @@ use zab_core::{Message, ServerId};
 
 use super::SendError;
 
-/// See [`Transport::peer_sender`].
+/// See [`Transport::peer_sender`](super::Transport::peer_sender).
 #[derive(Clone, Debug)]
 pub struct PeerSender {
     to: ServerId,
