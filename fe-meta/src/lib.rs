@@ -44,6 +44,7 @@ pub mod journal;
 pub mod meta_dir;
 pub mod protocol;
 pub mod replay;
+pub mod server;
 pub mod staleness;
 pub mod state_machine;
 pub mod wire;

@@ -1,0 +1,186 @@
+//! The server's configuration: zoo.cfg (zab-net's parser) plus fe-meta's own keys, the node's
+//! id from `dataDir/myid`, and what the server derives from them.
+//!
+//! fe-meta keys (all optional):
+//!
+//! | key | meaning | default |
+//! |-----|---------|---------|
+//! | `meta_delay_toleration_second` | staleness tolerance of non-leader reads, s (≥ 1) | 300 |
+//! | `write_timeout_ms` | bound on a write: submit, forwarding, read-your-writes wait | 10000 |
+//! | `leader_wait_ms` | how long a write or sync waits for a leader before failing with QUORUM_UNAVAILABLE | 2000 |
+//! | `peer_status_timeout_ms` | SHOW FRONTENDS: how long a peer's STATUS may take | 500 |
+//!
+//! Required by fe-meta (zab-net keys): `clusterId` (the cluster's identity, the same on every
+//! node; `local-cluster` generates one) and a client port: `clientPort` (this node's listen
+//! port) and/or ZooKeeper 3.5's `server.N=host:q:e[:observer];[clientHost:]clientPort` (how
+//! the other nodes reach it — needed to forward writes and for SHOW FRONTENDS).
+//!
+//! INV-1: a [`ServerConfig`] that loaded names its own member line, a non-zero cluster id and a
+//! client listen address; every error names the key (and line, when it has one).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use zab_core::{LearnerType, ServerId};
+use zab_net::config::{load, read_myid, ConfigError, NodeConfig};
+
+use super::ServerError;
+use crate::catalog::FrontendRole;
+
+/// The keys fe-meta adds to zoo.cfg.
+pub const EXTRA_KEYS: &[&str] = &[
+    "meta_delay_toleration_second",
+    "write_timeout_ms",
+    "leader_wait_ms",
+    "peer_status_timeout_ms",
+];
+
+/// One member as the server sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its host (from `server.N`).
+    pub host: String,
+    /// Its client address `host:port`, if the config gives one.
+    pub client_addr: Option<String>,
+    /// Its client port (0: unknown).
+    pub client_port: u16,
+    /// Follower (votes) or observer.
+    pub role: FrontendRole,
+}
+
+/// A loaded server configuration (INV-1).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The zoo.cfg as parsed.
+    pub node: NodeConfig,
+    /// This node's server id (`dataDir/myid`).
+    pub sid: u64,
+    /// The cluster id (`clusterId`).
+    pub cluster_id: u64,
+    /// This node's role (from its `server.N` line).
+    pub role: FrontendRole,
+    /// Where the client listener binds, `host:port`.
+    pub client_listen: String,
+    /// Every member, by sid.
+    pub members: BTreeMap<u64, Member>,
+    /// `meta_delay_toleration_second`, in ms.
+    pub tolerance_ms: u64,
+    /// `write_timeout_ms`.
+    pub write_timeout: Duration,
+    /// `leader_wait_ms`.
+    pub leader_wait: Duration,
+    /// `peer_status_timeout_ms`.
+    pub peer_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Reads `path` (zoo.cfg with fe-meta's keys) and `dataDir/myid`.
+    pub fn load(path: &Path) -> Result<ServerConfig, ServerError> {
+        let node = load(path, EXTRA_KEYS)?;
+        let sid = read_myid(&node.data_dir)?;
+        ServerConfig::from_node(node, sid.0)
+    }
+
+    /// Derives the server configuration of member `sid` from a parsed zoo.cfg.
+    pub fn from_node(node: NodeConfig, sid: u64) -> Result<ServerConfig, ServerError> {
+        let own = node
+            .servers
+            .get(&ServerId(sid))
+            .ok_or(ConfigError::NotAMember { sid })?
+            .clone();
+        let cluster_id = match node.cluster_id {
+            Some(id) if id != 0 => id,
+            _ => {
+                return Err(ServerError::Invalid(
+                    "missing or zero `clusterId`: every fe-meta node of a cluster must carry \
+                     the same non-zero clusterId (local-cluster generates one)"
+                        .to_string(),
+                ))
+            }
+        };
+        let members = node
+            .servers
+            .iter()
+            .map(|(id, s)| {
+                let member = Member {
+                    host: s.host.clone(),
+                    client_addr: s.client_endpoint(),
+                    client_port: s.client.as_ref().map_or(0, |c| c.port),
+                    role: role_of(s.learner_type),
+                };
+                (id.0, member)
+            })
+            .collect::<BTreeMap<_, _>>();
+        let listen_port = match (node.client_port, own.client.as_ref()) {
+            (Some(p), _) => p,
+            (None, Some(c)) => c.port,
+            (None, None) => {
+                return Err(ServerError::Invalid(format!(
+                    "no client port for server {sid}: set `clientPort`, or give \
+                     `server.{sid}=host:quorumPort:electionPort;clientPort`"
+                )))
+            }
+        };
+        let listen_host = own
+            .client
+            .as_ref()
+            .and_then(|c| c.host.clone())
+            .unwrap_or_else(|| own.host.clone());
+        let client_listen = if listen_host.contains(':') {
+            format!("[{listen_host}]:{listen_port}")
+        } else {
+            format!("{listen_host}:{listen_port}")
+        };
+        let tolerance_s: u64 = node
+            .extra_value("meta_delay_toleration_second")?
+            .unwrap_or(300);
+        if tolerance_s == 0 {
+            return Err(bad(&node, "meta_delay_toleration_second", "must be ≥ 1"));
+        }
+        let ms = |key: &str, default: u64| -> Result<Duration, ServerError> {
+            let v: u64 = node.extra_value(key)?.unwrap_or(default);
+            if v == 0 {
+                return Err(bad(&node, key, "must be > 0"));
+            }
+            Ok(Duration::from_millis(v))
+        };
+        Ok(ServerConfig {
+            sid,
+            cluster_id,
+            role: role_of(own.learner_type),
+            client_listen,
+            members,
+            tolerance_ms: tolerance_s.saturating_mul(1000),
+            write_timeout: ms("write_timeout_ms", 10_000)?,
+            leader_wait: ms("leader_wait_ms", 2_000)?,
+            peer_timeout: ms("peer_status_timeout_ms", 500)?,
+            node,
+        })
+    }
+
+    /// How often the leader logs a TIMESTAMP: half the tolerance.
+    pub fn timestamp_interval(&self) -> Duration {
+        Duration::from_millis((self.tolerance_ms / 2).max(1))
+    }
+}
+
+fn role_of(t: LearnerType) -> FrontendRole {
+    match t {
+        LearnerType::Observer => FrontendRole::Observer,
+        _ => FrontendRole::Follower,
+    }
+}
+
+fn bad(node: &NodeConfig, key: &str, reason: &str) -> ServerError {
+    let (line, value) = node
+        .extra
+        .get(key)
+        .map_or((0, String::new()), |v| (v.line, v.value.clone()));
+    ServerError::Config(ConfigError::BadValue {
+        key: key.to_string(),
+        line,
+        value,
+        reason: reason.to_string(),
+    })
+}

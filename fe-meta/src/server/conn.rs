@@ -1,0 +1,170 @@
+//! The client listener: one task per connection; a connection is a four-letter word or a
+//! framed, pipelined session (`docs/PROTOCOL.md` §1–§2).
+//!
+//! In a framed session the reader decodes frames and spawns one task per request (at most
+//! [`IN_FLIGHT_MAX`] per connection: the reader waits for a slot, so a client cannot make the
+//! server queue unboundedly); answers go through one writer task in the order they complete.
+//!
+//! INV-1: no input crashes the server. A frame whose request id is readable but whose kind or
+//! body is not gets an INVALID_ARGUMENT answer for that id and the session goes on; an oversized
+//! length, a short header or a wrong version gets an error frame for id 0 and the connection
+//! is closed (after the answers in flight are written).
+//! INV-2: every connection task ends when the server shuts down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, Instrument};
+
+use super::peer::FORWARDED_BIT;
+use super::stats::ConnStats;
+use super::Shared;
+use crate::protocol::{
+    classify_start, decode_request, encode_frame, encode_response_bounded, render_four_letter_word,
+    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, RequestKind, Response,
+};
+
+/// Requests in flight per connection.
+pub const IN_FLIGHT_MAX: usize = 1024;
+
+/// Accepts connections until `stop` is cancelled.
+pub async fn run_listener(shared: Arc<Shared>, listener: TcpListener, stop: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let (shared, stop) = (shared.clone(), stop.clone());
+                let span = tracing::debug_span!("client", %peer);
+                tokio::spawn(
+                    async move {
+                        tokio::select! {
+                            () = stop.cancelled() => {}
+                            () = serve(shared, stream, peer) => {}
+                        }
+                    }
+                    .instrument(span),
+                );
+            }
+            Err(e) => {
+                debug!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 4];
+    if stream.read_exact(&mut first).await.is_err() {
+        return;
+    }
+    match classify_start(first) {
+        ConnectionStart::FourLetterWord(word) => {
+            let stats = shared.server_stats().await;
+            let text = render_four_letter_word(word, &stats);
+            let _ = stream.write_all(text.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+        ConnectionStart::Frames => {
+            let (id, conn) = shared.stats.open(peer.to_string());
+            session(&shared, stream, first, &conn).await;
+            shared.stats.close(id);
+        }
+    }
+}
+
+async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: &Arc<ConnStats>) {
+    let (mut reader, writer) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writing = tokio::spawn(write_answers(writer, rx));
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    let decoder = FrameDecoder::default();
+    let mut buf = BytesMut::with_capacity(4096);
+    buf.extend_from_slice(&first);
+    'session: loop {
+        loop {
+            let payload = match decoder.decode(&mut buf) {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(error_payload(0, RequestKind(0), e.to_string()));
+                    break 'session;
+                }
+            };
+            let req = match decode_request(&payload) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(encode_response_bounded(&e.to_response()));
+                    if e.request_id().is_none() {
+                        break 'session;
+                    }
+                    continue;
+                }
+            };
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break 'session;
+            };
+            shared.stats.request(conn);
+            let (shared, conn, tx) = (shared.clone(), conn.clone(), tx.clone());
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let forwarded = req.id & FORWARDED_BIT != 0;
+                let result = shared.handle(&req.body, forwarded).await;
+                let resp = Response {
+                    id: req.id,
+                    kind: req.body.kind(),
+                    result,
+                };
+                let _ = tx.send(encode_response_bounded(&resp));
+                shared.stats.answered(&conn, started.elapsed());
+                drop(permit);
+            });
+        }
+        match reader.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    drop(tx);
+    let _ = writing.await;
+}
+
+fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
+    encode_response_bounded(&Response {
+        id,
+        kind,
+        result: Err(ErrorReply {
+            kind: ErrorKind::InvalidArgument,
+            message,
+        }),
+    })
+}
+
+async fn write_answers(mut writer: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    let mut out = Vec::new();
+    while let Some(payload) = rx.recv().await {
+        out.clear();
+        encode_frame(&payload, &mut out);
+        while let Ok(more) = rx.try_recv() {
+            encode_frame(&more, &mut out);
+            if out.len() > 1 << 20 {
+                break;
+            }
+        }
+        if writer.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}

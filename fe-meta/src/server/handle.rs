@@ -1,0 +1,237 @@
+//! Answers to one request, and the node facts the answers need: STATUS, SHOW FRONTENDS, the
+//! four-letter words' numbers.
+//!
+//! Reads: with the sync flag, the node first syncs (then the data is fresh, so the staleness
+//! guard is not consulted); otherwise a non-leader refuses data reads with STALE when its lag
+//! is over the tolerance. STATUS, DIGEST and SHOW FRONTENDS are diagnostics and are always
+//! answered (DIGEST carries its journal id).
+//!
+//! SHOW FRONTENDS: the members are the `server.N` lines (plus frontends registered in the
+//! catalog). A node learns the others' progress by asking each one's STATUS over its client
+//! port (timeout `peer_status_timeout_ms`, answers cached for 1 s): `alive` = it answered,
+//! `replayed_journal_id` = its applied journal id, `lag_ms` = its staleness (0 on the leader).
+//!
+//! INV: every answer is computed from one catalog version (`protocol::read` INV-1) and no
+//! request holds a lock across an await.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use zab_core::Role;
+use zab_net::NodeStatus;
+
+use super::write::is_serving_leader;
+use super::Shared;
+use crate::catalog::{Frontend, FrontendRole};
+use crate::protocol::{
+    answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, ResponseBody,
+    ServerStats, StatusInfo,
+};
+
+/// How long peers' STATUS answers are reused.
+const PEER_CACHE: Duration = Duration::from_secs(1);
+
+/// The peers' last STATUS answers (`None`: did not answer).
+pub type PeerStatuses = BTreeMap<u64, Option<StatusInfo>>;
+
+/// The cache of peers' STATUS answers.
+#[derive(Debug, Default)]
+pub struct FrontendCache(Mutex<Option<(Instant, PeerStatuses)>>);
+
+/// The software version reported to clients.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The protocol's mode for a node status.
+pub fn mode_of(st: &NodeStatus) -> Mode {
+    match st.role {
+        Role::Leading => Mode::Leader,
+        Role::Following => Mode::Follower,
+        Role::Observing => Mode::Observer,
+        Role::Looking => Mode::Looking,
+    }
+}
+
+impl Shared {
+    /// The answer to `body` (`forwarded`: it came from another node).
+    pub async fn handle(
+        &self,
+        body: &RequestBody,
+        forwarded: bool,
+    ) -> Result<ResponseBody, ErrorReply> {
+        if body.kind().is_write() {
+            return self.write(body, forwarded).await;
+        }
+        match body {
+            RequestBody::Status => Ok(ResponseBody::Status(self.status_info())),
+            RequestBody::Sync => Ok(ResponseBody::Synced {
+                journal_id: self.sync().await?,
+            }),
+            _ => self.read(body).await,
+        }
+    }
+
+    async fn read(&self, body: &RequestBody) -> Result<ResponseBody, ErrorReply> {
+        let opts = body.read_options().unwrap_or_default();
+        if opts.sync {
+            self.sync().await?;
+        } else if !matches!(body, RequestBody::Digest(_) | RequestBody::ShowFrontends(_)) {
+            let st = self.node.status();
+            self.progress
+                .check(is_serving_leader(&st))
+                .map_err(ErrorReply::from)?;
+        }
+        if let RequestBody::ShowFrontends(_) = body {
+            return Ok(self.show_frontends().await);
+        }
+        let catalog = self.catalog.load();
+        answer_catalog_read(&catalog, body).unwrap_or_else(|| {
+            Err(ErrorReply {
+                kind: ErrorKind::Internal,
+                message: format!("{} is not a read this server answers", body.kind()),
+            })
+        })
+    }
+
+    /// This node's STATUS.
+    pub fn status_info(&self) -> StatusInfo {
+        let st = self.node.status();
+        let catalog = self.catalog.load();
+        let leader = is_serving_leader(&st);
+        StatusInfo {
+            sid: self.cfg.sid,
+            mode: mode_of(&st),
+            leader_sid: st.leader.map(|l| l.0),
+            epoch: u64::from(st.epoch.0),
+            applied_journal_id: catalog.journal_id(),
+            last_timestamp_ms: catalog.last_timestamp_ms(),
+            staleness_ms: if leader { None } else { self.progress.lag_ms() },
+            entry_count: catalog.entry_count(),
+            cluster_id: self.cfg.cluster_id,
+            version: VERSION.to_string(),
+        }
+    }
+
+    /// The peers' STATUS, from the cache or asked now (in parallel, bounded).
+    pub async fn peer_statuses(&self) -> PeerStatuses {
+        if let Some((at, cached)) = self.lock_cache().as_ref() {
+            if at.elapsed() < PEER_CACHE {
+                return cached.clone();
+            }
+        }
+        let asks = self
+            .cfg
+            .members
+            .iter()
+            .filter(|(sid, _)| **sid != self.cfg.sid)
+            .map(|(sid, m)| async move {
+                let Some(addr) = m.client_addr.as_deref() else {
+                    return (*sid, None);
+                };
+                let r = self
+                    .peers
+                    .call(addr, RequestBody::Status, self.cfg.peer_timeout)
+                    .await;
+                match r.map(|resp| resp.result) {
+                    Ok(Ok(ResponseBody::Status(s))) => (*sid, Some(s)),
+                    _ => (*sid, None),
+                }
+            });
+        let fresh: PeerStatuses = futures::future::join_all(asks).await.into_iter().collect();
+        *self.lock_cache() = Some((Instant::now(), fresh.clone()));
+        fresh
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Option<(Instant, PeerStatuses)>> {
+        self.frontends.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn show_frontends(&self) -> ResponseBody {
+        let peers = self.peer_statuses().await;
+        let me = self.status_info();
+        let catalog = self.catalog.load();
+        let leader = me.leader_sid;
+        let mut rows = BTreeMap::new();
+        for (sid, m) in &self.cfg.members {
+            let fe = Frontend {
+                sid: *sid,
+                name: format!("fe{sid}"),
+                host: m.host.clone(),
+                client_port: m.client_port,
+                role: m.role,
+            };
+            let info = if *sid == self.cfg.sid {
+                Some(me.clone())
+            } else {
+                peers.get(sid).cloned().flatten()
+            };
+            let is_leader = leader == Some(*sid);
+            let row = match info {
+                Some(s) => {
+                    let lag = if s.mode == Mode::Leader {
+                        Some(0)
+                    } else {
+                        s.staleness_ms
+                    };
+                    FrontendRow::new(&fe, is_leader, true, s.applied_journal_id, lag)
+                }
+                None => FrontendRow::new(&fe, is_leader, false, 0, None),
+            };
+            rows.insert(*sid, row);
+        }
+        for fe in catalog.frontends() {
+            rows.entry(fe.sid)
+                .or_insert_with(|| FrontendRow::new(fe, false, false, 0, None));
+        }
+        ResponseBody::Frontends {
+            journal_id: catalog.journal_id(),
+            rows: rows.into_values().collect(),
+        }
+    }
+
+    /// The numbers of the four-letter words.
+    pub async fn server_stats(&self) -> ServerStats {
+        let st = self.node.status();
+        let catalog = self.catalog.load();
+        let followers = if st.role == Role::Leading {
+            let peers = self.peer_statuses().await;
+            let n = peers
+                .values()
+                .flatten()
+                .filter(|s| s.leader_sid == Some(self.cfg.sid) && s.mode != Mode::Leader)
+                .count() as u64;
+            let voters = self
+                .cfg
+                .members
+                .values()
+                .filter(|m| m.role == FrontendRole::Follower)
+                .count() as u64;
+            Some((voters.saturating_sub(1), n))
+        } else {
+            None
+        };
+        let t = self.stats.totals();
+        ServerStats {
+            version: VERSION.to_string(),
+            sid: self.cfg.sid,
+            mode: mode_of(&st),
+            epoch: u64::from(st.epoch.0),
+            zxid: catalog.journal_id(),
+            node_count: catalog.entry_count(),
+            latency_min_ms: t.min_ms,
+            latency_avg_ms: t.avg_ms,
+            latency_max_ms: t.max_ms,
+            received: t.received,
+            sent: t.sent,
+            connections: t.clients.len() as u64,
+            outstanding: t.outstanding,
+            staleness_ms: if is_serving_leader(&st) {
+                None
+            } else {
+                self.progress.lag_ms()
+            },
+            followers,
+            clients: t.clients,
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The fe-meta server: a ZAB node running the metadata state machine, and the client port.
+//!
+//! ```text
+//! fe-meta server --config zoo.cfg
+//!   ServerConfig::load ─▶ MetaDir::open (VERSION = clusterId, ROLE = the server.N role)
+//!   ─▶ Node::start_with(MetaMachine) ─▶ client listener (conn) ─▶ Shared::handle per request
+//!         writes: leader plans + submits (write) · others forward once to the leader (peer)
+//!                 and wait until they applied the returned journal id
+//!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
+//!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
+//! ```
+//!
+//! Use [`run`] from a binary (it returns when the shutdown future completes), or
+//! [`Server::start`] / [`Server::start_with`] in-process (tests), then [`Server::shutdown`].
+//! Configuration keys: [`config`]. Logs go through `tracing`, every task inside a `fe_meta`
+//! span carrying the node's `sid`; the binary installs the subscriber.
+//!
+//! INV-1: the server starts only if the data dir's VERSION carries the configured `clusterId`
+//! and its ROLE the configured role (`meta_dir` INV-1/2); otherwise [`Server::start`] fails
+//! with the reason and nothing listens.
+//! INV-2: losing the quorum never stops the process: writes and syncs fail with
+//! QUORUM_UNAVAILABLE within `leader_wait_ms`, reads go on under the staleness guard. Only a
+//! fatal state-machine error stops the node (it is then reported in STATUS-less errors and logs).
+//! INV-3: no library code here panics; every loop is bounded by a timeout or by shutdown.
+
+pub mod config;
+mod conn;
+mod handle;
+pub mod machine;
+mod peer;
+mod stats;
+mod write;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, Instrument};
+use zab_core::ServerId;
+use zab_net::config::ConfigError;
+use zab_net::{NetError, Node, NodeOptions, NodeStatus};
+
+pub use config::{Member, ServerConfig, EXTRA_KEYS};
+pub use handle::VERSION;
+pub use peer::FORWARDED_BIT;
+
+use crate::catalog::SharedCatalog;
+use crate::error::MetaError;
+use crate::meta_dir::{MetaDir, MetaDirError, StartCheck};
+use machine::{MetaMachine, Progress};
+
+/// Why the server did not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// zoo.cfg or myid is wrong (the message names the key and line).
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// A configuration problem fe-meta itself checks.
+    #[error("configuration: {0}")]
+    Invalid(String),
+    /// VERSION / ROLE refuse the start.
+    #[error(transparent)]
+    MetaDir(#[from] MetaDirError),
+    /// The ZAB node did not start.
+    #[error("starting the ZAB node: {0}")]
+    Node(#[from] NetError),
+    /// The client port could not be bound.
+    #[error("cannot listen for clients on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl From<ServerError> for MetaError {
+    fn from(e: ServerError) -> MetaError {
+        match e {
+            ServerError::MetaDir(e) => MetaError::MetaDir(e),
+            other => MetaError::Io(std::io::Error::other(other.to_string())),
+        }
+    }
+}
+
+/// What the request handlers share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    cfg: ServerConfig,
+    node: Arc<Node>,
+    catalog: Arc<SharedCatalog>,
+    progress: Arc<Progress>,
+    writer: write::Writer,
+    peers: peer::PeerPool,
+    stats: stats::Stats,
+    frontends: handle::FrontendCache,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    client_addr: SocketAddr,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Runs the server of `config_path` until `shutdown` completes, then stops it cleanly.
+pub async fn run(config_path: &Path, shutdown: impl Future<Output = ()>) -> Result<(), MetaError> {
+    let server = Server::start(config_path).await?;
+    shutdown.await;
+    server.shutdown().await;
+    Ok(())
+}
+
+impl Server {
+    /// Loads `config_path` (zoo.cfg + fe-meta keys + `dataDir/myid`) and starts.
+    pub async fn start(config_path: &Path) -> Result<Server, ServerError> {
+        let cfg = ServerConfig::load(config_path)?;
+        Server::start_with(cfg, NodeOptions::default()).await
+    }
+
+    /// Starts with a loaded configuration and node options (tests tune timeouts there; the
+    /// request timeout is set to `write_timeout_ms`).
+    pub async fn start_with(
+        cfg: ServerConfig,
+        mut opts: NodeOptions,
+    ) -> Result<Server, ServerError> {
+        let span = tracing::info_span!("fe_meta", sid = cfg.sid);
+        async move {
+            let check = StartCheck {
+                sid: cfg.sid,
+                role: cfg.role,
+                cluster_id: Some(cfg.cluster_id),
+                may_bootstrap: false,
+            };
+            let identity = MetaDir::new(cfg.node.data_dir.clone()).open(&check)?;
+            let listener = TcpListener::bind(&cfg.client_listen)
+                .await
+                .map_err(|source| ServerError::Listen {
+                    addr: cfg.client_listen.clone(),
+                    source,
+                })?;
+            let client_addr = listener
+                .local_addr()
+                .map_err(|source| ServerError::Listen {
+                    addr: cfg.client_listen.clone(),
+                    source,
+                })?;
+            let catalog = Arc::new(SharedCatalog::default());
+            let progress = Arc::new(Progress::new(0, cfg.tolerance_ms));
+            let machine = MetaMachine::new(catalog.clone(), progress.clone());
+            opts.request_timeout = cfg.write_timeout;
+            let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
+            let node = Arc::new(node);
+            let (writer, queue) = write::Writer::new(crate::Catalog::clone(&catalog.load()));
+            info!(
+                cluster_id = identity.cluster_id,
+                role = identity.role.name(),
+                %client_addr,
+                "fe-meta server started"
+            );
+            let shared = Arc::new(Shared {
+                cfg,
+                node: node.clone(),
+                catalog,
+                progress,
+                writer,
+                peers: peer::PeerPool::default(),
+                stats: stats::Stats::default(),
+                frontends: handle::FrontendCache::default(),
+            });
+            let stop = CancellationToken::new();
+            let here = tracing::Span::current();
+            let tasks = vec![
+                tokio::spawn(write::run_submitter(node, queue).instrument(here.clone())),
+                tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
+                tokio::spawn(
+                    conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here),
+                ),
+            ];
+            Ok(Server {
+                shared,
+                client_addr,
+                stop,
+                tasks,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Where clients connect.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+
+    /// This node's server id.
+    pub fn sid(&self) -> u64 {
+        self.shared.cfg.sid
+    }
+
+    /// The ZAB node's status.
+    pub fn node_status(&self) -> NodeStatus {
+        self.shared.node.status()
+    }
+
+    /// The last applied journal id.
+    pub fn applied_journal_id(&self) -> u64 {
+        self.shared.progress.applied()
+    }
+
+    /// Stops accepting clients, closes the connections, stops the node and waits for it.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.shared.node.shutdown().await;
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+        info!(sid = self.shared.cfg.sid, "fe-meta server stopped");
+    }
+}

@@ -1,0 +1,334 @@
+//! The write path, SYNC, and the leader's TIMESTAMP ticker.
+//!
+//! On the leader: [`Planner`] validates the command against the speculative catalog (a refusal
+//! is a typed error and nothing is logged), then the entry is handed to the submitter task in
+//! plan order, which calls `Node::submit`; the answer is `Written { journal_id = zxid }` once
+//! the node reports it committed *and applied here*. On any other node: the request is
+//! forwarded once to the leader's client address ([`super::peer`]), and the answer waits until
+//! this node's applied journal id reaches the returned id (read-your-writes on every node,
+//! waited with no lock held: PITFALLS E11).
+//!
+//! INV-1 (order): entries are submitted in the order they were planned — the planner lock is
+//! held while an entry is queued to the single submitter task, which starts each submit (its
+//! first poll enqueues it at the node) in queue order.
+//! INV-2 (planner): the speculative catalog is reset to the applied one when the epoch changes,
+//! when a submit fails, and whenever nothing is in flight.
+//! INV-3 (bounded): a write ends within `leader_wait_ms` + `write_timeout_ms`: with no leader it
+//! fails with QUORUM_UNAVAILABLE after `leader_wait_ms`; a forwarded write is forwarded at most
+//! once (peer INV-2); a failed write is never retried under a new epoch (PITFALLS E1).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+use zab_core::{Epoch, Role, ServerId, Zxid};
+use zab_net::{Node, NodeStatus, SubmitError};
+
+use super::machine::wall_ms;
+use super::Shared;
+use crate::command::{Command, Planner};
+use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+
+type SubmitReply = oneshot::Sender<Result<Zxid, SubmitError>>;
+
+struct PlanState {
+    planner: Planner,
+    epoch: Option<Epoch>,
+    in_flight: usize,
+}
+
+/// The leader's planner and the queue to the submitter task.
+pub struct Writer {
+    plan: Mutex<PlanState>,
+    queue: mpsc::UnboundedSender<(Bytes, SubmitReply)>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+/// The submitter task (INV-1): runs until the queue's sender is dropped.
+pub async fn run_submitter(node: Arc<Node>, mut rx: mpsc::UnboundedReceiver<(Bytes, SubmitReply)>) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            item = rx.recv() => match item {
+                Some((payload, reply)) => {
+                    let node = node.clone();
+                    running.push(async move {
+                        let r = node.submit(payload).await;
+                        let _ = reply.send(r);
+                    });
+                }
+                None => break,
+            },
+            Some(()) = running.next(), if !running.is_empty() => {}
+        }
+    }
+    while running.next().await.is_some() {}
+}
+
+fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
+    ErrorReply {
+        kind,
+        message: message.into(),
+    }
+}
+
+impl Writer {
+    /// A writer whose planner starts from `applied`, and the submitter queue's receiver.
+    pub fn new(applied: crate::Catalog) -> (Writer, mpsc::UnboundedReceiver<(Bytes, SubmitReply)>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let plan = PlanState {
+            planner: Planner::new(applied),
+            epoch: None,
+            in_flight: 0,
+        };
+        (
+            Writer {
+                plan: Mutex::new(plan),
+                queue: tx,
+            },
+            rx,
+        )
+    }
+
+    fn plan(&self) -> MutexGuard<'_, PlanState> {
+        self.plan.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Whether `st` is an established leader that serves.
+pub fn is_serving_leader(st: &NodeStatus) -> bool {
+    st.role == Role::Leading && st.serving
+}
+
+impl Shared {
+    /// Waits (at most `leader_wait_ms`) until this node serves under a known leader.
+    async fn serving_status(&self) -> Option<NodeStatus> {
+        let mut w = self.node.watch();
+        let ok = |s: &NodeStatus| s.serving && s.leader.is_some() && !s.stopped;
+        let r = tokio::time::timeout(self.cfg.leader_wait, w.wait_for(ok)).await;
+        match r {
+            Ok(Ok(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn no_quorum(&self) -> ErrorReply {
+        err(
+            ErrorKind::QuorumUnavailable,
+            format!(
+                "no leader: an election is under way or no quorum is reachable (waited {} ms); \
+                 writes cannot commit now, reads still work",
+                self.cfg.leader_wait.as_millis()
+            ),
+        )
+    }
+
+    fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
+        let leader_addr = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone());
+        err(
+            ErrorKind::NotLeader {
+                leader_sid: leader,
+                leader_addr,
+            },
+            why.to_string(),
+        )
+    }
+
+    /// A write request from a client (`forwarded`: it came from another node, INV-3).
+    pub async fn write(
+        &self,
+        body: &RequestBody,
+        forwarded: bool,
+    ) -> Result<ResponseBody, ErrorReply> {
+        let Some(cmd) = body.to_command() else {
+            return Err(err(ErrorKind::Internal, "not a write"));
+        };
+        let Some(st) = self.serving_status().await else {
+            return Err(self.no_quorum());
+        };
+        if is_serving_leader(&st) {
+            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            return Ok(ResponseBody::Written {
+                journal_id,
+                created_id,
+            });
+        }
+        let leader = st.leader.map(|l| l.0);
+        if forwarded {
+            let why = "this node is not the leader (a forwarded write is not forwarded again)";
+            return Err(self.not_leader(leader, why));
+        }
+        self.forward(body, leader).await
+    }
+
+    /// Plans, submits and waits for a write on the leader (INV-1, INV-2).
+    pub async fn write_local(
+        &self,
+        cmd: &Command,
+        st: &NodeStatus,
+    ) -> Result<(u64, Option<u64>), ErrorReply> {
+        let (rx, created_id) = {
+            let mut p = self.writer.plan();
+            if p.epoch != Some(st.epoch) || p.in_flight == 0 {
+                let applied = crate::Catalog::clone(&self.catalog.load());
+                p.planner.reset(applied);
+                p.epoch = Some(st.epoch);
+            }
+            let planned = p.planner.plan(cmd).map_err(|e| ErrorReply::from(&e))?;
+            let (tx, rx) = oneshot::channel();
+            let payload = Bytes::from(planned.entry.encode());
+            if self.writer.queue.send((payload, tx)).is_err() {
+                return Err(err(ErrorKind::Internal, "the server is shutting down"));
+            }
+            p.in_flight += 1;
+            (rx, planned.created_id)
+        };
+        let limit = self.cfg.write_timeout;
+        let result = match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(SubmitError::Shutdown),
+            Err(_) => Err(SubmitError::Timeout(limit)),
+        };
+        {
+            let mut p = self.writer.plan();
+            p.in_flight = p.in_flight.saturating_sub(1);
+            if result.is_err() || p.in_flight == 0 {
+                let applied = crate::Catalog::clone(&self.catalog.load());
+                p.planner.reset(applied);
+            }
+        }
+        match result {
+            Ok(zxid) => Ok((zxid.0, created_id)),
+            Err(e) => Err(self.submit_error(e)),
+        }
+    }
+
+    /// The client-facing form of a submit or sync failure.
+    pub fn submit_error(&self, e: SubmitError) -> ErrorReply {
+        match e {
+            SubmitError::NoLeader | SubmitError::QuorumLost => {
+                err(ErrorKind::QuorumUnavailable, e.to_string())
+            }
+            SubmitError::NotLeader {
+                leader: ServerId(l),
+            } => self.not_leader(Some(l), &e.to_string()),
+            SubmitError::EpochExhausted => self.not_leader(None, &e.to_string()),
+            SubmitError::TooLarge { .. } => err(ErrorKind::InvalidArgument, e.to_string()),
+            SubmitError::Timeout(_) => err(ErrorKind::Timeout, e.to_string()),
+            SubmitError::Shutdown | SubmitError::Fatal(_) => {
+                err(ErrorKind::Internal, e.to_string())
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        body: &RequestBody,
+        leader: Option<u64>,
+    ) -> Result<ResponseBody, ErrorReply> {
+        let Some(addr) = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone()) else {
+            let why = "the leader's client address is unknown (give it as `server.N=...;port`)";
+            return Err(self.not_leader(leader, why));
+        };
+        let started = Instant::now();
+        let resp = self
+            .peers
+            .call(&addr, body.clone(), self.cfg.write_timeout)
+            .await
+            .map_err(|e| {
+                warn!(leader = ?leader, error = %e, "forwarding a write failed");
+                self.not_leader(
+                    leader,
+                    &format!("forwarding the write to the leader failed: {e}"),
+                )
+            })?;
+        let written = resp.result?;
+        let ResponseBody::Written { journal_id, .. } = &written else {
+            return Err(err(
+                ErrorKind::Internal,
+                "the leader answered a write with a non-write body",
+            ));
+        };
+        let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
+        if !self
+            .progress
+            .wait_applied(*journal_id, left.max(Duration::from_millis(1)))
+            .await
+        {
+            return Err(err(
+                ErrorKind::Timeout,
+                format!(
+                    "the write committed as journal id {journal_id:#x}, but this node has not \
+                     applied it within {} ms (applied {:#x})",
+                    self.cfg.write_timeout.as_millis(),
+                    self.progress.applied()
+                ),
+            ));
+        }
+        debug!(journal_id, "forwarded write applied here");
+        Ok(written)
+    }
+
+    /// SYNC: catch up with the leader's commit point; returns the applied journal id.
+    pub async fn sync(&self) -> Result<u64, ErrorReply> {
+        if self.serving_status().await.is_none() {
+            return Err(self.no_quorum());
+        }
+        let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
+        if !self
+            .progress
+            .wait_applied(z.0, self.cfg.write_timeout)
+            .await
+        {
+            return Err(err(ErrorKind::Timeout, "synced, but not applied in time"));
+        }
+        Ok(self.progress.applied())
+    }
+}
+
+/// The leader's TIMESTAMP ticker: logs the wall clock on becoming a serving leader and then
+/// every half tolerance, while it leads. Runs until the node stops or the server shuts down.
+pub async fn run_timestamps(shared: Arc<Shared>) {
+    let mut w = shared.node.watch();
+    let interval = shared.cfg.timestamp_interval();
+    let mut last: Option<(Epoch, Instant)> = None;
+    let mut retry: Option<Instant> = None;
+    loop {
+        let st = w.borrow_and_update().clone();
+        if st.stopped {
+            break;
+        }
+        let due = match last {
+            Some((epoch, at)) => epoch != st.epoch || at.elapsed() >= interval,
+            None => true,
+        };
+        let backing_off = retry.is_some_and(|r| r > Instant::now());
+        if is_serving_leader(&st) && due && !backing_off {
+            let cmd = Command::Timestamp { wall_ms: wall_ms() };
+            match shared.write_local(&cmd, &st).await {
+                Ok(_) => last = Some((st.epoch, Instant::now())),
+                Err(e) => {
+                    debug!(error = %e.message, "TIMESTAMP not logged");
+                    retry = Some(Instant::now() + Duration::from_millis(200));
+                }
+            }
+        }
+        let wait = match (last, retry) {
+            (_, Some(r)) if r > Instant::now() => r - Instant::now(),
+            (Some((_, at)), _) => interval.saturating_sub(at.elapsed()),
+            (None, _) => interval,
+        };
+        tokio::select! {
+            changed = w.changed() => if changed.is_err() { break },
+            () = tokio::time::sleep(wait.max(Duration::from_millis(10))) => {}
+        }
+    }
+}
