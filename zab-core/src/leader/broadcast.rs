@@ -185,18 +185,32 @@ impl Leader {
     }
 
     /// PINGACK: heartbeat answer, and a vote for every `sync` round it covers.
-    pub(super) fn on_ping_ack(&mut self, core: &mut Core, from: ServerId, round: u64) {
+    pub(super) fn on_ping_ack(
+        &mut self,
+        core: &mut Core,
+        from: ServerId,
+        round: u64,
+    ) -> Result<Next, StepError> {
         let counts = self
             .handlers
             .get(&from)
             .is_some_and(|h| h.forwarding() && !h.observer);
+        if counts && self.phase == Phase::Sync {
+            let fresh = self.confirm_round.is_some_and(|r| round >= r);
+            if fresh && self.newleader_acks.contains(&from) {
+                self.confirm_acks.insert(from);
+                return self.check_newleader(core);
+            }
+            return Ok(Next::Stay);
+        }
         if !counts || self.phase != Phase::Broadcast {
-            return;
+            return Ok(Next::Stay);
         }
         for s in self.syncs.iter_mut().filter(|s| s.round <= round) {
             s.acks.insert(from);
         }
         self.check_syncs(core);
+        Ok(Next::Stay)
     }
 
     fn check_syncs(&mut self, core: &mut Core) {

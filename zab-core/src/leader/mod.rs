@@ -125,6 +125,9 @@ pub(crate) struct Leader {
     pub(crate) next_ping_ms: u64,
     pub(crate) syncs: Vec<PendingSync>,
     pub(crate) queued: Vec<(Origin, ClientOp)>,
+    /// The PING round that confirms the NEWLEADER quorum is still there (sync INV-3).
+    pub(crate) confirm_round: Option<u64>,
+    pub(crate) confirm_acks: BTreeSet<ServerId>,
 }
 
 impl Leader {
@@ -144,6 +147,8 @@ impl Leader {
             next_ping_ms: core.now_ms,
             syncs: Vec::new(),
             queued: Vec::new(),
+            confirm_round: None,
+            confirm_acks: BTreeSet::new(),
         };
         let next = leader.check_discovery(core)?;
         Ok((leader, next))
@@ -200,10 +205,7 @@ impl Leader {
                 last_zxid,
             } => self.on_ack_epoch(core, from, current_epoch, last_zxid),
             Message::Ack { zxid } => self.on_ack(core, from, zxid),
-            Message::PingAck { round } => {
-                self.on_ping_ack(core, from, round);
-                Ok(Next::Stay)
-            }
+            Message::PingAck { round } => self.on_ping_ack(core, from, round),
             Message::Request {
                 request_id,
                 payload,
@@ -274,6 +276,7 @@ impl Leader {
         self.info_quorum.remove(&peer);
         self.epoch_acks.remove(&peer);
         self.newleader_acks.remove(&peer);
+        self.confirm_acks.remove(&peer);
     }
 
     /// Everything up to the log's persisted point is durable here.

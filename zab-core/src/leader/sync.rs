@@ -8,6 +8,11 @@
 //! INV-2: the leader applies nothing beyond its snapshot before a quorum (itself included, once
 //! its own log is durable) acked NEWLEADER; then its whole logged history is committed, applied
 //! in order, and only then is UPTODATE sent and are new txns proposed (Zab D9, F7).
+//! INV-3: the NEWLEADER quorum is confirmed by a PING round sent after it was reached: the
+//! epoch is established only when a quorum of the NEWLEADER ackers answered a round at least
+//! that recent.
+
+use std::collections::BTreeSet;
 
 use crate::error::StepError;
 use crate::io::Action;
@@ -178,6 +183,9 @@ impl Leader {
         if !core.cfg.is_quorum(self.newleader_acks.iter()) {
             return Ok(Next::Stay);
         }
+        if !self.confirmed(core) {
+            return Ok(Next::Stay);
+        }
         let last = core.log.last();
         core.apply_upto(last)?;
         core.last_committed = last;
@@ -199,6 +207,35 @@ impl Leader {
             self.send_uptodate(core, sid);
         }
         self.drain_queued(core)
+    }
+}
+
+impl Leader {
+    /// INV-3: one PING round after the NEWLEADER quorum, answered by a quorum of those that
+    /// acked, proves they still follow this leader now (acks queued before a long pause of the
+    /// leader, from followers that left since, do not establish a stale epoch).
+    fn confirmed(&mut self, core: &mut Core) -> bool {
+        if self.confirm_round.is_none() {
+            self.ping_round += 1;
+            let round = self.ping_round;
+            self.confirm_round = Some(round);
+            self.confirm_acks = BTreeSet::from([core.sid()]);
+            let acked: Vec<ServerId> = self
+                .newleader_acks
+                .iter()
+                .copied()
+                .filter(|s| *s != core.sid())
+                .collect();
+            for sid in acked {
+                core.send(sid, Message::Ping { round });
+            }
+        }
+        let live: Vec<ServerId> = self
+            .confirm_acks
+            .intersection(&self.newleader_acks)
+            .copied()
+            .collect();
+        core.cfg.is_quorum(live.iter())
     }
 }
 

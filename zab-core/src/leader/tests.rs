@@ -75,9 +75,49 @@ fn established() -> Peer {
     let mut p = leader(1);
     recv(&mut p, 1, info(1));
     recv(&mut p, 1, ack_epoch(1, Zxid::ZERO));
-    recv(&mut p, 1, Message::Ack { zxid: z(2, 0) });
+    let a = recv(&mut p, 1, Message::Ack { zxid: z(2, 0) });
+    assert!(
+        !p.is_serving(),
+        "a NEWLEADER quorum is confirmed by a PING round first"
+    );
+    recv(
+        &mut p,
+        1,
+        Message::PingAck {
+            round: ping_round(&a),
+        },
+    );
     assert!(p.is_serving());
     p
+}
+
+fn ping_round(actions: &[Action]) -> u64 {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Send {
+                msg: Message::Ping { round },
+                ..
+            } => Some(*round),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn newleader_quorum_needs_a_fresh_ping_round() {
+    let mut p = leader(1);
+    recv(&mut p, 1, info(1));
+    recv(&mut p, 1, ack_epoch(1, Zxid::ZERO));
+    let a = recv(&mut p, 1, Message::Ack { zxid: z(2, 0) });
+    let round = ping_round(&a);
+    // An answer to an older round (sent before the quorum) does not confirm.
+    recv(&mut p, 1, Message::PingAck { round: round - 1 });
+    assert!(!p.is_serving());
+    // The follower left meanwhile: its ack no longer counts and nothing establishes.
+    p.step(Input::ConnectionLost { peer: s(1) }).unwrap();
+    p.take_actions();
+    assert!(!p.is_serving());
 }
 
 #[test]
