@@ -137,7 +137,7 @@ impl Driver {
     }
 
     async fn on_tick(&mut self) -> Result<(), Fatal> {
-        for peer in self.out.expired_mutes() {
+        for peer in self.out.expired_mutes(&self.transport) {
             warn!(
                 peer = peer.0,
                 "no loss reported for a severed connection; telling the core"
@@ -161,7 +161,10 @@ impl Driver {
                 self.step(Input::Message { from, msg }).await
             }
             Event::ConnectionLost { peer } => {
-                self.out.connection_lost(peer);
+                if self.out.connection_lost(&self.transport, peer) {
+                    debug!(peer = peer.0, "connection closed at the core's request");
+                    return Ok(());
+                }
                 self.step(Input::ConnectionLost { peer }).await
             }
         }

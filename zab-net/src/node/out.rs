@@ -16,6 +16,11 @@
 //! it is fed to the core, or `MUTE_MAX` passes and the driver feeds one itself.
 //! INV-3: every stream wait is bounded by `stall` (no progress → the stream fails, the peer
 //! is disconnected).
+//! INV-4: after the core's `Disconnect` of an established connection, messages to that peer
+//! wait until the transport reports the connection's end (or `MUTE_MAX` passes), so none is
+//! written into the outbox being discarded; that `ConnectionLost` is not fed to the core,
+//! which already dropped the connection (it would otherwise end a newer session with the
+//! same peer).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
@@ -72,6 +77,8 @@ struct PeerOut {
     stream: Option<(u64, AbortHandle)>,
     queue: VecDeque<Item>,
     muted_since: Option<Instant>,
+    /// The core closed the connection; messages wait until the transport reports its end.
+    closing_since: Option<Instant>,
 }
 
 impl PeerOut {
@@ -130,7 +137,7 @@ impl OutQueues {
         if p.muted_since.is_some() {
             return;
         }
-        if p.stream.is_some() {
+        if p.stream.is_some() || p.closing_since.is_some() {
             p.queue.push_back(Item::Msg(msg));
             return;
         }
@@ -145,7 +152,7 @@ impl OutQueues {
         if p.muted_since.is_some() {
             return;
         }
-        if p.stream.is_some() {
+        if p.stream.is_some() || p.closing_since.is_some() {
             p.queue.push_back(Item::Stream(s));
             return;
         }
@@ -153,29 +160,50 @@ impl OutQueues {
     }
 
     /// The transport lost the quorum connection to `peer`: its queue is void; unmute.
-    pub(super) fn connection_lost(&mut self, peer: ServerId) {
-        if let Some(p) = self.peers.get_mut(&peer) {
-            p.clear();
-            p.muted_since = None;
+    ///
+    /// Returns true when the loss is the end of a connection the core itself closed
+    /// (`Disconnect`, INV-4): the core already forgot it and must not hear of it again, and
+    /// what it sent since goes out now, on the next connection.
+    pub(super) fn connection_lost(&mut self, t: &Transport, peer: ServerId) -> bool {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return false;
+        };
+        if p.closing_since.take().is_some() {
+            self.pump(t, peer);
+            return true;
         }
+        p.clear();
+        p.muted_since = None;
+        false
     }
 
-    /// The core closed the connection to `peer`.
+    /// The core closed the connection to `peer` (INV-4).
     pub(super) fn disconnect(&mut self, t: &Transport, peer: ServerId) {
-        if let Some(p) = self.peers.get_mut(&peer) {
-            p.clear();
+        let p = self.peers.entry(peer).or_default();
+        p.clear();
+        if p.muted_since.is_none() && t.is_connected(peer, Channel::Quorum) {
+            p.closing_since = Some(Instant::now());
         }
         t.disconnect_channel(peer, Channel::Quorum);
     }
 
-    /// Peers muted longer than `MUTE_MAX` (unmuted now; the caller tells the core).
-    pub(super) fn expired_mutes(&mut self) -> Vec<ServerId> {
+    /// Peers muted longer than `MUTE_MAX` (unmuted now; the caller tells the core). Closings
+    /// that did not end within `MUTE_MAX` stop holding messages back.
+    pub(super) fn expired_mutes(&mut self, t: &Transport) -> Vec<ServerId> {
         let mut out = Vec::new();
+        let mut closed = Vec::new();
         for (sid, p) in &mut self.peers {
             if p.muted_since.is_some_and(|t| t.elapsed() >= MUTE_MAX) {
                 p.muted_since = None;
                 out.push(*sid);
             }
+            if p.closing_since.is_some_and(|t| t.elapsed() >= MUTE_MAX) {
+                p.closing_since = None;
+                closed.push(*sid);
+            }
+        }
+        for sid in closed {
+            self.pump(t, sid);
         }
         out
     }
