@@ -37,6 +37,8 @@
 //!   on any input.
 
 pub mod catalog;
+pub mod cli;
+pub mod client;
 pub mod command;
 pub mod error;
 pub mod image;

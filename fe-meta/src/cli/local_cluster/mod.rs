@@ -1,0 +1,204 @@
+//! `fe-meta local-cluster`: a cluster of `fe-meta server` child processes on loopback, data
+//! under one folder ([`layout`]), supervised until Ctrl-C / SIGTERM.
+//!
+//! Run: make or reuse the folder → start one child per node (this executable, its own process
+//! group so a terminal's Ctrl-C reaches only the supervisor, stdout/stderr appended to the
+//! node's log) → poll STATUS until one leader is followed by every node → print the endpoints
+//! (`127.0.0.1:PORT`, one a line) and a status table → watch: report any child that exits →
+//! on SIGINT/SIGTERM stop the children (SIGTERM, wait, SIGKILL after `--stop-timeout`).
+//!
+//! INV-1: every child started is waited for before `run` returns (no zombies, no leftovers);
+//! children also get SIGTERM from the kernel if the supervisor dies (PR_SET_PDEATHSIG).
+//! INV-2: every wait is bounded (`--wait-secs` for the leader, `--stop-timeout` to stop).
+
+pub mod layout;
+mod procs;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::render::{status_row, table, STATUS_HEADERS};
+use super::server_cmd::shutdown_signal;
+use super::{runtime, Failure};
+use crate::client::{Client, ClientOptions};
+use crate::protocol::{Mode, StatusInfo};
+use layout::Layout;
+use procs::Children;
+
+/// Client port of node 1 in a default local cluster.
+pub const DEFAULT_BASE_PORT: u16 = 9030;
+
+/// The arguments of `local-cluster`.
+#[derive(Clone, Debug, Args)]
+pub struct LocalClusterArgs {
+    /// The cluster's folder (configs, data, logs); a second run reuses it as is.
+    #[arg(long, default_value = "./fe-meta-local")]
+    pub dir: PathBuf,
+    /// Number of nodes (first run only).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Node 1's client port; node N uses BASE+N-1 (client), BASE+10+N-1 (quorum) and
+    /// BASE+20+N-1 (election). First run only.
+    #[arg(long, default_value_t = DEFAULT_BASE_PORT)]
+    pub base_port: u16,
+    /// Seconds to wait for a leader before giving up.
+    #[arg(long, default_value_t = 60)]
+    pub wait_secs: u64,
+    /// Seconds a node gets to stop after SIGTERM before SIGKILL.
+    #[arg(long, default_value_t = 10)]
+    pub stop_timeout: u64,
+}
+
+/// Runs the local cluster until Ctrl-C / SIGTERM.
+pub(super) fn run(args: &LocalClusterArgs) -> Result<(), Failure> {
+    let layout = layout::open_or_create(&args.dir, args.nodes, args.base_port)?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::other(format!("cannot find this executable: {e}")))?;
+    let rt = runtime()?;
+    // Children are spawned from this (main) thread: PDEATHSIG follows the spawning thread.
+    rt.block_on(supervise(args, &layout, exe))
+}
+
+async fn supervise(args: &LocalClusterArgs, layout: &Layout, exe: PathBuf) -> Result<(), Failure> {
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let verb = if layout.created { "made" } else { "reusing" };
+    eprintln!(
+        "fe-meta local-cluster: {verb} {} ({} nodes, cluster id {:#x})",
+        layout.dir.display(),
+        layout.nodes.len(),
+        layout.cluster_id
+    );
+    let mut children = Children::start(&exe, layout)?;
+    let wait = Duration::from_secs(args.wait_secs);
+    let stop = Duration::from_secs(args.stop_timeout);
+    let started = tokio::select! {
+        r = wait_for_leader(layout, &mut children, wait) => r,
+        _ = &mut shutdown => Err(Failure::other("interrupted while starting")),
+    };
+    let statuses = match started {
+        Ok(s) => s,
+        Err(e) => {
+            children.stop(stop).await;
+            return Err(e);
+        }
+    };
+    for node in &layout.nodes {
+        println!("{}", node.endpoint());
+    }
+    print!("{}", status_table(layout, &statuses));
+    eprintln!(
+        "fe-meta local-cluster: running; logs in {}/nodeN/fe-meta.log; Ctrl-C stops it",
+        layout.dir.display()
+    );
+    let watched = tokio::select! {
+        r = watch(&mut children) => r,
+        _ = &mut shutdown => Ok(()),
+    };
+    eprintln!("fe-meta local-cluster: stopping");
+    children.stop(stop).await;
+    eprintln!("fe-meta local-cluster: stopped");
+    watched
+}
+
+/// The status table: one row per node (a node that did not answer shows `-`).
+fn status_table(layout: &Layout, statuses: &[Option<StatusInfo>]) -> String {
+    let rows: Vec<Vec<String>> = layout
+        .nodes
+        .iter()
+        .zip(statuses)
+        .map(|(node, s)| match s {
+            Some(s) => status_row(&node.endpoint(), s),
+            None => vec![
+                node.sid.to_string(),
+                node.endpoint(),
+                "down".into(),
+                "-".into(),
+                "-".into(),
+            ],
+        })
+        .collect();
+    table(&STATUS_HEADERS, &rows)
+}
+
+/// Polls every node's STATUS until one is the leader and every node follows it; fails early
+/// if a child exits, and after `wait`.
+async fn wait_for_leader(
+    layout: &Layout,
+    children: &mut Children,
+    wait: Duration,
+) -> Result<Vec<Option<StatusInfo>>, Failure> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(dead) = children.reap().into_iter().next() {
+            return Err(Failure::other(format!(
+                "{dead} during start-up; the end of its log:\n{}",
+                children.log_tail(&dead, 12)
+            )));
+        }
+        let statuses = poll_statuses(layout).await;
+        if elected(&statuses) {
+            return Ok(statuses);
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::other(format!(
+                "no leader within {wait:?}; the nodes say:\n{}",
+                status_table(layout, &statuses)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Each node's STATUS, `None` for a node that does not answer (quickly).
+pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
+    let options = ClientOptions {
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(1),
+    };
+    let mut out = Vec::with_capacity(layout.nodes.len());
+    for node in &layout.nodes {
+        let status = match Client::connect_with(&node.endpoint(), options).await {
+            Ok(c) => c.status().await.ok(),
+            Err(_) => None,
+        };
+        out.push(status);
+    }
+    out
+}
+
+/// Whether every node answered and all follow the one leader.
+fn elected(statuses: &[Option<StatusInfo>]) -> bool {
+    let Some(all) = statuses.iter().cloned().collect::<Option<Vec<_>>>() else {
+        return false;
+    };
+    let leaders: Vec<u64> = all
+        .iter()
+        .filter(|s| s.mode == Mode::Leader)
+        .map(|s| s.sid)
+        .collect();
+    match leaders.as_slice() {
+        [leader] => all
+            .iter()
+            .all(|s| s.mode != Mode::Looking && s.leader_sid == Some(*leader)),
+        _ => false,
+    }
+}
+
+/// Reports children that exit, until none is left (then an error).
+async fn watch(children: &mut Children) -> Result<(), Failure> {
+    loop {
+        for dead in children.reap() {
+            eprintln!(
+                "fe-meta local-cluster: {dead}; the end of its log:\n{}",
+                children.log_tail(&dead, 8)
+            );
+        }
+        if children.running() == 0 {
+            return Err(Failure::other("every node has exited"));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

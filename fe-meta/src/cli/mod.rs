@@ -1,0 +1,171 @@
+//! The `fe-meta` command line: `server`, `local-cluster`, and one client command per request
+//! kind (`add-backend`, `show-backends`, `create-db`, …), each talking to any node through
+//! [`crate::client`].
+//!
+//! Module map: [`exit`] (exit codes), `client_cmds` (client commands → output), `render`
+//! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
+//! `server_cmd` (the node process: tracing, signals).
+//!
+//! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
+//! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
+//! timeouts, and [`exit::ExitCode`] for failures.
+//!
+//! INV-1: every failure prints one line to stderr and exits with the code of its kind
+//! ([`exit`]); stdout carries only results (tables, or one JSON document with `--json`).
+
+mod client_cmds;
+pub mod exit;
+mod local_cluster;
+mod render;
+mod server_cmd;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use client_cmds::ClientCommand;
+pub use exit::ExitCode;
+pub use local_cluster::{LocalClusterArgs, DEFAULT_BASE_PORT};
+
+/// `127.0.0.1:<first client port of a default local-cluster>`.
+pub const DEFAULT_SERVER: &str = "127.0.0.1:9030";
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success
+  1   other failure (local I/O, a node of local-cluster failed to start, ...)
+  2   bad command line
+  3   cannot connect to the server, or the connection was lost
+  5   malformed answer from the server
+  11  NOT_LEADER          the node has no leader now (or forwarding failed): retry
+  12  STALE               the node's catalog is too far behind: retry later or elsewhere
+  13  QUORUM_UNAVAILABLE  no quorum: writes and syncs fail, plain reads still work
+  14  INVALID_ARGUMENT    bad name, type, address...: fix the request
+  15  TIMEOUT             no answer in time (client or server): a write's outcome is unknown
+  16  INTERNAL            a server-side failure
+  17  NOT_FOUND           no such database / table / backend
+  18  ALREADY_EXISTS      what a write would create exists
+(server errors exit with 10 + the protocol status code of docs/PROTOCOL.md §7)";
+
+/// The `fe-meta` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fe-meta",
+    version,
+    about = "A replicated metadata service (Doris/StarRocks frontend style) on ZAB",
+    after_help = EXIT_CODES_HELP
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where a client command connects, and how long it waits.
+#[derive(Clone, Debug, Args)]
+pub struct ClientArgs {
+    /// Any node's client endpoint, host:port (writes are forwarded to the leader).
+    #[arg(long, short = 's', env = "FE_META_SERVER", default_value = DEFAULT_SERVER)]
+    pub server: String,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds to wait for the answer.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Seconds to wait for the TCP connection.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub connect_timeout: f64,
+}
+
+impl ClientArgs {
+    /// The client options these arguments ask for.
+    pub fn options(&self) -> crate::client::ClientOptions {
+        crate::client::ClientOptions {
+            connect_timeout: secs(self.connect_timeout),
+            request_timeout: secs(self.timeout),
+        }
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(30))
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one node (ZooKeeper-style zoo.cfg; logs to stderr, filter with RUST_LOG).
+    Server {
+        /// The node's zoo.cfg.
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Run a cluster of nodes on loopback as child processes, data under --dir (a second run
+    /// reuses the folder, its data and its ports); Ctrl-C stops it.
+    LocalCluster(LocalClusterArgs),
+    /// A client command sent to one node.
+    #[command(flatten)]
+    Client(ClientCommand),
+    // `bench` (issue 7) goes here: `Bench(bench::BenchArgs)` and an arm in `run`.
+}
+
+/// Parses the process arguments and runs; the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    std::process::ExitCode::from(run(cli).code())
+}
+
+/// Runs a parsed command line; failures have been reported on stderr.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Server { config } => server_cmd::run(&config),
+        Command::LocalCluster(args) => local_cluster::run(&args),
+        Command::Client(cmd) => client_cmds::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::Success,
+        Err(e) => {
+            eprintln!("fe-meta: {}", e.message);
+            e.code
+        }
+    }
+}
+
+/// A failure of a subcommand: what to print, and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit code.
+    pub code: ExitCode,
+    /// One line for stderr.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with exit code [`ExitCode::Other`].
+    pub fn other(message: impl Into<String>) -> Failure {
+        Failure {
+            code: ExitCode::Other,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<crate::client::ClientError> for Failure {
+    fn from(e: crate::client::ClientError) -> Failure {
+        Failure {
+            code: ExitCode::from(&e),
+            message: format!("{}: {e}", e.name()),
+        }
+    }
+}
+
+/// Builds a runtime for a command (library code: no panics on failure).
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
+}

@@ -1,0 +1,299 @@
+//! Answers as human tables and as JSON documents.
+//!
+//! JSON keys are the protocol's field names (`docs/PROTOCOL.md` §5); journal ids are numbers
+//! in JSON and hex (`0x…`, like ZooKeeper's zxids) in tables.
+//!
+//! INV: every answer has both forms, built from the same values.
+
+use serde_json::{json, Value};
+
+use crate::catalog::{Backend, Column, Database, Table};
+use crate::client::{Read, Written};
+use crate::protocol::{FrontendRow, StatusInfo};
+
+/// A rendered answer.
+pub(super) struct Output {
+    /// For people: a table or a sentence, newline-terminated.
+    pub human: String,
+    /// For scripts.
+    pub json: Value,
+}
+
+/// A journal id as ZooKeeper prints zxids.
+pub(super) fn hex(id: u64) -> String {
+    format!("0x{id:x}")
+}
+
+/// Lays out rows under headers, columns padded to their widest cell.
+pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+pub(super) fn written(what: &str, w: Written) -> Output {
+    let created = w
+        .created_id
+        .map_or(String::new(), |id| format!(", id {id}"));
+    Output {
+        human: format!("{what}{created} (journal id {})\n", hex(w.journal_id)),
+        json: json!({ "journal_id": w.journal_id, "created_id": w.created_id }),
+    }
+}
+
+fn footer(n: usize, what: &str, journal_id: u64) -> String {
+    format!("({n} {what}, journal id {})\n", hex(journal_id))
+}
+
+pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
+    let rows: Vec<Vec<String>> = r
+        .value
+        .iter()
+        .map(|b| {
+            vec![
+                b.id.to_string(),
+                b.host.clone(),
+                b.heartbeat_port.to_string(),
+                b.state.name().to_owned(),
+                b.capacity_bytes.to_string(),
+            ]
+        })
+        .collect();
+    let items: Vec<Value> = r
+        .value
+        .iter()
+        .map(|b| {
+            json!({"id": b.id, "host": b.host, "heartbeat_port": b.heartbeat_port,
+                   "state": b.state.name(), "capacity_bytes": b.capacity_bytes})
+        })
+        .collect();
+    let headers = ["ID", "HOST", "HEARTBEAT_PORT", "STATE", "CAPACITY_BYTES"];
+    Output {
+        human: table(&headers, &rows) + &footer(rows.len(), "backends", r.journal_id),
+        json: json!({ "journal_id": r.journal_id, "backends": items }),
+    }
+}
+
+pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
+    let endpoint = |f: &FrontendRow| format!("{}:{}", f.host, f.client_port);
+    let rows: Vec<Vec<String>> = r
+        .value
+        .iter()
+        .map(|f| {
+            vec![
+                f.sid.to_string(),
+                f.name.clone(),
+                endpoint(f),
+                f.role.name().to_owned(),
+                f.is_leader.to_string(),
+                f.alive.to_string(),
+                hex(f.replayed_journal_id),
+                opt(f.lag_ms),
+            ]
+        })
+        .collect();
+    let items: Vec<Value> = r
+        .value
+        .iter()
+        .map(|f| {
+            json!({"sid": f.sid, "name": f.name, "host": f.host, "client_port": f.client_port,
+                   "endpoint": endpoint(f), "role": f.role.name(), "is_leader": f.is_leader,
+                   "alive": f.alive, "replayed_journal_id": f.replayed_journal_id,
+                   "lag_ms": f.lag_ms})
+        })
+        .collect();
+    let headers = [
+        "SID",
+        "NAME",
+        "ENDPOINT",
+        "ROLE",
+        "LEADER",
+        "ALIVE",
+        "JOURNAL_ID",
+        "LAG_MS",
+    ];
+    Output {
+        human: table(&headers, &rows) + &footer(rows.len(), "frontends", r.journal_id),
+        json: json!({ "journal_id": r.journal_id, "frontends": items }),
+    }
+}
+
+pub(super) fn databases(r: Read<Vec<Database>>) -> Output {
+    let rows: Vec<Vec<String>> = r
+        .value
+        .iter()
+        .map(|d| vec![d.id.to_string(), d.name.clone()])
+        .collect();
+    let items: Vec<Value> = r
+        .value
+        .iter()
+        .map(|d| json!({"id": d.id, "name": d.name}))
+        .collect();
+    Output {
+        human: table(&["ID", "NAME"], &rows) + &footer(rows.len(), "databases", r.journal_id),
+        json: json!({ "journal_id": r.journal_id, "databases": items }),
+    }
+}
+
+fn column_text(c: &Column) -> String {
+    let mut s = format!("{} {}", c.name, c.ty);
+    if c.is_key {
+        s.push_str(" KEY");
+    }
+    s.push_str(if c.nullable { " NULL" } else { " NOT NULL" });
+    if let Some(d) = &c.default {
+        s.push_str(&format!(" DEFAULT {d:?}"));
+    }
+    s
+}
+
+fn column_json(c: &Column) -> Value {
+    json!({"name": c.name, "type": c.ty.to_string(), "nullable": c.nullable,
+           "is_key": c.is_key, "default": c.default})
+}
+
+pub(super) fn tables(db: &str, r: Read<Vec<Table>>) -> Output {
+    let rows: Vec<Vec<String>> = r
+        .value
+        .iter()
+        .map(|t| {
+            let cols: Vec<String> = t.columns.iter().map(column_text).collect();
+            vec![t.id.to_string(), t.name.clone(), cols.join(", ")]
+        })
+        .collect();
+    let items: Vec<Value> = r
+        .value
+        .iter()
+        .map(|t| {
+            let cols: Vec<Value> = t.columns.iter().map(column_json).collect();
+            json!({"id": t.id, "db_id": t.db_id, "name": t.name, "columns": cols})
+        })
+        .collect();
+    let what = format!("tables in {db}");
+    Output {
+        human: table(&["ID", "NAME", "COLUMNS"], &rows) + &footer(rows.len(), &what, r.journal_id),
+        json: json!({ "journal_id": r.journal_id, "database": db, "tables": items }),
+    }
+}
+
+pub(super) fn var(name: &str, r: Read<Option<String>>) -> Output {
+    let human = match &r.value {
+        Some(v) => format!("{name} = {v}\n"),
+        None => format!("{name} is not set\n"),
+    };
+    Output {
+        human,
+        json: json!({ "journal_id": r.journal_id, "name": name, "value": r.value }),
+    }
+}
+
+pub(super) fn vars(r: Read<Vec<(String, String)>>) -> Output {
+    let rows: Vec<Vec<String>> = r
+        .value
+        .iter()
+        .map(|(k, v)| vec![k.clone(), v.clone()])
+        .collect();
+    let map: serde_json::Map<String, Value> = r
+        .value
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    Output {
+        human: table(&["NAME", "VALUE"], &rows) + &footer(rows.len(), "variables", r.journal_id),
+        json: json!({ "journal_id": r.journal_id, "vars": map }),
+    }
+}
+
+pub(super) fn synced(journal_id: u64) -> Output {
+    Output {
+        human: format!("synced: journal id {}\n", hex(journal_id)),
+        json: json!({ "journal_id": journal_id }),
+    }
+}
+
+pub(super) fn digest((journal_id, digest, entry_count): (u64, [u8; 32], u64)) -> Output {
+    let hexd: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Output {
+        human: format!(
+            "journal id {}  entries {entry_count}  sha256 {hexd}\n",
+            hex(journal_id)
+        ),
+        json: json!({ "journal_id": journal_id, "digest": hexd, "entry_count": entry_count }),
+    }
+}
+
+/// The status of one node as a JSON object.
+pub(super) fn status_json(endpoint: &str, s: &StatusInfo) -> Value {
+    json!({"endpoint": endpoint, "sid": s.sid, "mode": s.mode.name(), "leader_sid": s.leader_sid,
+           "epoch": s.epoch, "applied_journal_id": s.applied_journal_id,
+           "last_timestamp_ms": s.last_timestamp_ms, "staleness_ms": s.staleness_ms,
+           "entry_count": s.entry_count, "cluster_id": s.cluster_id, "version": s.version})
+}
+
+/// The status table's row for one node.
+pub(super) fn status_row(endpoint: &str, s: &StatusInfo) -> Vec<String> {
+    vec![
+        s.sid.to_string(),
+        endpoint.to_owned(),
+        s.mode.name().to_owned(),
+        opt(s.leader_sid),
+        hex(s.applied_journal_id),
+    ]
+}
+
+/// Headers of [`status_row`].
+pub(super) const STATUS_HEADERS: [&str; 5] = ["SID", "ENDPOINT", "ROLE", "LEADER", "JOURNAL_ID"];
+
+pub(super) fn status(endpoint: &str, s: &StatusInfo) -> Output {
+    let human = format!(
+        "{}epoch {}  entries {}  staleness {}  cluster id {:#x}  version {}\n",
+        table(&STATUS_HEADERS, &[status_row(endpoint, s)]),
+        s.epoch,
+        s.entry_count,
+        s.staleness_ms
+            .map_or("-".to_owned(), |ms| format!("{ms} ms")),
+        s.cluster_id,
+        s.version,
+    );
+    Output {
+        human,
+        json: status_json(endpoint, s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_pad_columns() {
+        let t = table(
+            &["A", "LONGER"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["q".into(), "22".into()],
+            ],
+        );
+        assert_eq!(t, "A    LONGER\nxyz  1\nq    22\n");
+    }
+}

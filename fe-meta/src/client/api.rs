@@ -1,0 +1,235 @@
+//! One [`Client`] method per request kind (`docs/PROTOCOL.md` §4), with typed answers.
+//!
+//! INV: each method sends exactly one request and returns the body its kind answers with;
+//! a mismatched body (which [`Client::call`] already rules out) is a
+//! [`ClientError::Protocol`], never a panic.
+
+use super::{Client, ClientError};
+use crate::catalog::{Backend, BackendState, Column, Database, Table};
+use crate::command::BackendRef;
+use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
+
+/// A committed write: committed on a quorum and applied on the node that answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The write's journal id (zxid).
+    pub journal_id: u64,
+    /// The new backend / database / table id, for writes that create one.
+    pub created_id: Option<u64>,
+}
+
+/// A read answer and the catalog version it was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read<T> {
+    /// The last journal id applied to the catalog version read.
+    pub journal_id: u64,
+    /// What was read.
+    pub value: T,
+}
+
+fn read<T>(journal_id: u64, value: T) -> Result<Read<T>, ClientError> {
+    Ok(Read { journal_id, value })
+}
+
+fn mismatch(what: &str) -> ClientError {
+    ClientError::Protocol(format!("unexpected answer to {what}"))
+}
+
+fn opts(sync: bool) -> ReadOptions {
+    ReadOptions { sync }
+}
+
+impl Client {
+    async fn write(&self, body: RequestBody) -> Result<Written, ClientError> {
+        let kind = body.kind();
+        match self.call(body).await? {
+            ResponseBody::Written {
+                journal_id,
+                created_id,
+            } => Ok(Written {
+                journal_id,
+                created_id,
+            }),
+            _ => Err(mismatch(&kind.to_string())),
+        }
+    }
+
+    /// STATUS: the node's role, leader, progress and staleness.
+    pub async fn status(&self) -> Result<StatusInfo, ClientError> {
+        match self.call(RequestBody::Status).await? {
+            ResponseBody::Status(s) => Ok(s),
+            _ => Err(mismatch("STATUS")),
+        }
+    }
+
+    /// DIGEST: `(journal_id, sha256, entry_count)` of the node's catalog.
+    pub async fn digest(&self, sync: bool) -> Result<(u64, [u8; 32], u64), ClientError> {
+        match self.call(RequestBody::Digest(opts(sync))).await? {
+            ResponseBody::Digest {
+                journal_id,
+                digest,
+                entry_count,
+            } => Ok((journal_id, digest, entry_count)),
+            _ => Err(mismatch("DIGEST")),
+        }
+    }
+
+    /// SYNC: returns once the node has applied everything committed when the sync started;
+    /// the node's applied journal id.
+    pub async fn sync(&self) -> Result<u64, ClientError> {
+        match self.call(RequestBody::Sync).await? {
+            ResponseBody::Synced { journal_id } => Ok(journal_id),
+            _ => Err(mismatch("SYNC")),
+        }
+    }
+
+    /// ADD_BACKEND `host:heartbeat_port` (capacity 0 = unknown).
+    pub async fn add_backend(
+        &self,
+        host: &str,
+        heartbeat_port: u16,
+        capacity_bytes: u64,
+    ) -> Result<Written, ClientError> {
+        self.write(RequestBody::AddBackend {
+            host: host.to_owned(),
+            heartbeat_port,
+            capacity_bytes,
+        })
+        .await
+    }
+
+    /// DROP_BACKEND.
+    pub async fn drop_backend(&self, target: BackendRef) -> Result<Written, ClientError> {
+        self.write(RequestBody::DropBackend(target)).await
+    }
+
+    /// MODIFY_BACKEND: a new state and/or capacity.
+    pub async fn modify_backend(
+        &self,
+        target: BackendRef,
+        state: Option<BackendState>,
+        capacity_bytes: Option<u64>,
+    ) -> Result<Written, ClientError> {
+        self.write(RequestBody::ModifyBackend {
+            target,
+            state,
+            capacity_bytes,
+        })
+        .await
+    }
+
+    /// SHOW_BACKENDS, by id.
+    pub async fn show_backends(&self, sync: bool) -> Result<Read<Vec<Backend>>, ClientError> {
+        match self.call(RequestBody::ShowBackends(opts(sync))).await? {
+            ResponseBody::Backends {
+                journal_id,
+                backends,
+            } => read(journal_id, backends),
+            _ => Err(mismatch("SHOW_BACKENDS")),
+        }
+    }
+
+    /// SHOW_FRONTENDS, by sid.
+    pub async fn show_frontends(&self, sync: bool) -> Result<Read<Vec<FrontendRow>>, ClientError> {
+        match self.call(RequestBody::ShowFrontends(opts(sync))).await? {
+            ResponseBody::Frontends { journal_id, rows } => read(journal_id, rows),
+            _ => Err(mismatch("SHOW_FRONTENDS")),
+        }
+    }
+
+    /// CREATE_DB.
+    pub async fn create_db(&self, name: &str) -> Result<Written, ClientError> {
+        self.write(RequestBody::CreateDb {
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// DROP_DB (and its tables).
+    pub async fn drop_db(&self, name: &str) -> Result<Written, ClientError> {
+        self.write(RequestBody::DropDb {
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// SHOW_DATABASES, by id.
+    pub async fn show_databases(&self, sync: bool) -> Result<Read<Vec<Database>>, ClientError> {
+        match self.call(RequestBody::ShowDatabases(opts(sync))).await? {
+            ResponseBody::Databases {
+                journal_id,
+                databases,
+            } => read(journal_id, databases),
+            _ => Err(mismatch("SHOW_DATABASES")),
+        }
+    }
+
+    /// CREATE_TABLE.
+    pub async fn create_table(
+        &self,
+        db: &str,
+        name: &str,
+        columns: Vec<Column>,
+    ) -> Result<Written, ClientError> {
+        self.write(RequestBody::CreateTable {
+            db: db.to_owned(),
+            name: name.to_owned(),
+            columns,
+        })
+        .await
+    }
+
+    /// DROP_TABLE.
+    pub async fn drop_table(&self, db: &str, name: &str) -> Result<Written, ClientError> {
+        self.write(RequestBody::DropTable {
+            db: db.to_owned(),
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// SHOW_TABLES of a database, by name.
+    pub async fn show_tables(&self, db: &str, sync: bool) -> Result<Read<Vec<Table>>, ClientError> {
+        let body = RequestBody::ShowTables {
+            opts: opts(sync),
+            db: db.to_owned(),
+        };
+        match self.call(body).await? {
+            ResponseBody::Tables { journal_id, tables } => read(journal_id, tables),
+            _ => Err(mismatch("SHOW_TABLES")),
+        }
+    }
+
+    /// SET_VAR.
+    pub async fn set_var(&self, name: &str, value: &str) -> Result<Written, ClientError> {
+        self.write(RequestBody::SetVar {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        })
+        .await
+    }
+
+    /// GET_VAR: `None` if the variable is not set.
+    pub async fn get_var(
+        &self,
+        name: &str,
+        sync: bool,
+    ) -> Result<Read<Option<String>>, ClientError> {
+        let body = RequestBody::GetVar {
+            opts: opts(sync),
+            name: name.to_owned(),
+        };
+        match self.call(body).await? {
+            ResponseBody::Var { journal_id, value } => read(journal_id, value),
+            _ => Err(mismatch("GET_VAR")),
+        }
+    }
+
+    /// SHOW_VARS, by name.
+    pub async fn show_vars(&self, sync: bool) -> Result<Read<Vec<(String, String)>>, ClientError> {
+        match self.call(RequestBody::ShowVars(opts(sync))).await? {
+            ResponseBody::Vars { journal_id, vars } => read(journal_id, vars),
+            _ => Err(mismatch("SHOW_VARS")),
+        }
+    }
+}
