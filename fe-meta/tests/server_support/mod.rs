@@ -1,0 +1,208 @@
+//! In-process fe-meta clusters on loopback for the server tests: free ports found by binding
+//! port 0 and releasing it, temp data dirs, tickTime 100 ms, forceSync=no (tests only).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use fe_meta::protocol::{
+    decode_response, encode_frame, encode_request, ErrorReply, FrameDecoder, Request, RequestBody,
+    Response, ResponseBody,
+};
+use fe_meta::server::Server;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use zab_core::Role;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+pub struct Cluster {
+    pub root: tempfile::TempDir,
+    pub n: u64,
+    pub ports: BTreeMap<u64, (u16, u16, u16)>,
+    pub extra: String,
+    pub servers: BTreeMap<u64, Server>,
+}
+
+impl Cluster {
+    /// `n` voters; `extra` is appended to every zoo.cfg (fe-meta keys).
+    pub fn new(n: u64, extra: &str) -> Cluster {
+        let ports = (1..=n)
+            .map(|s| (s, (free_port(), free_port(), free_port())))
+            .collect();
+        Cluster {
+            root: tempfile::tempdir().unwrap(),
+            n,
+            ports,
+            extra: extra.to_string(),
+            servers: BTreeMap::new(),
+        }
+    }
+
+    pub fn data_dir(&self, sid: u64) -> PathBuf {
+        self.root.path().join(format!("fe{sid}"))
+    }
+
+    /// Writes `fe{sid}.cfg` and `myid`; returns the config path.
+    pub fn write_config(&self, sid: u64, cluster_id: u64) -> PathBuf {
+        let dir = self.data_dir(sid);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("myid"), format!("{sid}\n")).unwrap();
+        let mut t = format!(
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize=1024\n\
+             dataDir={}\nclientPort={}\nclusterId={cluster_id}\n{}\n",
+            dir.display(),
+            self.ports[&sid].2,
+            self.extra
+        );
+        for (s, (q, e, c)) in &self.ports {
+            t += &format!("server.{s}=127.0.0.1:{q}:{e};127.0.0.1:{c}\n");
+        }
+        let path = self.root.path().join(format!("fe{sid}.cfg"));
+        std::fs::write(&path, t).unwrap();
+        path
+    }
+
+    pub async fn start(&mut self, sid: u64) {
+        let path = self.write_config(sid, 0xfe_0001);
+        let server = Server::start(&path).await.unwrap();
+        self.servers.insert(sid, server);
+    }
+
+    pub async fn start_all(&mut self) {
+        for sid in 1..=self.n {
+            self.start(sid).await;
+        }
+    }
+
+    pub async fn stop(&mut self, sid: u64) {
+        if let Some(s) = self.servers.remove(&sid) {
+            s.shutdown().await;
+        }
+    }
+
+    pub async fn stop_all(&mut self) {
+        let sids: Vec<u64> = self.servers.keys().copied().collect();
+        for s in sids {
+            self.stop(s).await;
+        }
+    }
+
+    pub fn addr(&self, sid: u64) -> SocketAddr {
+        self.servers[&sid].client_addr()
+    }
+
+    /// Waits until one running server leads and all serve; returns the leader's sid.
+    pub async fn wait_stable(&self, limit: Duration) -> u64 {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let st: Vec<_> = self.servers.values().map(|s| s.node_status()).collect();
+            let leaders: Vec<_> = st
+                .iter()
+                .filter(|s| s.role == Role::Leading && s.serving)
+                .collect();
+            if leaders.len() == 1 && st.iter().all(|s| s.serving) {
+                return leaders[0].sid.0;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no stable leader within {limit:?}");
+    }
+}
+
+/// A test client: one connection, requests sent one at a time (or raw bytes).
+pub struct Client {
+    pub stream: TcpStream,
+    buf: BytesMut,
+    next: u64,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            buf: BytesMut::new(),
+            next: 1,
+        }
+    }
+
+    pub async fn send(&mut self, body: RequestBody) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let mut out = Vec::new();
+        encode_frame(&encode_request(&Request { id, body }), &mut out);
+        self.stream.write_all(&out).await.unwrap();
+        id
+    }
+
+    /// The next response, or `None` when the server closed the connection.
+    pub async fn recv(&mut self) -> Option<Response> {
+        let d = FrameDecoder::default();
+        loop {
+            if let Some(p) = d.decode(&mut self.buf).unwrap() {
+                return Some(decode_response(&p).unwrap());
+            }
+            let n =
+                tokio::time::timeout(Duration::from_secs(20), self.stream.read_buf(&mut self.buf))
+                    .await
+                    .expect("no answer in 20 s")
+                    .unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    pub async fn call(&mut self, body: RequestBody) -> Result<ResponseBody, ErrorReply> {
+        let id = self.send(body).await;
+        let r = self.recv().await.expect("connection closed");
+        assert_eq!(r.id, id);
+        r.result
+    }
+
+    pub async fn raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+}
+
+/// One request on a fresh connection.
+pub async fn call(addr: SocketAddr, body: RequestBody) -> Result<ResponseBody, ErrorReply> {
+    Client::connect(addr).await.call(body).await
+}
+
+/// A four-letter word's answer.
+pub async fn four(addr: SocketAddr, word: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(word.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    out
+}
+
+pub fn add_backend(host: &str, port: u16) -> RequestBody {
+    RequestBody::AddBackend {
+        host: host.to_string(),
+        heartbeat_port: port,
+        capacity_bytes: 1 << 30,
+    }
+}
+
+pub fn backends_of(r: &ResponseBody) -> Vec<(String, u16)> {
+    match r {
+        ResponseBody::Backends { backends, .. } => backends
+            .iter()
+            .map(|b| (b.host.clone(), b.heartbeat_port))
+            .collect(),
+        other => panic!("not a Backends answer: {other:?}"),
+    }
+}
