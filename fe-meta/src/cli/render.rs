@@ -61,8 +61,10 @@ pub(super) fn written(what: &str, w: Written) -> Output {
     }
 }
 
+/// `(N things, journal id 0x…)`; `what` is the singular noun, `s` appended when N ≠ 1.
 fn footer(n: usize, what: &str, journal_id: u64) -> String {
-    format!("({n} {what}, journal id {})\n", hex(journal_id))
+    let s = if n == 1 { "" } else { "s" };
+    format!("({n} {what}{s}, journal id {})\n", hex(journal_id))
 }
 
 pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
@@ -89,7 +91,7 @@ pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
         .collect();
     let headers = ["ID", "HOST", "HEARTBEAT_PORT", "STATE", "CAPACITY_BYTES"];
     Output {
-        human: table(&headers, &rows) + &footer(rows.len(), "backends", r.journal_id),
+        human: table(&headers, &rows) + &footer(rows.len(), "backend", r.journal_id),
         json: json!({ "journal_id": r.journal_id, "backends": items }),
     }
 }
@@ -133,7 +135,7 @@ pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
         "LAG_MS",
     ];
     Output {
-        human: table(&headers, &rows) + &footer(rows.len(), "frontends", r.journal_id),
+        human: table(&headers, &rows) + &footer(rows.len(), "frontend", r.journal_id),
         json: json!({ "journal_id": r.journal_id, "frontends": items }),
     }
 }
@@ -150,7 +152,7 @@ pub(super) fn databases(r: Read<Vec<Database>>) -> Output {
         .map(|d| json!({"id": d.id, "name": d.name}))
         .collect();
     Output {
-        human: table(&["ID", "NAME"], &rows) + &footer(rows.len(), "databases", r.journal_id),
+        human: table(&["ID", "NAME"], &rows) + &footer(rows.len(), "database", r.journal_id),
         json: json!({ "journal_id": r.journal_id, "databases": items }),
     }
 }
@@ -189,9 +191,14 @@ pub(super) fn tables(db: &str, r: Read<Vec<Table>>) -> Output {
             json!({"id": t.id, "db_id": t.db_id, "name": t.name, "columns": cols})
         })
         .collect();
-    let what = format!("tables in {db}");
+    let s = if rows.len() == 1 { "" } else { "s" };
+    let foot = format!(
+        "({} table{s} in {db}, journal id {})\n",
+        rows.len(),
+        hex(r.journal_id)
+    );
     Output {
-        human: table(&["ID", "NAME", "COLUMNS"], &rows) + &footer(rows.len(), &what, r.journal_id),
+        human: table(&["ID", "NAME", "COLUMNS"], &rows) + &foot,
         json: json!({ "journal_id": r.journal_id, "database": db, "tables": items }),
     }
 }
@@ -219,7 +226,7 @@ pub(super) fn vars(r: Read<Vec<(String, String)>>) -> Output {
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
     Output {
-        human: table(&["NAME", "VALUE"], &rows) + &footer(rows.len(), "variables", r.journal_id),
+        human: table(&["NAME", "VALUE"], &rows) + &footer(rows.len(), "variable", r.journal_id),
         json: json!({ "journal_id": r.journal_id, "vars": map }),
     }
 }

@@ -5,6 +5,7 @@
 //! INV: the process exits 0 after a clean stop, 1 with one line on stderr when the node cannot
 //! start or fails.
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use tracing_subscriber::EnvFilter;
@@ -18,9 +19,10 @@ pub(super) fn run(config: &Path) -> Result<(), Failure> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let rt = runtime()?;
-    rt.block_on(server_run(config, shutdown_signal()))
+    rt.block_on(crate::server::run(config, shutdown_signal()))
         .map_err(|e| Failure::other(format!("server {}: {e}", config.display())))
 }
 
@@ -41,14 +43,4 @@ pub(super) async fn shutdown_signal() {
         }
         Err(_) => ctrl_c.await,
     }
-}
-
-// TEMPORARY until fe-meta/src/server lands: replaced by `crate::server::run`.
-async fn server_run(
-    _config: &Path,
-    _shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), crate::MetaError> {
-    Err(crate::MetaError::Io(std::io::Error::other(
-        "the server is not built yet",
-    )))
 }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! DIR/local-cluster.cfg    nodes, basePort, clusterId (what a later run reuses)
-//! DIR/nodeN/zoo.cfg        node N's config (ports below, dataDir = DIR/nodeN/data)
+//! DIR/nodeN/zoo.cfg        node N's config (ports below, dataDir = DIR/nodeN/data; every
+//!                          `server.M=127.0.0.1:Q:E;127.0.0.1:C` names M's client address)
 //! DIR/nodeN/data/myid      N
 //! DIR/nodeN/fe-meta.log    node N's stdout and stderr (appended across runs)
 //! ```
@@ -186,14 +187,12 @@ fn zoo_cfg(layout: &Layout, node: &Node) -> String {
         let i = n.client_port - b;
         let _ = writeln!(
             s,
-            "server.{}=127.0.0.1:{}:{}",
+            "server.{}=127.0.0.1:{}:{};{}",
             n.sid,
             b + 10 + i,
-            b + 20 + i
+            b + 20 + i,
+            n.endpoint()
         );
-    }
-    for n in &layout.nodes {
-        let _ = writeln!(s, "meta.clientAddr.{}={}", n.sid, n.endpoint());
     }
     s
 }
@@ -209,7 +208,10 @@ mod tests {
         assert!(first.created);
         let cfg = fs::read_to_string(&first.nodes[1].config).unwrap();
         assert!(cfg.contains("clientPort=20001"), "{cfg}");
-        assert!(cfg.contains("server.3=127.0.0.1:20012:20022"), "{cfg}");
+        assert!(
+            cfg.contains("server.3=127.0.0.1:20012:20022;127.0.0.1:20002"),
+            "{cfg}"
+        );
         let again = open_or_create(tmp.path(), 5, 30000).unwrap();
         assert!(!again.created);
         assert_eq!(again.nodes.len(), 3);

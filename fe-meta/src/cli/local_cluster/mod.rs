@@ -169,20 +169,17 @@ pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
     out
 }
 
-/// Whether every node answered and all follow the one leader.
+/// Whether every node answered and all follow the one leader in its epoch.
 fn elected(statuses: &[Option<StatusInfo>]) -> bool {
     let Some(all) = statuses.iter().cloned().collect::<Option<Vec<_>>>() else {
         return false;
     };
-    let leaders: Vec<u64> = all
-        .iter()
-        .filter(|s| s.mode == Mode::Leader)
-        .map(|s| s.sid)
-        .collect();
+    let leaders: Vec<&StatusInfo> = all.iter().filter(|s| s.mode == Mode::Leader).collect();
     match leaders.as_slice() {
-        [leader] => all
-            .iter()
-            .all(|s| s.mode != Mode::Looking && s.leader_sid == Some(*leader)),
+        // Everyone follows it in its epoch: discovery and sync are over.
+        [leader] => all.iter().all(|s| {
+            s.mode != Mode::Looking && s.leader_sid == Some(leader.sid) && s.epoch == leader.epoch
+        }),
         _ => false,
     }
 }

@@ -1,0 +1,215 @@
+//! The `fe-meta` binary end to end: `local-cluster` in a temp dir on free loopback ports, the
+//! client commands against it (a write through one node seen on another, `--json` output,
+//! exit codes per error kind), a second run reusing the folder, and clean stops on SIGTERM and
+//! SIGINT that leave no process behind.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fe-meta");
+
+/// A base port whose 3 client, quorum and election ports are all free now.
+fn free_base_port() -> u16 {
+    for attempt in 0..200u32 {
+        let base = 20_000 + ((std::process::id() * 97 + attempt * 331) % 40_000) as u16;
+        let ports = (0..3).flat_map(|i| [base + i, base + 10 + i, base + 20 + i]);
+        let listeners: Vec<_> = ports.map(|p| TcpListener::bind(("127.0.0.1", p))).collect();
+        if listeners.iter().all(Result::is_ok) {
+            return base;
+        }
+    }
+    panic!("no free port range");
+}
+
+struct Cluster {
+    child: Child,
+    endpoints: Vec<String>,
+}
+
+/// Starts `local-cluster` and reads its endpoints (the stdout lines `127.0.0.1:PORT`).
+fn start(dir: &Path, base: u16) -> Cluster {
+    let mut child = Command::new(BIN)
+        .args(["local-cluster", "--nodes", "3", "--wait-secs", "40"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--base-port")
+        .arg(base.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("local-cluster: {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut endpoints = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while endpoints.len() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("127.0.0.1:") => endpoints.push(line),
+            Ok(_) => {}
+            Err(e) => {
+                let _ = child.kill();
+                panic!("local-cluster printed no endpoints: {e}");
+            }
+        }
+    }
+    Cluster { child, endpoints }
+}
+
+/// Sends `sig` and expects a clean exit (code 0) within 20 s, with no process left that
+/// runs from `dir`.
+fn stop(mut c: Cluster, sig: Signal, dir: &Path) {
+    kill(Pid::from_raw(c.child.id() as i32), sig).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = c.child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = c.child.kill();
+            panic!("local-cluster did not stop on {sig}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "local-cluster exited with {status}");
+    assert_eq!(
+        processes_under(dir),
+        Vec::<u32>::new(),
+        "leftover processes"
+    );
+}
+
+/// Pids of processes whose command line mentions `dir` (the nodes' `--config` paths).
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.canonicalize().unwrap().to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(false);
+        if cmdline.contains(&needle) && cmdline.contains(" server ") && !zombie {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn cli(server: &str, args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--server", server])
+        .output()
+        .unwrap();
+    println!(
+        "$ fe-meta {} --server {server}  -> {:?}\n{}{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(server: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = cli(server, &all);
+    assert!(out.status.success(), "{args:?} failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn local_cluster_serves_the_cli_and_stops_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let base = free_base_port();
+    let c = start(&dir, base);
+    let [a, b, _] = [&c.endpoints[0], &c.endpoints[1], &c.endpoints[2]];
+    assert_eq!(*a, format!("127.0.0.1:{base}"));
+
+    // A write through one node is seen on another (sync read), in tables and JSON.
+    let w = json(a, &["add-backend", "10.0.0.7:9050"]);
+    assert!(w["journal_id"].as_u64().unwrap() > 0);
+    let shown = json(b, &["show-backends", "--sync"]);
+    let backends = shown["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 1);
+    assert_eq!(backends[0]["host"], "10.0.0.7");
+    assert_eq!(backends[0]["heartbeat_port"], 9050);
+    assert_eq!(backends[0]["state"], "NORMAL");
+    let table = cli(b, &["show-backends"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("10.0.0.7"));
+
+    assert!(cli(a, &["create-db", "sales"]).status.success());
+    let t = cli(
+        b,
+        &[
+            "create-table",
+            "sales",
+            "orders",
+            "-C",
+            "id:BIGINT:key",
+            "-C",
+            "note:VARCHAR(64):null",
+        ],
+    );
+    assert!(t.status.success());
+    let tables = json(a, &["show-tables", "sales", "--sync"]);
+    assert_eq!(tables["tables"][0]["columns"][1]["type"], "VARCHAR(64)");
+    assert!(cli(b, &["set-var", "query_timeout", "300"])
+        .status
+        .success());
+    let v = json(a, &["get-var", "query_timeout", "--sync"]);
+    assert_eq!(v["value"], "300");
+    let fe = json(b, &["show-frontends"]);
+    let rows = fe["frontends"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().filter(|r| r["is_leader"] == true).count(), 1);
+    let st = json(a, &["status"]);
+    assert!(["leader", "follower"].contains(&st["mode"].as_str().unwrap()));
+
+    // Error kinds have their exit codes.
+    let code = |args: &[&str], server: &str| cli(server, args).status.code();
+    assert_eq!(code(&["add-backend", "10.0.0.7:9050"], b), Some(18));
+    assert_eq!(code(&["drop-db", "nope"], a), Some(17));
+    assert_eq!(code(&["create-db", "9bad name"], a), Some(14));
+    assert_eq!(code(&["add-backend", "no-port"], a), Some(2));
+    let closed = format!("127.0.0.1:{}", base + 9);
+    assert_eq!(
+        code(&["status", "--connect-timeout", "2"], &closed),
+        Some(3)
+    );
+    let err = cli(a, &["drop-db", "nope"]);
+    let msg = String::from_utf8_lossy(&err.stderr);
+    assert_eq!(msg.lines().count(), 1, "one line: {msg}");
+    assert!(msg.contains("NOT_FOUND"), "{msg}");
+
+    stop(c, Signal::SIGTERM, &dir);
+
+    // A second run reuses the folder: same ports, same data.
+    let c = start(&dir, free_base_port());
+    assert_eq!(c.endpoints[0], format!("127.0.0.1:{base}"));
+    let shown = json(&c.endpoints[2], &["show-backends", "--sync"]);
+    assert_eq!(shown["backends"].as_array().unwrap().len(), 1);
+    stop(c, Signal::SIGINT, &dir);
+}
