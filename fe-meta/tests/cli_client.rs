@@ -2,6 +2,8 @@
 //! socket): pipelined calls answered out of order, typed error replies, the request timeout,
 //! a lost connection failing every call in flight, and the fatal id-0 error.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
+
 use std::time::Duration;
 
 use bytes::BytesMut;

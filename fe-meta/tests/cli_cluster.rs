@@ -3,6 +3,8 @@
 //! exit codes per error kind), a second run reusing the folder, and clean stops on SIGTERM and
 //! SIGINT that leave no process behind.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
