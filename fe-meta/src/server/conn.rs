@@ -117,19 +117,22 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
             };
             shared.stats.request(conn);
             let (shared, conn, tx) = (shared.clone(), conn.clone(), tx.clone());
-            tokio::spawn(async move {
-                let started = Instant::now();
-                let forwarded = req.id & FORWARDED_BIT != 0;
-                let result = shared.handle(&req.body, forwarded).await;
-                let resp = Response {
-                    id: req.id,
-                    kind: req.body.kind(),
-                    result,
-                };
-                let _ = tx.send(encode_response_bounded(&resp));
-                shared.stats.answered(&conn, started.elapsed());
-                drop(permit);
-            });
+            tokio::spawn(
+                async move {
+                    let started = Instant::now();
+                    let forwarded = req.id & FORWARDED_BIT != 0;
+                    let result = shared.handle(&req.body, forwarded).await;
+                    let resp = Response {
+                        id: req.id,
+                        kind: req.body.kind(),
+                        result,
+                    };
+                    let _ = tx.send(encode_response_bounded(&resp));
+                    shared.stats.answered(&conn, started.elapsed());
+                    drop(permit);
+                }
+                .in_current_span(),
+            );
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,

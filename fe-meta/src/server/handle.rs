@@ -10,6 +10,8 @@
 //! catalog). A node learns the others' progress by asking each one's STATUS over its client
 //! port (timeout `peer_status_timeout_ms`, answers cached for 1 s): `alive` = it answered,
 //! `replayed_journal_id` = its applied journal id, `lag_ms` = its staleness (0 on the leader).
+//! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
+//! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
 //! INV: every answer is computed from one catalog version (`protocol::read` INV-1) and no
 //! request holds a lock across an await.
@@ -23,7 +25,7 @@ use zab_net::NodeStatus;
 
 use super::write::is_serving_leader;
 use super::Shared;
-use crate::catalog::{Frontend, FrontendRole};
+use crate::catalog::Frontend;
 use crate::protocol::{
     answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, ResponseBody,
     ServerStats, StatusInfo,
@@ -195,18 +197,13 @@ impl Shared {
         let catalog = self.catalog.load();
         let followers = if st.role == Role::Leading {
             let peers = self.peer_statuses().await;
-            let n = peers
+            let learners: Vec<&StatusInfo> = peers
                 .values()
                 .flatten()
                 .filter(|s| s.leader_sid == Some(self.cfg.sid) && s.mode != Mode::Leader)
-                .count() as u64;
-            let voters = self
-                .cfg
-                .members
-                .values()
-                .filter(|m| m.role == FrontendRole::Follower)
-                .count() as u64;
-            Some((voters.saturating_sub(1), n))
+                .collect();
+            let synced = learners.iter().filter(|s| s.mode == Mode::Follower).count();
+            Some((learners.len() as u64, synced as u64))
         } else {
             None
         };

@@ -20,7 +20,7 @@
 //! with the reason and nothing listens.
 //! INV-2: losing the quorum never stops the process: writes and syncs fail with
 //! QUORUM_UNAVAILABLE within `leader_wait_ms`, reads go on under the staleness guard. Only a
-//! fatal state-machine error stops the node (it is then reported in STATUS-less errors and logs).
+//! fatal state-machine error stops the node; writes then fail with INTERNAL naming it.
 //! INV-3: no library code here panics; every loop is bounded by a timeout or by shutdown.
 
 pub mod config;

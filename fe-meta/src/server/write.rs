@@ -112,7 +112,7 @@ impl Shared {
     /// Waits (at most `leader_wait_ms`) until this node serves under a known leader.
     async fn serving_status(&self) -> Option<NodeStatus> {
         let mut w = self.node.watch();
-        let ok = |s: &NodeStatus| s.serving && s.leader.is_some() && !s.stopped;
+        let ok = |s: &NodeStatus| (s.serving && s.leader.is_some()) || s.fatal.is_some();
         let r = tokio::time::timeout(self.cfg.leader_wait, w.wait_for(ok)).await;
         match r {
             Ok(Ok(s)) => Some(s.clone()),
@@ -154,6 +154,12 @@ impl Shared {
         let Some(st) = self.serving_status().await else {
             return Err(self.no_quorum());
         };
+        if let Some(fatal) = st.fatal {
+            return Err(err(
+                ErrorKind::Internal,
+                format!("the node stopped: {fatal}"),
+            ));
+        }
         if is_serving_leader(&st) {
             let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
             return Ok(ResponseBody::Written {
@@ -279,8 +285,17 @@ impl Shared {
 
     /// SYNC: catch up with the leader's commit point; returns the applied journal id.
     pub async fn sync(&self) -> Result<u64, ErrorReply> {
-        if self.serving_status().await.is_none() {
-            return Err(self.no_quorum());
+        match self.serving_status().await {
+            None => return Err(self.no_quorum()),
+            Some(NodeStatus {
+                fatal: Some(fatal), ..
+            }) => {
+                return Err(err(
+                    ErrorKind::Internal,
+                    format!("the node stopped: {fatal}"),
+                ));
+            }
+            Some(_) => {}
         }
         let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
         if !self
