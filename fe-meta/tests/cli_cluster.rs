@@ -1,7 +1,7 @@
 //! The `fe-meta` binary end to end: `local-cluster` in a temp dir on free loopback ports, the
 //! client commands against it (a write through one node seen on another, `--json` output,
-//! exit codes per error kind), a second run reusing the folder, and clean stops on SIGTERM and
-//! SIGINT that leave no process behind.
+//! exit codes per error kind), a second run reusing the folder, a killed node reported while
+//! the other two take writes, and clean stops on SIGTERM and SIGINT that leave no process behind.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -34,6 +34,28 @@ fn free_base_port() -> u16 {
 struct Cluster {
     child: Child,
     endpoints: Vec<String>,
+    /// The supervisor's stderr lines so far.
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Cluster {
+    /// Waits up to 10 s for a stderr line containing `needle`.
+    fn wait_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(l) = self
+                .stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(needle))
+            {
+                return l.clone();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("local-cluster never said {needle:?}");
+    }
 }
 
 /// Starts `local-cluster` and reads its endpoints (the stdout lines `127.0.0.1:PORT`).
@@ -45,10 +67,18 @@ fn start(dir: &Path, base: u16) -> Cluster {
         .arg("--base-port")
         .arg(base.to_string())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let (errs, pipe) = (stderr.clone(), child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            eprintln!("local-cluster (stderr): {line}");
+            errs.lock().unwrap().push(line);
+        }
+    });
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -71,7 +101,11 @@ fn start(dir: &Path, base: u16) -> Cluster {
             }
         }
     }
-    Cluster { child, endpoints }
+    Cluster {
+        child,
+        endpoints,
+        stderr,
+    }
 }
 
 /// Sends `sig` and expects a clean exit (code 0) within 20 s, with no process left that
@@ -213,5 +247,17 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     assert_eq!(c.endpoints[0], format!("127.0.0.1:{base}"));
     let shown = json(&c.endpoints[2], &["show-backends", "--sync"]);
     assert_eq!(shown["backends"].as_array().unwrap().len(), 1);
+
+    // A node that dies is reported; the other two still take writes.
+    let node3 = processes_under(&dir.join("node3"));
+    assert_eq!(node3.len(), 1, "{node3:?}");
+    kill(Pid::from_raw(node3[0] as i32), Signal::SIGKILL).unwrap();
+    let said = c.wait_stderr(&format!("node 3 (pid {}) exited", node3[0]));
+    assert!(said.contains("signal 9"), "{said}");
+    let w = cli(
+        &c.endpoints[0],
+        &["create-db", "after_node3", "--timeout", "20"],
+    );
+    assert!(w.status.success());
     stop(c, Signal::SIGINT, &dir);
 }

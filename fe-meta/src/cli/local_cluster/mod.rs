@@ -131,6 +131,7 @@ async fn wait_for_leader(
     wait: Duration,
 ) -> Result<Vec<Option<StatusInfo>>, Failure> {
     let deadline = Instant::now() + wait;
+    let mut elected_at: Option<Instant> = None;
     loop {
         if let Some(dead) = children.reap().into_iter().next() {
             return Err(Failure::other(format!(
@@ -140,7 +141,12 @@ async fn wait_for_leader(
         }
         let statuses = poll_statuses(layout).await;
         if elected(&statuses) {
-            return Ok(statuses);
+            // Give the new leader a moment to commit its epoch's first entry (its TIMESTAMP),
+            // so the table shows where the data is; not required.
+            let since = *elected_at.get_or_insert_with(Instant::now);
+            if in_leader_epoch(&statuses) || since.elapsed() > Duration::from_secs(3) {
+                return Ok(statuses);
+            }
         }
         if Instant::now() >= deadline {
             return Err(Failure::other(format!(
@@ -182,6 +188,14 @@ fn elected(statuses: &[Option<StatusInfo>]) -> bool {
         }),
         _ => false,
     }
+}
+
+/// Whether every node has applied an entry of its current epoch.
+fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
+    statuses.iter().all(|s| {
+        s.as_ref()
+            .is_some_and(|s| s.applied_journal_id >> 32 == s.epoch)
+    })
 }
 
 /// Reports children that exit, until none is left (then an error).
