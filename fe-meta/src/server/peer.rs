@@ -2,8 +2,9 @@
 //! queries for SHOW FRONTENDS. One multiplexed connection per address (requests matched by id,
 //! any number in flight), re-dialled when it breaks.
 //!
-//! INV-1: every call ends within its timeout (dial, write and answer together); a broken
-//! connection fails every call waiting on it at once.
+//! INV-1: every call ends within twice its timeout (dial; write and answer); a broken
+//! connection fails every call waiting on it at once. A dial failure ([`CallError::Connect`])
+//! means the request was not sent.
 //! INV-2: forwarded requests carry [`FORWARDED_BIT`] in their id; a node never forwards such a
 //! request again, so a write is forwarded at most once (no NOT_LEADER loops, PITFALLS E12).
 
@@ -35,6 +36,23 @@ struct PeerConn {
     closed: Arc<AtomicBool>,
 }
 
+/// Why a call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// No connection could be made: the request was not sent (safe to send elsewhere).
+    Connect(String),
+    /// Sent (or possibly sent) but not answered: the outcome is unknown.
+    Unanswered(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Connect(m) | CallError::Unanswered(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The pool of connections to other nodes.
 #[derive(Debug, Default)]
 pub struct PeerPool {
@@ -54,16 +72,31 @@ impl PeerPool {
         addr: &str,
         body: RequestBody,
         limit: Duration,
-    ) -> Result<Response, String> {
-        match tokio::time::timeout(limit, self.call_inner(addr, body)).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("no answer from {addr} within {limit:?}")),
+    ) -> Result<Response, CallError> {
+        let conn = match tokio::time::timeout(limit, self.conn(addr)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(CallError::Connect(e)),
+            Err(_) => {
+                return Err(CallError::Connect(format!(
+                    "connecting to {addr}: timed out"
+                )))
+            }
+        };
+        match tokio::time::timeout(limit, Self::exchange(&conn, addr, &self.next_id, body)).await {
+            Ok(r) => r.map_err(CallError::Unanswered),
+            Err(_) => Err(CallError::Unanswered(format!(
+                "no answer from {addr} within {limit:?}"
+            ))),
         }
     }
 
-    async fn call_inner(&self, addr: &str, body: RequestBody) -> Result<Response, String> {
-        let conn = self.conn(addr).await?;
-        let id = FORWARDED_BIT | (self.next_id.fetch_add(1, Ordering::Relaxed) & !FORWARDED_BIT);
+    async fn exchange(
+        conn: &PeerConn,
+        addr: &str,
+        next_id: &AtomicU64,
+        body: RequestBody,
+    ) -> Result<Response, String> {
+        let id = FORWARDED_BIT | (next_id.fetch_add(1, Ordering::Relaxed) & !FORWARDED_BIT);
         let (tx, rx) = oneshot::channel();
         lock(&conn.pending).insert(id, tx);
         let mut frame = Vec::new();

@@ -28,9 +28,16 @@ use zab_core::{Epoch, Role, ServerId, Zxid};
 use zab_net::{Node, NodeStatus, SubmitError};
 
 use super::machine::wall_ms;
+use super::peer::CallError;
 use super::Shared;
 use crate::command::{Command, Planner};
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+
+/// How a forward failed: not sent (another leader may be tried) or final.
+enum Retry {
+    Unsent(String),
+    Final(ErrorReply),
+}
 
 type SubmitReply = oneshot::Sender<Result<Zxid, SubmitError>>;
 
@@ -172,7 +179,43 @@ impl Shared {
             let why = "this node is not the leader (a forwarded write is not forwarded again)";
             return Err(self.not_leader(leader, why));
         }
-        self.forward(body, leader).await
+        match self.forward(body, leader).await {
+            Err(Retry::Unsent(why)) => self.retry_elsewhere(body, leader, &why).await,
+            Err(Retry::Final(e)) => Err(e),
+            Ok(r) => Ok(r),
+        }
+    }
+
+    /// The leader could not be dialled (the request was not sent): wait (bounded) for another
+    /// leader and try once more; never more than one retry (INV-3).
+    async fn retry_elsewhere(
+        &self,
+        body: &RequestBody,
+        old: Option<u64>,
+        why: &str,
+    ) -> Result<ResponseBody, ErrorReply> {
+        let mut w = self.node.watch();
+        let moved = |s: &NodeStatus| s.serving && s.leader.is_some_and(|l| Some(l.0) != old);
+        let st = match tokio::time::timeout(self.cfg.leader_wait, w.wait_for(moved)).await {
+            Ok(Ok(s)) => s.clone(),
+            _ if self.node.status().serving => return Err(self.not_leader(old, why)),
+            _ => return Err(self.no_quorum()),
+        };
+        if is_serving_leader(&st) {
+            let cmd = body
+                .to_command()
+                .ok_or_else(|| err(ErrorKind::Internal, "not a write"))?;
+            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            return Ok(ResponseBody::Written {
+                journal_id,
+                created_id,
+            });
+        }
+        let leader = st.leader.map(|l| l.0);
+        self.forward(body, leader).await.map_err(|r| match r {
+            Retry::Unsent(why) => self.not_leader(leader, &why),
+            Retry::Final(e) => e,
+        })
     }
 
     /// Plans, submits and waits for a write on the leader (INV-1, INV-2).
@@ -239,10 +282,10 @@ impl Shared {
         &self,
         body: &RequestBody,
         leader: Option<u64>,
-    ) -> Result<ResponseBody, ErrorReply> {
+    ) -> Result<ResponseBody, Retry> {
         let Some(addr) = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone()) else {
             let why = "the leader's client address is unknown (give it as `server.N=...;port`)";
-            return Err(self.not_leader(leader, why));
+            return Err(Retry::Final(self.not_leader(leader, why)));
         };
         let started = Instant::now();
         let resp = self
@@ -251,17 +294,16 @@ impl Shared {
             .await
             .map_err(|e| {
                 warn!(leader = ?leader, error = %e, "forwarding a write failed");
-                self.not_leader(
-                    leader,
-                    &format!("forwarding the write to the leader failed: {e}"),
-                )
+                let why = format!("forwarding the write to the leader failed: {e}");
+                match e {
+                    CallError::Connect(_) => Retry::Unsent(why),
+                    CallError::Unanswered(_) => Retry::Final(err(ErrorKind::Timeout, why)),
+                }
             })?;
-        let written = resp.result?;
+        let written = resp.result.map_err(Retry::Final)?;
         let ResponseBody::Written { journal_id, .. } = &written else {
-            return Err(err(
-                ErrorKind::Internal,
-                "the leader answered a write with a non-write body",
-            ));
+            let why = "the leader answered a write with a non-write body";
+            return Err(Retry::Final(err(ErrorKind::Internal, why)));
         };
         let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
         if !self
@@ -269,7 +311,7 @@ impl Shared {
             .wait_applied(*journal_id, left.max(Duration::from_millis(1)))
             .await
         {
-            return Err(err(
+            return Err(Retry::Final(err(
                 ErrorKind::Timeout,
                 format!(
                     "the write committed as journal id {journal_id:#x}, but this node has not \
@@ -277,7 +319,7 @@ impl Shared {
                     self.cfg.write_timeout.as_millis(),
                     self.progress.applied()
                 ),
-            ));
+            )));
         }
         debug!(journal_id, "forwarded write applied here");
         Ok(written)
