@@ -184,3 +184,67 @@ fn bad(node: &NodeConfig, key: &str, reason: &str) -> ServerError {
         reason: reason.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use zab_net::config::parse_with;
+
+    const BASE: &str = "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=/tmp/x\n\
+        server.1=127.0.0.1:2888:3888;127.0.0.1:9031\n\
+        server.2=127.0.0.1:2889:3889;9032\n\
+        server.3=127.0.0.1:2890:3890:observer\n";
+
+    fn cfg(extra: &str, sid: u64) -> Result<ServerConfig, ServerError> {
+        ServerConfig::from_node(parse_with(&format!("{BASE}{extra}"), EXTRA_KEYS)?, sid)
+    }
+
+    #[test]
+    fn client_addresses_roles_and_defaults() {
+        let c = cfg("clusterId=0x10\n", 2).unwrap();
+        assert_eq!(
+            (c.cluster_id, c.client_listen.as_str()),
+            (16, "127.0.0.1:9032")
+        );
+        assert_eq!(c.members[&1].client_addr.as_deref(), Some("127.0.0.1:9031"));
+        assert_eq!(c.members[&3].role, FrontendRole::Observer);
+        assert_eq!(c.members[&3].client_addr, None);
+        assert_eq!(c.tolerance_ms, 300_000);
+        assert_eq!(c.timestamp_interval(), Duration::from_secs(150));
+        let c = cfg(
+            "clusterId=1\nclientPort=7000\nmeta_delay_toleration_second=2\n",
+            1,
+        )
+        .unwrap();
+        assert_eq!(c.client_listen, "127.0.0.1:7000");
+        assert_eq!(c.tolerance_ms, 2000);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = cfg("", 1).unwrap_err().to_string();
+        assert!(e.contains("clusterId"), "{e}");
+        let e = cfg("clusterId=1\n", 3).unwrap_err().to_string();
+        assert!(e.contains("clientPort"), "{e}");
+        let e = cfg("clusterId=1\nmeta_delay_toleration_second=0\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("meta_delay_toleration_second") && e.contains("line 9"),
+            "{e}"
+        );
+        let e = cfg("clusterId=1\nwrite_timeout_ms=x\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("write_timeout_ms") && e.contains("line 9"),
+            "{e}"
+        );
+        let e = cfg("clusterId=1\nmeta_delay=1\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown key `meta_delay`"), "{e}");
+        assert!(cfg("clusterId=1\n", 9).is_err());
+    }
+}
