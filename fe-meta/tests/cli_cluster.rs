@@ -22,7 +22,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_fe-meta");
 fn free_base_port() -> u16 {
     for attempt in 0..200u32 {
         let base = 20_000 + ((std::process::id() * 97 + attempt * 331) % 40_000) as u16;
-        let ports = (0..3).flat_map(|i| [base + i, base + 10 + i, base + 20 + i]);
+        let ports = (0..3).flat_map(|i| [base + i, base + 100 + i, base + 200 + i]);
         let listeners: Vec<_> = ports.map(|p| TcpListener::bind(("127.0.0.1", p))).collect();
         if listeners.iter().all(Result::is_ok) {
             return base;

@@ -8,7 +8,8 @@
 //! DIR/nodeN/fe-meta.log    node N's stdout and stderr (appended across runs)
 //! ```
 //!
-//! Ports from `basePort` B, node N = 1..: client B+N-1, quorum B+10+N-1, election B+20+N-1.
+//! Ports from `basePort` B, node N = 1..: client B+N-1, quorum B+100+N-1, election B+200+N-1
+//! (default B = 9030: clients on 9030.., quorum 9130.., election 9230..).
 //!
 //! INV-1: an existing folder is never rewritten: its manifest decides nodes, ports and cluster
 //! id, so a second run finds the same data under the same identity.
@@ -21,7 +22,7 @@ use super::super::Failure;
 
 /// The manifest's file name.
 const MANIFEST: &str = "local-cluster.cfg";
-/// Most nodes (the port layout leaves room for 10 of each kind).
+/// Most nodes.
 pub const NODES_MAX: u16 = 9;
 
 /// One node of the local cluster.
@@ -86,10 +87,10 @@ pub fn open_or_create(dir: &Path, nodes: u16, base_port: u16) -> Result<Layout, 
             "--nodes must be 1..={NODES_MAX}, got {nodes}"
         )));
     }
-    if base_port < 1024 || u32::from(base_port) + 20 + u32::from(nodes) > 65535 {
+    if base_port < 1024 || u32::from(base_port) + 200 + u32::from(nodes) > 65535 {
         return Err(Failure::other(format!(
             "--base-port {base_port}: the cluster needs ports {base_port}..{} (above 1023)",
-            u32::from(base_port) + 20 + u32::from(nodes)
+            u32::from(base_port) + 200 + u32::from(nodes)
         )));
     }
     let cluster_id = loop {
@@ -189,8 +190,8 @@ fn zoo_cfg(layout: &Layout, node: &Node) -> String {
             s,
             "server.{}=127.0.0.1:{}:{};{}",
             n.sid,
-            b + 10 + i,
-            b + 20 + i,
+            b + 100 + i,
+            b + 200 + i,
             n.endpoint()
         );
     }
@@ -209,7 +210,7 @@ mod tests {
         let cfg = fs::read_to_string(&first.nodes[1].config).unwrap();
         assert!(cfg.contains("clientPort=20001"), "{cfg}");
         assert!(
-            cfg.contains("server.3=127.0.0.1:20012:20022;127.0.0.1:20002"),
+            cfg.contains("server.3=127.0.0.1:20102:20202;127.0.0.1:20002"),
             "{cfg}"
         );
         let again = open_or_create(tmp.path(), 5, 30000).unwrap();

@@ -39,8 +39,8 @@ pub struct LocalClusterArgs {
     /// Number of nodes (first run only).
     #[arg(long, default_value_t = 3)]
     pub nodes: u16,
-    /// Node 1's client port; node N uses BASE+N-1 (client), BASE+10+N-1 (quorum) and
-    /// BASE+20+N-1 (election). First run only.
+    /// Node 1's client port; node N uses BASE+N-1 (client), BASE+100+N-1 (quorum) and
+    /// BASE+200+N-1 (election). First run only.
     #[arg(long, default_value_t = DEFAULT_BASE_PORT)]
     pub base_port: u16,
     /// Seconds to wait for a leader before giving up.
