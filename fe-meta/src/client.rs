@@ -16,8 +16,9 @@
 //! the request timeout, or [`ClientError::Closed`] as soon as the connection is lost.
 //! INV-2: a call that ends early (timeout, or its future dropped) removes its waiter; a late
 //! answer for it is dropped. Nothing grows without bound across calls.
-//! INV-3: request ids are unique per connection (a counter from 1; 0 is the server's id for
-//! "frame unreadable", which fails every call in flight and closes the connection).
+//! INV-3: request ids are unique per connection (a counter from 1, so never 0 — the server's id
+//! for "frame unreadable", which fails every call in flight and closes the connection — and
+//! never with the top bit set, which the protocol reserves for forwarded writes).
 
 mod api;
 mod error;
