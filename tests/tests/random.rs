@@ -84,3 +84,17 @@ fn same_seed_replays_the_same_run() {
         assert_eq!(a.steps, b.steps);
     }
 }
+
+/// Seeds that once failed, replayed on every run.
+/// - 39460 (7 voters): a restarted leader that has applied nothing SNAPs (empty snapshot plus
+///   its whole log, a few hundred messages) to learners holding an uncommitted epoch-9 tail;
+///   with one message per deliver step the cluster moved under one message per virtual ms, no
+///   SNAP finished within initLimit, a SNAP keeps nothing across epochs, and elections churned
+///   to epoch 0x67 (harness timing, fixed by `tests::sim::cluster` INV-C3).
+#[test]
+fn past_failures_replay() {
+    let seeds: &[u64] = &[39460];
+    for &seed in seeds {
+        run_seed(seed);
+    }
+}

@@ -10,6 +10,14 @@
 //! contract of `Input::Tick`); a paused node is not (that is the fault).
 //! INV-C2: the checkers run on every input, every action and after every step; the first
 //! violation aborts the run with its seed, step and replay command.
+//! INV-C3: a deliver step drains a link's backlog down to [`BURST_BACKLOG`] messages. Virtual
+//! time advances only on tick steps (~0.9 ms per step on average), so one message per deliver
+//! step caps the whole cluster at under one message per virtual ms; a SNAP or long DIFF of a few
+//! hundred messages to each of six learners then took more than `initLimit` (1 s), which no
+//! real network does (seed 39460: a restarted leader that had applied nothing sent, every
+//! epoch, its empty snapshot plus its whole log; a SNAP keeps nothing across epochs, so every
+//! epoch's sync timed out and elections churned to epoch 0x67).
+//! Short queues still deliver one message per step, so fine-grained interleavings remain.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +32,10 @@ use super::net::{Delivery, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
 use super::record::{Event, SyncRecorder};
+
+/// A deliver step keeps delivering from the same link while it holds more than this many
+/// messages (INV-C3): bulk transfers move at network speed, not one message per step.
+pub const BURST_BACKLOG: usize = 16;
 
 /// What one scheduler step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,7 +320,16 @@ impl Cluster {
         kind
     }
 
+    /// Delivers the head of `key`, then keeps delivering while the link's backlog exceeds
+    /// [`BURST_BACKLOG`] and the receiver is live (INV-C3).
     fn deliver(&mut self, key: super::net::LinkKey) {
+        self.deliver_one(key);
+        while self.net.queue_len(key) > BURST_BACKLOG && self.nodes[&key.1].is_live() {
+            self.deliver_one(key);
+        }
+    }
+
+    fn deliver_one(&mut self, key: super::net::LinkKey) {
         let (from, to, _) = key;
         self.mix(from.0 << 8 | to.0);
         match self.net.pop(key) {

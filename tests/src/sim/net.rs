@@ -203,6 +203,11 @@ impl Network {
             .map(|(k, _)| *k)
     }
 
+    /// Messages queued on one link.
+    pub fn queue_len(&self, key: LinkKey) -> usize {
+        self.queues.get(&key).map_or(0, VecDeque::len)
+    }
+
     /// Total messages in flight.
     pub fn in_flight(&self) -> usize {
         self.queues.values().map(VecDeque::len).sum()
