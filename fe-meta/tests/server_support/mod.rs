@@ -1,11 +1,12 @@
-//! In-process fe-meta clusters on loopback for the server tests: free ports found by binding
-//! port 0 and releasing it, temp data dirs, tickTime 100 ms, forceSync=no (tests only).
+//! In-process fe-meta clusters on loopback for the server tests: free ports found below the
+//! ephemeral range, temp data dirs, tickTime 100 ms, forceSync=no (tests only).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -18,9 +19,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zab_core::Role;
 
+/// A port free right now, taken below the kernel's ephemeral range (32768+) so that no
+/// outgoing connection of a concurrently running test can grab it between this check and the
+/// server's bind; a process-wide counter keeps the tests of one binary apart.
 fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 100) as u16 * 100;
+    for _ in 0..10_000 {
+        let port = 20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000");
 }
 
 pub struct Cluster {
