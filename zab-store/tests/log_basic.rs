@@ -323,12 +323,20 @@ fn rollovers_with_real_syncs_use_background_spares() {
         }
         log.sync().unwrap();
     }
-    let names: Vec<String> = read_dir_files(d.path()).into_keys().collect();
-    assert!(segments(d.path()).len() >= 5, "{names:?}");
-    assert!(
-        names.iter().any(|n| n.starts_with("log.spare.")),
-        "a spare is prepared: {names:?}"
-    );
+    assert!(segments(d.path()).len() >= 5);
+    // The next spare is prepared by a background thread: wait for it (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let names: Vec<String> = read_dir_files(d.path()).into_keys().collect();
+        if names.iter().any(|n| n.starts_with("log.spare.")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no spare prepared within 20 s: {names:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     drop(log);
     let (log, rec) = zab_store::TxnLog::open(d.path(), opts).unwrap();
     assert_eq!(rec.cut, None);
