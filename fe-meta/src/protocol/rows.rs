@@ -6,7 +6,7 @@
 use bytes::BufMut;
 
 use super::fourlw::Mode;
-use crate::catalog::{FrontendRole, HOST_LEN_MAX, NAME_LEN_MAX};
+use crate::catalog::{Codec, Frontend, FrontendRole, NAME_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
 /// A node's status.
@@ -104,21 +104,14 @@ pub(super) fn decode_status(r: &mut Reader<'_>) -> Result<StatusInfo, WireError>
 }
 
 pub(super) fn decode_frontend_row(r: &mut Reader<'_>) -> Result<FrontendRow, WireError> {
-    let sid = r.u64("frontend sid")?;
-    let name = r.str("frontend name", NAME_LEN_MAX)?;
-    let host = r.str("frontend host", HOST_LEN_MAX)?;
-    let client_port = r.u16("frontend client_port")?;
-    let tag = r.u8("frontend role")?;
-    let role = FrontendRole::from_tag(tag).ok_or(WireError::BadValue {
-        field: "frontend role",
-        value: u64::from(tag),
-    })?;
+    // A row starts with the catalog's encoding of the frontend itself.
+    let f = Frontend::decode(r)?;
     Ok(FrontendRow {
-        sid,
-        name,
-        host,
-        client_port,
-        role,
+        sid: f.sid,
+        name: f.name,
+        host: f.host,
+        client_port: f.client_port,
+        role: f.role,
         is_leader: r.bool("is_leader")?,
         alive: r.bool("alive")?,
         replayed_journal_id: r.u64("replayed journal id")?,
