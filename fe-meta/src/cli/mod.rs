@@ -101,6 +101,12 @@ pub enum Command {
         /// The node's zoo.cfg.
         #[arg(long, short = 'c', value_name = "FILE")]
         config: PathBuf,
+        /// Form a new cluster: if this node's data dir is empty, initialize it as a voter.
+        /// Without it, a node with an empty data dir (new or wiped) first syncs from the
+        /// leader as a non-voting learner and votes only once it holds the cluster's data.
+        /// Ignored (with an info line) when the data dir already holds data.
+        #[arg(long)]
+        bootstrap: bool,
     },
     /// Run a cluster of nodes on loopback as child processes, data under --dir (a second run
     /// reuses the folder, its data and its ports); Ctrl-C stops it.
@@ -120,7 +126,7 @@ pub fn main() -> std::process::ExitCode {
 /// Runs a parsed command line; failures have been reported on stderr.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Server { config } => server_cmd::run(&config),
+        Command::Server { config, bootstrap } => server_cmd::run(&config, bootstrap),
         Command::LocalCluster(args) => local_cluster::run(&args),
         Command::Client(cmd) => client_cmds::run(cmd),
     };

@@ -1,6 +1,8 @@
-//! `fe-meta server --config FILE`: one node in the foreground. Logs go to stderr through
-//! `tracing-subscriber`, filtered by `RUST_LOG` (default `info`); Ctrl-C (SIGINT) or SIGTERM
-//! stops the node cleanly.
+//! `fe-meta server --config FILE [--bootstrap]`: one node in the foreground. `--bootstrap`
+//! forms a new cluster: an empty data dir is initialized as a voter at zxid 0; without it an
+//! empty data dir joins a leader as a non-voting learner and votes after its first sync.
+//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`);
+//! Ctrl-C (SIGINT) or SIGTERM stops the node cleanly.
 //!
 //! INV: the process exits 0 after a clean stop, 1 with one line on stderr when the node cannot
 //! start or fails.
@@ -13,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 use super::{runtime, Failure};
 
 /// Runs the node configured by `config` until Ctrl-C or SIGTERM.
-pub(super) fn run(config: &Path) -> Result<(), Failure> {
+pub(super) fn run(config: &Path, bootstrap: bool) -> Result<(), Failure> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // A second init (tests calling this twice) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
@@ -22,7 +24,7 @@ pub(super) fn run(config: &Path) -> Result<(), Failure> {
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let rt = runtime()?;
-    rt.block_on(crate::server::run(config, shutdown_signal()))
+    rt.block_on(crate::server::run(config, bootstrap, shutdown_signal()))
         .map_err(|e| Failure::other(format!("server {}: {e}", config.display())))
 }
 

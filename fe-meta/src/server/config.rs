@@ -72,6 +72,9 @@ pub struct ServerConfig {
     pub leader_wait: Duration,
     /// `peer_status_timeout_ms`.
     pub peer_timeout: Duration,
+    /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
+    /// once; without it an empty dir first syncs from a leader as a non-voting learner.
+    pub bootstrap: bool,
 }
 
 impl ServerConfig {
@@ -155,6 +158,7 @@ impl ServerConfig {
             write_timeout: ms("write_timeout_ms", 10_000)?,
             leader_wait: ms("leader_wait_ms", 2_000)?,
             peer_timeout: ms("peer_status_timeout_ms", 500)?,
+            bootstrap: false,
             node,
         })
     }

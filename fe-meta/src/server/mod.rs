@@ -1,7 +1,7 @@
 //! The fe-meta server: a ZAB node running the metadata state machine, and the client port.
 //!
 //! ```text
-//! fe-meta server --config zoo.cfg
+//! fe-meta server --config zoo.cfg [--bootstrap]
 //!   ServerConfig::load ─▶ MetaDir::open (VERSION = clusterId, ROLE = the server.N role)
 //!   ─▶ Node::start_with(MetaMachine) ─▶ client listener (conn) ─▶ Shared::handle per request
 //!         writes: leader plans + submits (write) · others forward once to the leader (peer)
@@ -111,8 +111,15 @@ pub struct Server {
 }
 
 /// Runs the server of `config_path` until `shutdown` completes, then stops it cleanly.
-pub async fn run(config_path: &Path, shutdown: impl Future<Output = ()>) -> Result<(), MetaError> {
-    let server = Server::start(config_path).await?;
+/// `bootstrap`: an empty data dir is a member of a new cluster ([`ServerConfig::bootstrap`]).
+pub async fn run(
+    config_path: &Path,
+    bootstrap: bool,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), MetaError> {
+    let mut cfg = ServerConfig::load(config_path)?;
+    cfg.bootstrap = bootstrap;
+    let server = Server::start_with(cfg, NodeOptions::default()).await?;
     shutdown.await;
     server.shutdown().await;
     Ok(())
@@ -156,6 +163,7 @@ impl Server {
             let progress = Arc::new(Progress::new(0, cfg.tolerance_ms));
             let machine = MetaMachine::new(catalog.clone(), progress.clone());
             opts.request_timeout = cfg.write_timeout;
+            opts.bootstrap = cfg.bootstrap;
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
             let node = Arc::new(node);
             let (writer, queue) = write::Writer::new(crate::Catalog::clone(&catalog.load()));

@@ -183,6 +183,11 @@ pub struct NodeOptions {
     /// A stream (SNAP, DIFF from log) to a peer that makes no progress this long is abandoned
     /// and the peer disconnected.
     pub stream_stall_timeout: Duration,
+    /// What an EMPTY data dir means. `true`: this node is a member of a brand-new cluster and
+    /// starts initialized at zxid 0, voting at once. `false` (the default): the dir was wiped
+    /// or never synced, so the node joins a leader as a non-voting learner and votes only
+    /// after its first complete sync (PITFALLS B9). Ignored when the data dir holds data.
+    pub bootstrap: bool,
 }
 
 impl Default for NodeOptions {
@@ -197,6 +202,7 @@ impl Default for NodeOptions {
             diff_from_log_limit: None,
             outbox_len: None,
             stream_stall_timeout: Duration::from_secs(30),
+            bootstrap: false,
         }
     }
 }

@@ -66,16 +66,17 @@ fn open_log(path: &Path) -> Result<File, Failure> {
     Ok(f)
 }
 
-fn spawn(exe: &Path, config: &Path, log: &Path) -> Result<Child, Failure> {
+fn spawn(exe: &Path, config: &Path, log: &Path, bootstrap: bool) -> Result<Child, Failure> {
     let out = open_log(log)?;
     let err = out
         .try_clone()
         .map_err(|e| Failure::other(format!("cannot open log {}: {e}", log.display())))?;
     let mut cmd = Command::new(exe);
-    cmd.arg("server")
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
+    cmd.arg("server").arg("--config").arg(config);
+    if bootstrap {
+        cmd.arg("--bootstrap");
+    }
+    cmd.stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0);
@@ -91,11 +92,13 @@ fn spawn(exe: &Path, config: &Path, log: &Path) -> Result<Child, Failure> {
 }
 
 impl Children {
-    /// Starts one `server` child per node of `layout`; on failure stops those started.
+    /// Starts one `server` child per node of `layout`; on failure stops those started. A
+    /// folder made by this run starts its nodes with `--bootstrap` (a new cluster); a reused
+    /// one without it, so a node whose data dir was emptied resyncs before it votes.
     pub(super) fn start(exe: &Path, layout: &Layout) -> Result<Children, Failure> {
         let mut children = Children { procs: Vec::new() };
         for node in &layout.nodes {
-            match spawn(exe, &node.config, &node.log) {
+            match spawn(exe, &node.config, &node.log, layout.created) {
                 Ok(child) => children.procs.push(Proc {
                     sid: node.sid,
                     pid: child.id(),
