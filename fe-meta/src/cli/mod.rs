@@ -4,7 +4,8 @@
 //!
 //! Module map: [`exit`] (exit codes), `client_cmds` (client commands → output), `render`
 //! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
-//! `server_cmd` (the node process: tracing, signals).
+//! `server_cmd` (the node process: tracing, signals), `bench` (the ZooKeeper anchors'
+//! workloads against a launched or attached cluster).
 //!
 //! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
 //! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
@@ -13,6 +14,7 @@
 //! INV-1: every failure prints one line to stderr and exits with the code of its kind
 //! ([`exit`]); stdout carries only results (tables, or one JSON document with `--json`).
 
+mod bench;
 mod client_cmds;
 pub mod exit;
 mod local_cluster;
@@ -114,7 +116,9 @@ pub enum Command {
     /// A client command sent to one node.
     #[command(flatten)]
     Client(ClientCommand),
-    // `bench` (issue 7) goes here: `Bench(bench::BenchArgs)` and an arm in `run`.
+    /// Benchmark a fresh 3-node cluster (or an attached one) with the ZooKeeper anchors'
+    /// workloads W0-W5; RESULT lines and a table on stdout, progress on stderr.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -129,6 +133,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Server { config, bootstrap } => server_cmd::run(&config, bootstrap),
         Command::LocalCluster(args) => local_cluster::run(&args),
         Command::Client(cmd) => client_cmds::run(cmd),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,

@@ -177,7 +177,7 @@ fn zoo_cfg(layout: &Layout, node: &Node) -> String {
     let _ = writeln!(
         s,
         "# fe-meta node {sid} of a local cluster (made by `fe-meta local-cluster`)\n\
-         tickTime=2000\ninitLimit=10\nsyncLimit=5\n\
+         tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\n\
          dataDir={data}\nclientPort={client}\nclusterId={cid:#x}",
         sid = node.sid,
         data = node.dir.join("data").display(),

@@ -12,7 +12,7 @@
 //! INV-2: every wait is bounded (`--wait-secs` for the leader, `--stop-timeout` to stop).
 
 pub mod layout;
-mod procs;
+pub(in crate::cli) mod procs;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -125,7 +125,7 @@ fn status_table(layout: &Layout, statuses: &[Option<StatusInfo>]) -> String {
 
 /// Polls every node's STATUS until one is the leader and every node follows it; fails early
 /// if a child exits, and after `wait`.
-async fn wait_for_leader(
+pub(in crate::cli) async fn wait_for_leader(
     layout: &Layout,
     children: &mut Children,
     wait: Duration,
@@ -160,13 +160,19 @@ async fn wait_for_leader(
 
 /// Each node's STATUS, `None` for a node that does not answer (quickly).
 pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
+    let endpoints: Vec<String> = layout.nodes.iter().map(|n| n.endpoint()).collect();
+    poll_endpoints(&endpoints).await
+}
+
+/// Each endpoint's STATUS, `None` for a node that does not answer (quickly).
+pub(in crate::cli) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInfo>> {
     let options = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(1),
     };
-    let mut out = Vec::with_capacity(layout.nodes.len());
-    for node in &layout.nodes {
-        let status = match Client::connect_with(&node.endpoint(), options).await {
+    let mut out = Vec::with_capacity(endpoints.len());
+    for endpoint in endpoints {
+        let status = match Client::connect_with(endpoint, options).await {
             Ok(c) => c.status().await.ok(),
             Err(_) => None,
         };
@@ -176,7 +182,7 @@ pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
 }
 
 /// Whether every node answered and all follow the one leader in its epoch.
-fn elected(statuses: &[Option<StatusInfo>]) -> bool {
+pub(in crate::cli) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
     let Some(all) = statuses.iter().cloned().collect::<Option<Vec<_>>>() else {
         return false;
     };

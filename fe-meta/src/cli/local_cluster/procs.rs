@@ -46,7 +46,7 @@ impl fmt::Display for Dead {
 }
 
 /// The running children.
-pub(super) struct Children {
+pub(in crate::cli) struct Children {
     procs: Vec<Proc>,
 }
 
@@ -95,7 +95,7 @@ impl Children {
     /// Starts one `server` child per node of `layout`; on failure stops those started. A
     /// folder made by this run starts its nodes with `--bootstrap` (a new cluster); a reused
     /// one without it, so a node whose data dir was emptied resyncs before it votes.
-    pub(super) fn start(exe: &Path, layout: &Layout) -> Result<Children, Failure> {
+    pub(in crate::cli) fn start(exe: &Path, layout: &Layout) -> Result<Children, Failure> {
         let mut children = Children { procs: Vec::new() };
         for node in &layout.nodes {
             match spawn(exe, &node.config, &node.log, layout.created) {
@@ -156,6 +156,82 @@ impl Children {
         out
     }
 
+    /// The pid of node `sid`'s running child, if it runs.
+    pub(in crate::cli) fn pid(&self, sid: u64) -> Option<u32> {
+        self.procs
+            .iter()
+            .find(|p| p.sid == sid && p.child.is_some())
+            .map(|p| p.pid)
+    }
+
+    /// The pids of every running child.
+    pub(in crate::cli) fn pids(&self) -> Vec<u32> {
+        self.procs
+            .iter()
+            .filter(|p| p.child.is_some())
+            .map(|p| p.pid)
+            .collect()
+    }
+
+    /// Sends `sig` to node `sid`'s child and waits (at most `timeout`, then SIGKILL) until it
+    /// has exited and been reaped. `false` if it was not running.
+    pub(in crate::cli) async fn stop_one(
+        &mut self,
+        sid: u64,
+        sig: Signal,
+        timeout: Duration,
+    ) -> bool {
+        let Some(p) = self.procs.iter_mut().find(|p| p.sid == sid) else {
+            return false;
+        };
+        let Some(child) = p.child.as_mut() else {
+            return false;
+        };
+        if let Ok(pid) = i32::try_from(p.pid) {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        p.child = None;
+        true
+    }
+
+    /// Starts node `sid` of `layout` again (after [`Children::stop_one`]); its new pid.
+    pub(in crate::cli) fn restart(
+        &mut self,
+        exe: &Path,
+        layout: &Layout,
+        sid: u64,
+    ) -> Result<u32, Failure> {
+        let node = layout
+            .nodes
+            .iter()
+            .find(|n| n.sid == sid)
+            .ok_or_else(|| Failure::other(format!("no node {sid}")))?;
+        let p = self
+            .procs
+            .iter_mut()
+            .find(|p| p.sid == sid)
+            .ok_or_else(|| Failure::other(format!("node {sid} was never started")))?;
+        if p.child.is_some() {
+            return Err(Failure::other(format!("node {sid} is still running")));
+        }
+        let child = spawn(exe, &node.config, &node.log, false)?;
+        p.pid = child.id();
+        p.child = Some(child);
+        Ok(p.pid)
+    }
+
     fn signal_all(&self, sig: Signal) {
         for p in self.procs.iter().filter(|p| p.child.is_some()) {
             if let Ok(pid) = i32::try_from(p.pid) {
@@ -175,7 +251,7 @@ impl Children {
 
     /// SIGTERM to every running child, up to `timeout` for them to exit, then SIGKILL; every
     /// child has been waited for on return. Reports each exit on stderr.
-    pub(super) async fn stop(&mut self, timeout: Duration) {
+    pub(in crate::cli) async fn stop(&mut self, timeout: Duration) {
         self.signal_all(Signal::SIGTERM);
         let deadline = Instant::now() + timeout;
         while self.running() > 0 && Instant::now() < deadline {

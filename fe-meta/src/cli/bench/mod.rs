@@ -1,0 +1,449 @@
+//! `fe-meta bench`: the anchors' workloads (W0–W5, `/work/shared/anchors/README.md`) against a
+//! fresh 3-node cluster of child processes (tickTime=2000, initLimit=10, syncLimit=5,
+//! forceSync=yes) or an attached one, printing the same RESULT lines as the anchors' ZkBench
+//! and cpu.sh (so `zookeeper/table.py` renders ours unchanged), then a human table; `--json`
+//! prints one JSON document instead.
+//!
+//! Module map: [`cluster`] (launch / attach, node kill and restart), [`cpu`] (quiet gate and
+//! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
+//! size and load time with a million catalog entries), [`report`] (RESULT lines, tables).
+//!
+//! INV-1: every workload is bounded in time; progress goes to stderr, results to stdout.
+//! INV-2: before each workload the machine must be idle (bounded wait, the reading printed);
+//! CPU is sampled only inside a measured phase of at least 5 s (cpu.sh's window).
+//! INV-3: a launched cluster is stopped (every child reaped) and its folder removed before
+//! `run` returns, whatever failed.
+
+mod cluster;
+mod cpu;
+mod fault;
+mod load;
+mod memory;
+mod report;
+
+use std::future::Future;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+
+use super::{runtime, Failure};
+use crate::client::{ClientError, ClientOptions};
+use cluster::Cluster;
+use cpu::{Quiet, Window};
+use report::Line;
+
+/// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9030..).
+pub const DEFAULT_BENCH_BASE_PORT: u16 = 19030;
+
+const ALL: [&str; 6] = ["W0", "W1", "W2", "W3", "W4", "W5"];
+
+/// The arguments of `bench`.
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// Workloads to run, comma-separated: W0..W5, `all` (W0-W5) or `memory`.
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    pub workload: Vec<String>,
+    /// Attach to a running cluster (its client endpoints, host:port,...) instead of launching
+    /// one; W4/W5 and memory need a launched cluster and are skipped.
+    #[arg(long, value_delimiter = ',')]
+    pub attach: Option<Vec<String>>,
+    /// With --attach: the servers' pids (for CPU figures); found by listening port if omitted.
+    #[arg(long, value_delimiter = ',')]
+    pub server_pids: Option<Vec<u32>>,
+    /// Warm-up seconds before each measured phase.
+    #[arg(long, default_value_t = 3.0)]
+    pub warm: f64,
+    /// Measured seconds (CPU is sampled only when >= 5).
+    #[arg(long, default_value_t = 10.0)]
+    pub run: f64,
+    /// W4 trials.
+    #[arg(long, default_value_t = 3)]
+    pub trials: usize,
+    /// W5 writes while the follower is down.
+    #[arg(long, default_value_t = 100_000)]
+    pub w5_txns: usize,
+    /// W3 clients.
+    #[arg(long, default_value_t = 32)]
+    pub w3_sessions: usize,
+    /// W2 writes in flight.
+    #[arg(long, default_value_t = 1000)]
+    pub w2_outstanding: usize,
+    /// Catalog entries for `--workload memory`.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub memory_entries: usize,
+    /// Node 1's client port of a launched cluster (quorum +100, election +200).
+    #[arg(long, default_value_t = DEFAULT_BENCH_BASE_PORT)]
+    pub base_port: u16,
+    /// Where the launched cluster's folder is made (a fresh one each run).
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    pub dir: PathBuf,
+    /// Keep the launched cluster's folder (logs, data) after the run.
+    #[arg(long)]
+    pub keep: bool,
+    /// Busy cores under which the machine counts as idle (cpu.sh's QUIET_CORES).
+    #[arg(long, default_value_t = 0.15)]
+    pub quiet_cores: f64,
+    /// Most seconds to wait for an idle machine before each workload (QUIET_MAX_WAIT).
+    #[arg(long, default_value_t = 180)]
+    pub quiet_max_wait: u64,
+    /// Seconds a request may take before the client gives up on it.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Print one JSON document instead of RESULT lines and tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The workload parameters every workload reads.
+#[derive(Clone, Debug)]
+pub struct Params {
+    warm: Duration,
+    run: Duration,
+    trials: usize,
+    w5_txns: usize,
+    sessions: usize,
+    outstanding: usize,
+    memory_entries: usize,
+    payload: String,
+    request_timeout: Duration,
+}
+
+impl Params {
+    fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+fn secs(s: f64, what: &str) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(s).map_err(|_| Failure {
+        code: super::ExitCode::Usage,
+        message: format!("{what}: not a duration in seconds: {s}"),
+    })
+}
+
+/// One progress line on stderr, stamped with the UTC time of day.
+pub(crate) fn progress(msg: &str) {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    eprintln!(
+        "[bench {:02}:{:02}:{:02}] {msg}",
+        t / 3600 % 24,
+        t / 60 % 60,
+        t % 60
+    );
+}
+
+/// Runs `fe-meta bench`.
+pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
+    let mut selected: Vec<String> = Vec::new();
+    for w in &args.workload {
+        let w = w.trim().to_ascii_uppercase();
+        match w.as_str() {
+            "ALL" => selected.extend(ALL.iter().map(|s| (*s).to_owned())),
+            "MEMORY" => selected.push("memory".to_owned()),
+            _ if ALL.contains(&w.as_str()) => selected.push(w),
+            _ => {
+                return Err(Failure {
+                    code: super::ExitCode::Usage,
+                    message: format!("--workload: unknown workload `{w}` (W0..W5, all, memory)"),
+                })
+            }
+        }
+    }
+    let p = Params {
+        warm: secs(args.warm, "--warm")?,
+        run: secs(args.run, "--run")?,
+        trials: args.trials,
+        w5_txns: args.w5_txns,
+        sessions: args.w3_sessions.max(1),
+        outstanding: args.w2_outstanding.max(1),
+        memory_entries: args.memory_entries,
+        payload: "z".repeat(100),
+        request_timeout: secs(args.timeout, "--timeout")?,
+    };
+    // Children are spawned from this (main) thread: PDEATHSIG follows the spawning thread.
+    runtime()?.block_on(bench(args, &selected, &p))
+}
+
+async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), Failure> {
+    let mut cluster = match &args.attach {
+        Some(eps) => Cluster::attach(eps.clone(), args.server_pids.clone()).await?,
+        None => {
+            progress("launching a 3-node cluster");
+            Cluster::launch(
+                args.dir.clone(),
+                args.base_port,
+                Duration::from_secs(60),
+                args.keep,
+            )
+            .await?
+        }
+    };
+    let mut out = Output::new(args.json);
+    out.note(&header(args, &cluster));
+    let result = workloads(&mut cluster, args, selected, p, &mut out).await;
+    cluster.shutdown().await;
+    out.finish();
+    result
+}
+
+fn header(args: &BenchArgs, cluster: &Cluster) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                })
+        })
+        .map_or(0, |kib| kib / 1024 / 1024);
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let target = match cluster.dir() {
+        Some(d) => format!(
+            "launched 3 nodes in {} (tickTime=2000 initLimit=10 syncLimit=5 forceSync=yes)",
+            d.display()
+        ),
+        None => format!("attached to {}", cluster.endpoints.join(",")),
+    };
+    format!(
+        "# fe-meta bench run (unix time {})\n# host: nproc={nproc} cpu='{cpu}' mem={mem_gib}GiB\n\
+         # fe-meta {} {target}\n\
+         # WARM={} RUN={} TRIALS={} W5_TXNS={} W3_SESSIONS={} W2_OUTSTANDING={} payload=100B",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        env!("CARGO_PKG_VERSION"),
+        args.warm,
+        args.run,
+        args.trials,
+        args.w5_txns,
+        args.w3_sessions,
+        args.w2_outstanding,
+    )
+}
+
+async fn workloads(
+    cluster: &mut Cluster,
+    args: &BenchArgs,
+    selected: &[String],
+    p: &Params,
+    out: &mut Output,
+) -> Result<(), Failure> {
+    let mut failed: Option<Failure> = None;
+    let mut fail = |what: &str, e: Failure| {
+        progress(&format!("{what} failed: {}", e.message));
+        failed.get_or_insert(e);
+    };
+    let quiet = |args: &BenchArgs| {
+        cpu::wait_quiet(args.quiet_cores, Duration::from_secs(args.quiet_max_wait))
+    };
+    for w in selected {
+        let leader = match cluster.wait_healthy(Duration::from_secs(60)).await {
+            Ok(l) => l,
+            Err(e) => {
+                fail(w, e);
+                break;
+            }
+        };
+        let follower = cluster
+            .sids
+            .iter()
+            .copied()
+            .find(|&s| s != leader)
+            .unwrap_or(leader);
+        let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
+        let fep = cluster.endpoint(follower).unwrap_or_default().to_owned();
+        let pids = cluster.server_pids();
+        let pids = pids.as_deref();
+        match w.as_str() {
+            "W0" => {
+                progress("W0 (read floor: closed-loop get-var on the leader)");
+                let r = measured(
+                    quiet(args).await,
+                    p,
+                    pids,
+                    load::closed_loop("W0", "ens-leader", &lep, p),
+                )
+                .await;
+                out.result(r).unwrap_or_else(|e| fail(w, e));
+            }
+            "W1" => {
+                for (label, ep) in [("ens-leader", &lep), ("ens-follower", &fep)] {
+                    progress(&format!(
+                        "W1 (closed-loop set-var, client on the {})",
+                        &label[4..]
+                    ));
+                    let r = measured(
+                        quiet(args).await,
+                        p,
+                        pids,
+                        load::closed_loop("W1", label, ep, p),
+                    )
+                    .await;
+                    out.result(r).unwrap_or_else(|e| fail(w, e));
+                }
+            }
+            "W2" => {
+                progress(&format!(
+                    "W2 (one connection, {} writes in flight, on the leader)",
+                    p.outstanding
+                ));
+                let r = measured(
+                    quiet(args).await,
+                    p,
+                    pids,
+                    load::pipelined("ens-leader", &lep, p),
+                )
+                .await;
+                out.result(r).unwrap_or_else(|e| fail(w, e));
+            }
+            "W3" => {
+                let spread = cluster.endpoints.clone();
+                for (label, eps) in [("ens-spread", spread), ("ens-leader", vec![lep.clone()])] {
+                    progress(&format!("W3 ({} clients, {label})", p.sessions));
+                    let r = measured(quiet(args).await, p, pids, load::concurrent(label, &eps, p))
+                        .await;
+                    out.result(r).unwrap_or_else(|e| fail(w, e));
+                }
+            }
+            "W4" | "W5" | "MEMORY" | "memory" if !cluster.launched() => {
+                progress(&format!(
+                    "{w}: skipped (needs a cluster launched by the bench, not --attach)"
+                ));
+            }
+            "W4" => {
+                progress(&format!("W4 (failover, {} trials)", p.trials));
+                let q = quiet(args).await;
+                let a = cpu::stat();
+                let r = fault::failover(cluster, p).await;
+                out.gate_note("W4 ens", q, a);
+                match r {
+                    Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
+                    Err(e) => fail(w, e),
+                }
+            }
+            "W5" => {
+                for (label, op) in [("ens-set", "set"), ("ens-create", "create")] {
+                    progress(&format!("W5 (catch-up after {} {op} writes)", p.w5_txns));
+                    let q = quiet(args).await;
+                    let a = cpu::stat();
+                    let r = fault::catchup(cluster, p, label, op).await;
+                    out.gate_note(&format!("W5 {label}"), q, a);
+                    match r {
+                        Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
+                        Err(e) => fail(w, e),
+                    }
+                }
+            }
+            _ => {
+                progress(&format!("memory ({} catalog entries)", p.memory_entries));
+                match memory::run(cluster, p).await {
+                    Ok(l) => out.line(l),
+                    Err(e) => fail(w, e),
+                }
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// Runs a steady-state workload with CPU sampled over cpu.sh's window.
+async fn measured(
+    quiet: Quiet,
+    p: &Params,
+    pids: Option<&[u32]>,
+    work: impl Future<Output = Result<Line, ClientError>>,
+) -> Result<Line, Failure> {
+    let sampler = async {
+        if p.run < Duration::from_secs(5) {
+            return None;
+        }
+        tokio::time::sleep(p.warm + Duration::from_millis(2500)).await;
+        let a = cpu::sample(pids);
+        tokio::time::sleep(p.run - Duration::from_secs(3)).await;
+        Some(Window::between(&a, &cpu::sample(pids)))
+    };
+    let (r, window): (Result<Line, ClientError>, Option<Window>) = tokio::join!(work, sampler);
+    let mut line = r.map_err(Failure::from)?;
+    line.add_cpu(window, quiet);
+    Ok(line)
+}
+
+/// Where results go: RESULT lines as they come (then the human table), or one JSON document
+/// at the end.
+struct Output {
+    json: bool,
+    notes: Vec<String>,
+    lines: Vec<Line>,
+}
+
+impl Output {
+    fn new(json: bool) -> Output {
+        Output {
+            json,
+            notes: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, text: &str) {
+        if !self.json {
+            println!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        self.notes.push(text.to_owned());
+    }
+
+    fn line(&mut self, l: Line) {
+        if !self.json {
+            println!("{}", l.render());
+            let _ = std::io::stdout().flush();
+        }
+        self.lines.push(l);
+    }
+
+    fn result(&mut self, r: Result<Line, Failure>) -> Result<(), Failure> {
+        self.line(r?);
+        Ok(())
+    }
+
+    /// cpu.sh's comment line after an unsampled (fault) workload.
+    fn gate_note(&mut self, what: &str, q: Quiet, since: cpu::Stat) {
+        let (_, nice) = cpu::busy_between(since, cpu::stat());
+        self.note(&format!(
+            "# {what}: pre_busy_cores={:.2} quiet_wait_s={} nice_cores_during={nice:.2}",
+            q.busy, q.waited_s
+        ));
+    }
+
+    fn finish(&self) {
+        if self.json {
+            let doc = serde_json::json!({
+                "notes": self.notes,
+                "results": self.lines.iter().map(Line::to_json).collect::<Vec<_>>(),
+            });
+            println!("{doc:#}");
+        } else {
+            println!();
+            print!("{}", report::human(&self.lines));
+        }
+    }
+}

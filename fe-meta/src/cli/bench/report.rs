@@ -1,0 +1,265 @@
+//! The bench's output: RESULT lines with the keys of the anchors' ZkBench + cpu.sh (so
+//! `zookeeper/table.py` renders ours unchanged), a human table, or one JSON document.
+//!
+//! INV: a [`Line`] keeps its keys in insertion order and renders `RESULT k=v ...`, quoting
+//! (shell style) a value that holds a space or a quote.
+
+use std::fmt::Write as _;
+
+use super::cpu::{Quiet, Window};
+
+/// One RESULT line.
+#[derive(Clone, Debug, Default)]
+pub struct Line {
+    fields: Vec<(String, String)>,
+    /// A bare word after the workload/label (W4's `summary`).
+    flag: Option<String>,
+}
+
+impl Line {
+    /// A line for `workload` and `label`.
+    pub fn new(workload: &str, label: &str) -> Line {
+        let mut l = Line::default();
+        l.set("workload", workload);
+        l.set("label", label);
+        l
+    }
+
+    /// Adds (or replaces) `key=value`.
+    pub fn set(&mut self, key: &str, value: impl ToString) -> &mut Line {
+        let value = value.to_string();
+        match self.fields.iter_mut().find(|(k, _)| k == key) {
+            Some(f) => f.1 = value,
+            None => self.fields.push((key.to_owned(), value)),
+        }
+        self
+    }
+
+    /// Adds a bare word (rendered after the label).
+    pub fn flag(&mut self, word: &str) -> &mut Line {
+        self.flag = Some(word.to_owned());
+        self
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Appends cpu.sh's figures: the window's (if sampled) and the quiet gate's.
+    pub fn add_cpu(&mut self, window: Option<Window>, quiet: Quiet) {
+        if let Some(w) = window {
+            let na = |x: Option<f64>| x.map_or("NA".to_owned(), |v| format!("{v:.2}"));
+            self.set("server_cores", na(w.server_cores));
+            self.set("client_cores", format!("{:.2}", w.client_cores));
+            self.set("machine_busy_cores", format!("{:.2}", w.machine_busy_cores));
+            self.set("nice_cores", format!("{:.2}", w.nice_cores));
+            self.set("other_cores", format!("{:.2}", w.other_cores()));
+            let ops: f64 = self
+                .get("ops_per_s")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            let per_op = match w.server_cores {
+                Some(c) if ops > 0.0 => format!("{:.0}", c * 1e6 / ops),
+                _ => "NA".to_owned(),
+            };
+            self.set("server_cpu_us_per_op", per_op);
+        }
+        self.set("pre_busy_cores", format!("{:.2}", quiet.busy));
+        self.set("quiet_wait_s", quiet.waited_s);
+    }
+
+    /// `RESULT workload=.. label=.. [flag] k=v ...`.
+    pub fn render(&self) -> String {
+        let mut s = String::from("RESULT");
+        for (i, (k, v)) in self.fields.iter().enumerate() {
+            let _ = write!(s, " {k}={}", quote(v));
+            if i == 1 {
+                if let Some(f) = &self.flag {
+                    let _ = write!(s, " {f}");
+                }
+            }
+        }
+        s
+    }
+
+    /// The line as a JSON object (numbers where the value parses as one).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for (k, v) in &self.fields {
+            let j = match v.parse::<f64>() {
+                Ok(x) if x.is_finite() => serde_json::json!(x),
+                _ => serde_json::json!(v),
+            };
+            m.insert(k.clone(), j);
+        }
+        if let Some(f) = &self.flag {
+            m.insert(f.clone(), serde_json::json!(true));
+        }
+        serde_json::Value::Object(m)
+    }
+}
+
+fn quote(v: &str) -> String {
+    if v.is_empty() || v.contains([' ', '"', '\'', ';']) {
+        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        v.to_owned()
+    }
+}
+
+/// Latency percentiles as ZkBench prints them (`p50_us=.. p90_us=.. p99_us=.. p999_us=..
+/// max_us=.. mean_us=..`, `NA` without samples); sorts `nanos`.
+pub fn percentiles(line: &mut Line, nanos: &mut [u64]) {
+    const KEYS: [&str; 6] = ["p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"];
+    if nanos.is_empty() {
+        for k in KEYS {
+            line.set(k, "NA");
+        }
+        return;
+    }
+    nanos.sort_unstable();
+    let n = nanos.len();
+    let q = |p: f64| {
+        let i = ((p * (n - 1) as f64).round() as usize).min(n - 1);
+        nanos[i] as f64 / 1e3
+    };
+    let mean = nanos.iter().map(|&x| x as f64).sum::<f64>() / n as f64 / 1e3;
+    for (k, v) in KEYS.iter().zip([
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(0.999),
+        nanos[n - 1] as f64 / 1e3,
+        mean,
+    ]) {
+        line.set(k, format!("{v:.0}"));
+    }
+}
+
+/// The human table of every line (W0–W3 rows, W4 trials and summary, W5, memory).
+pub fn human(lines: &[Line]) -> String {
+    let g = |l: &Line, k: &str| l.get(k).unwrap_or("").to_owned();
+    let mut s = String::new();
+    let steady = |l: &&Line| ["W0", "W1", "W2", "W3"].contains(&l.get("workload").unwrap_or(""));
+    if !lines.iter().any(|l| steady(&l)) {
+        return human_faults(lines);
+    }
+    s.push_str("| workload | setup | ops/s | p50 µs | p99 µs | p99.9 µs | server cores | server CPU µs/op | client cores | machine busy |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for l in lines {
+        let w = g(l, "workload");
+        if ["W0", "W1", "W2", "W3"].contains(&w.as_str()) {
+            let _ = writeln!(
+                s,
+                "| {w} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                g(l, "label"),
+                g(l, "ops_per_s"),
+                g(l, "p50_us"),
+                g(l, "p99_us"),
+                g(l, "p999_us"),
+                g(l, "server_cores"),
+                g(l, "server_cpu_us_per_op"),
+                g(l, "client_cores"),
+                g(l, "machine_busy_cores"),
+            );
+        }
+    }
+    s.push_str(&human_faults(lines));
+    s
+}
+
+/// W4, W5 and memory in human form.
+fn human_faults(lines: &[Line]) -> String {
+    let g = |l: &Line, k: &str| l.get(k).unwrap_or("").to_owned();
+    let mut s = String::new();
+    let w4: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.get("workload") == Some("W4"))
+        .collect();
+    if !w4.is_empty() {
+        s.push_str("\n| W4 trial | killed | new leader | unavailable ms (existing client) | new leader reported ms | fresh client first write ms |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|\n");
+        for l in &w4 {
+            if l.flag.as_deref() == Some("summary") {
+                let _ = writeln!(
+                    s,
+                    "| mean | | | {} (max {}) | {} | {} |",
+                    g(l, "mean_unavail_ms"),
+                    g(l, "max_unavail_ms"),
+                    g(l, "mean_new_leader_ms"),
+                    g(l, "mean_fresh_client_first_write_ms")
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    g(l, "trial"),
+                    g(l, "killed"),
+                    g(l, "new_leader"),
+                    g(l, "unavail_ms"),
+                    g(l, "new_leader_reported_ms"),
+                    g(l, "fresh_client_first_write_ms")
+                );
+            }
+        }
+    }
+    for l in lines {
+        match l.get("workload") {
+            Some("W5") => {
+                let _ = writeln!(
+                    s,
+                    "\nW5 catch-up ({}, op={}): {} txns written in {} s ({} ops/s); restart -> serving {} ms, -> caught up {} ms",
+                    g(l, "label"),
+                    g(l, "op"),
+                    g(l, "txns"),
+                    g(l, "write_s"),
+                    g(l, "write_ops_per_s"),
+                    g(l, "restart_to_serving_ms"),
+                    g(l, "restart_to_caught_up_ms")
+                );
+            }
+            Some("memory") => {
+                let _ = writeln!(
+                    s,
+                    "\nmemory: {} catalog entries; RSS per node {} MiB; image {} bytes; load (restart -> caught up) {} ms",
+                    g(l, "entries"),
+                    g(l, "rss_mib"),
+                    g(l, "image_bytes"),
+                    g(l, "restart_to_caught_up_ms")
+                );
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_render_in_order_with_quotes_and_zkbench_percentiles() {
+        let mut l = Line::new("W4", "ens");
+        l.flag("summary").set("trials", 3).set("info", "a b");
+        assert_eq!(
+            l.render(),
+            "RESULT workload=W4 label=ens summary trials=3 info=\"a b\""
+        );
+        let mut p = Line::new("W1", "x");
+        let mut v: Vec<u64> = (1..=1000).rev().map(|i| i * 1000).collect();
+        percentiles(&mut p, &mut v);
+        // ZkBench: s[round(p * (n - 1))] / 1e3 µs.
+        assert_eq!(p.get("p50_us"), Some("501"));
+        assert_eq!(p.get("p99_us"), Some("990"));
+        assert_eq!(p.get("max_us"), Some("1000"));
+        let mut e = Line::new("W0", "y");
+        percentiles(&mut e, &mut []);
+        assert_eq!(e.get("p999_us"), Some("NA"));
+        assert_eq!(l.to_json()["trials"], serde_json::json!(3.0));
+    }
+}
