@@ -10,6 +10,8 @@
 
 use std::fmt::Write;
 
+use zab_net::SyncCounters;
+
 /// A four-letter word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FourLetterWord {
@@ -130,6 +132,10 @@ pub struct ServerStats {
     pub followers: Option<(u64, u64)>,
     /// Connected clients (`stat` only).
     pub clients: Vec<ClientStats>,
+    /// How this node brought learners in sync while it led (since the process started).
+    pub syncs_sent: SyncCounters,
+    /// How this node was brought in sync as a learner (since the process started).
+    pub syncs_received: SyncCounters,
 }
 
 /// The text answer to `word`.
@@ -197,6 +203,11 @@ fn mntr(s: &ServerStats) -> String {
     if let Some(ms) = s.staleness_ms {
         kv("fe_meta_staleness_ms", &ms);
     }
+    for (dir, c) in [("sent", &s.syncs_sent), ("received", &s.syncs_received)] {
+        kv(&format!("fe_meta_sync_{dir}_diff"), &c.diff);
+        kv(&format!("fe_meta_sync_{dir}_trunc"), &c.trunc);
+        kv(&format!("fe_meta_sync_{dir}_snap"), &c.snap);
+    }
     out
 }
 
@@ -227,6 +238,13 @@ mod tests {
                 received: 10,
                 sent: 9,
             }],
+            syncs_sent: SyncCounters {
+                diff: 4,
+                trunc: 1,
+                snap: 2,
+                diff_from_log: 0,
+            },
+            syncs_received: SyncCounters::default(),
         }
     }
 
@@ -243,6 +261,13 @@ mod tests {
         assert!(mntr.contains("zk_server_state\tleader\n") && mntr.contains("zk_znode_count\t5\n"));
         assert!(
             mntr.contains("zk_synced_followers\t2\n") && mntr.contains("fe_meta_staleness_ms\t12")
+        );
+        assert!(
+            mntr.contains("fe_meta_sync_sent_diff\t4\n")
+                && mntr.contains("fe_meta_sync_sent_trunc\t1\n")
+                && mntr.contains("fe_meta_sync_sent_snap\t2\n")
+                && mntr.contains("fe_meta_sync_received_snap\t0\n"),
+            "{mntr}"
         );
     }
 }

@@ -229,6 +229,8 @@ impl Shared {
             },
             followers,
             clients: t.clients,
+            syncs_sent: st.syncs_sent,
+            syncs_received: st.syncs_received,
         }
     }
 }
