@@ -1,0 +1,152 @@
+//! The checks every scenario runs at its end ([`run`], via [`ProcCluster::finish`]):
+//!
+//! 1. convergence: every node runs, and all report the same digest at the same journal id
+//!    (within 60 s);
+//! 2. every write in the [`Ledger`](super::Ledger) reads back, with its value, from every node
+//!    (SHOW_VARS for small ledgers; GET_VAR per name, pipelined, for large ones, since a
+//!    SHOW_VARS answer is bounded by the frame size);
+//! 3. no node answered a read at a lower journal id than an earlier read (the monitor);
+//! 4. no node's log says `panicked at`.
+//!
+//! INV: all problems found are reported together, each naming the node.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fe_meta::client::{Client, ClientOptions};
+use thiserror::Error;
+use tokio::task::JoinSet;
+
+use super::{ProcCluster, ProcError};
+
+/// A ledger above this many value bytes is read back per name.
+const SHOW_VARS_BYTES_MAX: u64 = 8 * 1024 * 1024;
+/// GET_VARs in flight per node when reading back per name.
+const READ_DEPTH: usize = 32;
+
+/// The end checks found problems.
+#[derive(Debug, Error)]
+#[error("end checks failed:\n  {}", .problems.join("\n  "))]
+pub struct CheckFailure {
+    /// One line per problem.
+    pub problems: Vec<String>,
+}
+
+/// The converged state the checks saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Converged {
+    /// The common journal id.
+    pub journal_id: u64,
+    /// The common digest.
+    pub digest: [u8; 32],
+    /// Acknowledged writes read back from every node.
+    pub acked_writes: usize,
+}
+
+/// Runs the checks on `cluster`.
+pub async fn run(cluster: &mut ProcCluster) -> Result<Converged, ProcError> {
+    let (journal_id, digest) = cluster.wait_converged(Duration::from_secs(60)).await?;
+    let mut problems = Vec::new();
+    for sid in cluster.sids() {
+        if let Err(p) = read_back(cluster, sid).await {
+            problems.extend(p);
+        }
+    }
+    let mon = cluster.monitor_report();
+    problems.extend(mon.regressions.iter().cloned());
+    for sid in cluster.sids() {
+        if mon.samples.get(&sid).copied().unwrap_or(0) == 0 {
+            problems.push(format!("node {sid}: the monitor never got a read answered"));
+        }
+    }
+    for sid in cluster.sids() {
+        let node = cluster.node(sid)?;
+        let text = std::fs::read_to_string(node.log_path()).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("panicked at")) {
+            problems.push(format!("node {sid} panicked: {line}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(Converged {
+            journal_id,
+            digest,
+            acked_writes: cluster.ledger().len(),
+        })
+    } else {
+        Err(CheckFailure { problems }.into())
+    }
+}
+
+/// Reads every acknowledged write back from node `sid`.
+async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
+    let opts = ClientOptions {
+        connect_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(30),
+    };
+    let client = cluster
+        .client(sid, Some(opts))
+        .await
+        .map_err(|e| vec![format!("node {sid}: {e}")])?;
+    let expected = cluster.ledger().snapshot();
+    let found: BTreeMap<String, Option<String>> =
+        if cluster.ledger().value_bytes() <= SHOW_VARS_BYTES_MAX {
+            let vars = client
+                .show_vars(false)
+                .await
+                .map_err(|e| vec![format!("node {sid}: SHOW_VARS: {e}")])?;
+            let all: BTreeMap<String, String> = vars.value.into_iter().collect();
+            expected
+                .keys()
+                .map(|k| (k.clone(), all.get(k).cloned()))
+                .collect()
+        } else {
+            get_each(Arc::new(client), expected.keys().cloned().collect())
+                .await
+                .map_err(|e| vec![format!("node {sid}: {e}")])?
+        };
+    let mut problems = Vec::new();
+    for (name, acked) in &expected {
+        match found.get(name).cloned().flatten() {
+            Some(v) if v == acked.value => {}
+            Some(_) => problems.push(format!("node {sid}: {name} has another value")),
+            None => problems.push(format!(
+                "node {sid}: acknowledged write {name} (journal id {:#x}) is missing",
+                acked.journal_id
+            )),
+        }
+    }
+    problems.truncate(20);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+async fn get_each(
+    client: Arc<Client>,
+    names: Vec<String>,
+) -> Result<BTreeMap<String, Option<String>>, String> {
+    let mut out = BTreeMap::new();
+    let mut tasks = JoinSet::new();
+    let mut names = names.into_iter();
+    loop {
+        while tasks.len() < READ_DEPTH {
+            let Some(name) = names.next() else { break };
+            let c = client.clone();
+            tasks.spawn(async move {
+                let r = c.get_var(&name, false).await;
+                (name, r)
+            });
+        }
+        match tasks.join_next().await {
+            None => return Ok(out),
+            Some(Ok((name, Ok(read)))) => {
+                out.insert(name, read.value);
+            }
+            Some(Ok((name, Err(e)))) => return Err(format!("GET_VAR {name}: {e}")),
+            Some(Err(e)) => return Err(format!("GET_VAR task: {e}")),
+        }
+    }
+}
