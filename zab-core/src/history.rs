@@ -3,6 +3,8 @@
 //!
 //! INV-1: `index` is strictly ascending and holds every logged zxid above `base` (the snapshot
 //! point) with no gap the log does not have; entries at or below `base` may be missing (purged).
+//! A log that ends before the snapshot point is refused: the store resets such a log (a crash
+//! lost appends a newer local snapshot covers), so entries below `base` never hide a hole.
 //! INV-2: `txns` is a suffix of `index` (same zxids, same order), and it holds every zxid above
 //! `min(applied, persisted)`: data needed to apply, to DIFF from memory or to re-propose is never
 //! dropped; only entries the disk holds and the state machine applied are trimmed, keeping at
@@ -33,6 +35,17 @@ impl History {
         let bad = |m: String| Err(StepError::InconsistentDurableState(m));
         if d.log_index.windows(2).any(|w| w[0] >= w[1]) {
             return bad("log index is not strictly ascending".into());
+        }
+        if d.log_index
+            .last()
+            .is_some_and(|last| *last < d.snapshot_zxid)
+        {
+            return bad(format!(
+                "the log ends at {} before the snapshot at {}: the store must restart the log \
+                 at the snapshot, or records after it would follow a hole",
+                d.log_index.last().copied().unwrap_or(Zxid::ZERO),
+                d.snapshot_zxid
+            ));
         }
         let above: Vec<Zxid> = d
             .log_index
@@ -216,6 +229,21 @@ mod tests {
             ..DurableState::default()
         };
         assert!(History::from_durable(&d).is_err());
+    }
+
+    #[test]
+    fn rejects_a_log_that_ends_before_the_snapshot() {
+        let d = DurableState {
+            snapshot_zxid: z(1, 8),
+            log_index: vec![z(1, 4), z(1, 5)],
+            ..DurableState::default()
+        };
+        assert!(History::from_durable(&d).is_err());
+        let reset = DurableState {
+            snapshot_zxid: z(1, 8),
+            ..DurableState::default()
+        };
+        assert_eq!(History::from_durable(&reset).unwrap().last(), z(1, 8));
     }
 
     #[test]

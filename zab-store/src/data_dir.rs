@@ -6,6 +6,11 @@
 //! INV-1: the durable state handed to the core has no hole: the log tail starts right after the
 //! loaded snapshot, or loading fails naming the log directory (for instance after falling back
 //! to an older snapshot whose following records were already purged).
+//! INV-3: the log never ends before the loaded snapshot: when it does (the node applied txns a
+//! quorum had made durable before its own log reached them, snapshotted them, and crashed
+//! before those appends were synced), loading resets the log to the snapshot. Appending the
+//! next epoch after the old, shorter log would leave a hole that a later DIFF from the log
+//! would silently skip.
 //! INV-2: purge removes log segments only up to the oldest *kept* snapshot, and nothing at all
 //! while no snapshot exists.
 
@@ -55,8 +60,9 @@ impl DataDir {
         })
     }
 
-    /// Loads the newest valid snapshot through `restore` and returns the core's durable state.
-    pub fn load<F>(&self, restore: F) -> Result<DurableState>
+    /// Loads the newest valid snapshot through `restore` and returns the core's durable state
+    /// (resetting a log that ends before that snapshot, INV-3).
+    pub fn load<F>(&mut self, restore: F) -> Result<DurableState>
     where
         F: FnMut(&mut SnapshotReader) -> io::Result<()>,
     {
@@ -64,6 +70,18 @@ impl DataDir {
             .snaps
             .load_newest(restore)?
             .map_or(Zxid::ZERO, |(info, ())| info.zxid);
+        let reader = self.log.reader();
+        let last = reader.last_zxid().unwrap_or(reader.floor());
+        if last < snapshot_zxid {
+            tracing::warn!(
+                dir = %reader.dir().display(),
+                log_last = %last,
+                snapshot = %snapshot_zxid,
+                "the txn log ends before the newest snapshot (records the snapshot covers were \
+                 not synced before a crash): the log restarts at the snapshot"
+            );
+            self.log.reset(snapshot_zxid)?;
+        }
         let reader = self.log.reader();
         let last = reader.last_zxid().unwrap_or(reader.floor());
         let log_tail = if last <= snapshot_zxid {

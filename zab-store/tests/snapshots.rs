@@ -211,7 +211,7 @@ fn data_dir_boots_the_durable_state() {
         dd.log.sync().unwrap();
         write_snap(&dd.snaps, 25, b"snap at 25");
     }
-    let dd = DataDir::open(&snap_dir, &log_dir, opts).unwrap();
+    let mut dd = DataDir::open(&snap_dir, &log_dir, opts).unwrap();
     let mut restored = vec![];
     let st = dd
         .load(|r| r.read_to_end(&mut restored).map(|_| ()))
@@ -224,5 +224,50 @@ fn data_dir_boots_the_durable_state() {
     assert_eq!(
         st.log_tail.iter().map(|t| t.zxid.0).collect::<Vec<_>>(),
         (26..=30).collect::<Vec<_>>()
+    );
+}
+
+/// A node applied txns a quorum had made durable before its own log synced them, snapshotted
+/// them and crashed: the log (synced to 5) ends before the snapshot (8). Loading must restart
+/// the log at the snapshot; otherwise the next epoch's records would follow 5 and a DIFF from
+/// the log after 5 would silently skip 6..=8.
+#[test]
+fn a_log_ending_before_the_snapshot_restarts_at_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (snap_dir, log_dir) = (d.path().join("data"), d.path().join("datalog"));
+    let opts = LogOptions {
+        prealloc_bytes: 8192,
+        force_sync: false,
+    };
+    {
+        let mut dd = DataDir::open(&snap_dir, &log_dir, opts.clone()).unwrap();
+        for c in 1..=5 {
+            dd.log.append(&txn(c, 50)).unwrap();
+        }
+        dd.log.sync().unwrap();
+        write_snap(&dd.snaps, 8, b"snap at 8");
+    }
+    {
+        let mut dd = DataDir::open(&snap_dir, &log_dir, opts.clone()).unwrap();
+        let st = dd.load(|r| read_all(r).map(|_| ())).unwrap();
+        assert_eq!(st.snapshot_zxid, Zxid(8));
+        assert!(st.log_index.is_empty(), "stale records: {:?}", st.log_index);
+        assert!(st.log_tail.is_empty());
+        let next = Zxid((2 << 32) | 1);
+        dd.log.append(&txn(next.0, 50)).unwrap();
+        dd.log.sync().unwrap();
+    }
+    let mut dd = DataDir::open(&snap_dir, &log_dir, opts).unwrap();
+    let st = dd.load(|r| read_all(r).map(|_| ())).unwrap();
+    assert_eq!(
+        st.log_index,
+        vec![Zxid((2 << 32) | 1)],
+        "no hole below the new epoch"
+    );
+    assert_eq!(st.log_tail.len(), 1);
+    let r = dd.log.reader();
+    assert!(
+        r.read_range(Zxid(5), Zxid((2 << 32) | 1)).is_err(),
+        "a range from before the snapshot is not served from the log"
     );
 }

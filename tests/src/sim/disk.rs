@@ -266,7 +266,10 @@ impl Disk {
         ends_ok.then_some(range)
     }
 
-    /// What survives a crash.
+    /// What survives a crash, as the restarted node's store finds it: a log that now ends
+    /// before the newest snapshot (it applied and snapshotted txns a quorum had made durable
+    /// before its own appends were synced) restarts at that snapshot, like
+    /// `zab_store::DataDir::load` does; appending after the shorter log would leave a hole.
     pub fn crash(&mut self) {
         self.pending.clear();
         self.owed_persisted = None;
@@ -276,6 +279,11 @@ impl Disk {
                 // the reset happened already; appends queued after it were volatile
                 self.pending.clear();
             }
+        }
+        let snapshot = self.snapshot_zxid();
+        if self.log.last().map_or(self.log_base, |t| t.zxid) < snapshot {
+            self.log.clear();
+            self.log_base = snapshot;
         }
     }
 
@@ -300,5 +308,41 @@ impl Disk {
                 .collect(),
         };
         (durable, snap.txns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn txn(epoch: u32, counter: u32) -> Txn {
+        Txn {
+            zxid: Zxid::new(Epoch(epoch), counter),
+            data: Bytes::from_static(b"x"),
+        }
+    }
+
+    /// Seed 14623's path: the node applied 6..=8 before its own log synced them, took a local
+    /// snapshot at 8 and crashed with 6..=8 still pending. After the crash the log must follow
+    /// the snapshot, not 5, or the next epoch's records would sit after a hole.
+    #[test]
+    fn a_crash_leaving_the_log_behind_the_snapshot_restarts_the_log_there() {
+        let mut disk = Disk::default();
+        for c in 1..=8 {
+            assert!(disk.append(txn(1, c)));
+        }
+        disk.fsync(5);
+        let applied: Vec<Txn> = (1..=8).map(|c| txn(1, c)).collect();
+        disk.take_snapshot(Snapshot::of(&applied), 2, usize::MAX);
+        disk.crash();
+        assert!(disk.log.is_empty());
+        assert_eq!(disk.log_base, Zxid::new(Epoch(1), 8));
+        assert!(disk.append(txn(2, 1)));
+        disk.fsync(1);
+        assert!(disk
+            .read_range(Zxid::new(Epoch(1), 5), txn(2, 1).zxid)
+            .is_none());
+        let (durable, _) = disk.load();
+        assert_eq!(durable.log_index, vec![txn(2, 1).zxid]);
     }
 }

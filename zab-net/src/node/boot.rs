@@ -58,7 +58,7 @@ pub(super) fn open_store(
         prealloc_bytes: usize::try_from(cfg.pre_alloc_bytes).unwrap_or(64 << 20),
         force_sync: cfg.force_sync,
     };
-    let dd = DataDir::open(&cfg.data_dir, &cfg.data_log_dir, opts)?;
+    let mut dd = DataDir::open(&cfg.data_dir, &cfg.data_log_dir, opts)?;
     let durable = dd.load(|r| {
         let zxid = r.info().zxid;
         sm.restore(zxid, r)
