@@ -296,8 +296,9 @@ impl ProcCluster {
         Ok((counts("sent")?, counts("received")?))
     }
 
-    /// Waits until exactly one live node leads and every live node reports it as leader, in
-    /// the same epoch; returns its sid.
+    /// Waits until exactly one live node leads, is established (it applied an entry of its
+    /// epoch: the TIMESTAMP a new leader commits), and every live node reports it as leader in
+    /// that epoch; returns its sid.
     pub async fn leader(&mut self, within: Duration) -> Result<u64, ProcError> {
         let start = Instant::now();
         let mut last = String::new();
@@ -318,13 +319,21 @@ impl ProcCluster {
                     .find(|(s, _)| *s == l)
                     .and_then(|(_, st)| st.as_ref())
                     .map(|s| s.epoch);
-                let agree = seen.iter().all(|(_, st)| {
-                    st.as_ref().is_some_and(|st| {
-                        st.leader_sid == Some(l)
-                            && Some(st.epoch) == epoch
-                            && matches!(st.mode, Mode::Leader | Mode::Follower | Mode::Observer)
-                    })
+                // Established: it committed its first entry (TIMESTAMP) in its epoch.
+                let established = seen.iter().any(|(s, st)| {
+                    *s == l
+                        && st.as_ref().is_some_and(|st| {
+                            st.epoch > 0 && st.applied_journal_id >> 32 == st.epoch
+                        })
                 });
+                let agree = established
+                    && seen.iter().all(|(_, st)| {
+                        st.as_ref().is_some_and(|st| {
+                            st.leader_sid == Some(l)
+                                && Some(st.epoch) == epoch
+                                && matches!(st.mode, Mode::Leader | Mode::Follower | Mode::Observer)
+                        })
+                    });
                 if agree {
                     return Ok(l);
                 }
