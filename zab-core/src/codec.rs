@@ -363,5 +363,6 @@ fn election_state_byte(state: ElectionState) -> u8 {
         ElectionState::Following => 1,
         ElectionState::Leading => 2,
         ElectionState::Observing => 3,
+        ElectionState::Uninitialized => 4,
     }
 }

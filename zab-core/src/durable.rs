@@ -1,4 +1,10 @@
 //! What a peer knows about its own disk when it starts.
+//!
+//! INV-1 (PITFALLS B9): a peer whose `needs_initial_sync` is set never votes and is never
+//! counted in a quorum; it only learns from a leader (as a non-voting learner). The flag is
+//! cleared only through `Action::PersistInitialized`, emitted once a sync from a leader is
+//! complete and durable, so a data dir emptied by an operator cannot vote with a history that
+//! lost txns its earlier acks helped commit.
 
 use crate::types::{Epoch, Txn, Zxid};
 
@@ -18,4 +24,8 @@ pub struct DurableState {
     /// The records after `snapshot_zxid`, with their data, ascending: logged, not yet applied,
     /// not known to be committed.
     pub log_tail: Vec<Txn>,
+    /// The data dir was emptied (or never held this cluster's data) and the node was not told
+    /// to bootstrap a new cluster: it must sync from a leader before it may vote (INV-1).
+    /// `false` for an initialized node, including a brand-new cluster member at zxid 0.
+    pub needs_initial_sync: bool,
 }

@@ -3,8 +3,9 @@
 //! INV-1: votes order by `(peer_epoch, zxid, leader)` (ZooKeeper's `totalOrderPredicate`); a
 //! peer only ever replaces its vote by a better one within a round, or by the best of its own
 //! and the sender's when it joins a higher round.
-//! INV-2: only participants' votes are tallied; observers' notifications are answered, never
-//! counted, and an observer never decides from LOOKING votes.
+//! INV-2: only participants' votes are tallied; observers' and uninitialized peers'
+//! notifications are answered, never counted, and neither ever decides from LOOKING votes
+//! (an uninitialized peer, PITFALLS B9, acts as an observer until its first sync).
 //! INV-3: a LOOKING tally decides only after a quorum held the peer's own vote and no better
 //! vote arrived for `finalize_wait_ms`.
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
@@ -54,13 +55,15 @@ pub(crate) struct Election {
     pub(crate) resend_at_ms: u64,
     /// Current resend interval.
     pub(crate) backoff_ms: u64,
+    /// This peer votes (a participant with an initialized data dir).
+    i_vote: bool,
 }
 
 impl Election {
-    /// A new LOOKING period; `my_vote` is recorded when this peer is a participant.
-    pub(crate) fn new(cfg: &Config, my_vote: Vote, now_ms: u64) -> Election {
+    /// A new LOOKING period; `my_vote` is recorded when this peer votes (`i_vote`).
+    pub(crate) fn new(cfg: &Config, my_vote: Vote, i_vote: bool, now_ms: u64) -> Election {
         let mut recv = BTreeMap::new();
-        if is_participant(cfg, cfg.sid) {
+        if i_vote {
             recv.insert(cfg.sid, my_vote);
         }
         let backoff_ms = cfg.finalize_wait_ms.max(1);
@@ -70,12 +73,13 @@ impl Election {
             finalize_at_ms: None,
             resend_at_ms: now_ms.saturating_add(backoff_ms),
             backoff_ms,
+            i_vote,
         }
     }
 
     /// Records our own (possibly changed) vote and re-checks the finalize condition.
     pub(crate) fn set_my_vote(&mut self, cfg: &Config, vote: Vote, now_ms: u64) {
-        if is_participant(cfg, cfg.sid) {
+        if self.i_vote {
             self.recv.insert(cfg.sid, vote);
         }
         self.check_quorum(cfg, vote, now_ms);
@@ -89,7 +93,7 @@ impl Election {
             .filter(|(_, v)| **v == vote)
             .map(|(s, _)| *s)
             .collect();
-        if is_participant(cfg, cfg.sid) && cfg.is_quorum(holders.iter()) {
+        if self.i_vote && cfg.is_quorum(holders.iter()) {
             if self.finalize_at_ms.is_none() {
                 self.finalize_at_ms = Some(now_ms.saturating_add(cfg.finalize_wait_ms));
             }
@@ -120,7 +124,7 @@ impl Election {
             return Tally::Nothing;
         }
         match n.state {
-            ElectionState::Observing => Tally::Nothing,
+            ElectionState::Observing | ElectionState::Uninitialized => Tally::Nothing,
             ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
@@ -140,7 +144,7 @@ impl Election {
         n: Notification,
         now_ms: u64,
     ) -> Tally {
-        if !is_participant(cfg, cfg.sid) {
+        if !self.i_vote {
             return Tally::Nothing;
         }
         let mut changed = false;
@@ -249,7 +253,7 @@ mod tests {
         let c = cfg(1);
         let init = vote(1, 5, 1);
         let (mut round, mut v) = (1, init);
-        let mut e = Election::new(&c, v, 0);
+        let mut e = Election::new(&c, v, true, 0);
         let t = e.on_notification(
             &c,
             &mut round,
@@ -269,7 +273,7 @@ mod tests {
         let c = cfg(1);
         let init = vote(1, 9, 1);
         let (mut round, mut v) = (1, init);
-        let mut e = Election::new(&c, v, 0);
+        let mut e = Election::new(&c, v, true, 0);
         let t = e.on_notification(
             &c,
             &mut round,
@@ -288,7 +292,7 @@ mod tests {
         let c = cfg(3);
         let init = vote(3, 1, 1);
         let (mut round, mut v) = (1, init);
-        let mut e = Election::new(&c, v, 0);
+        let mut e = Election::new(&c, v, true, 0);
         let fol = Notification {
             vote: vote(1, 9, 2),
             round: 7,

@@ -2,9 +2,10 @@
 //!
 //! # Contract with the driver
 //! The driver executes the actions of one `take_actions()` batch **in order**:
-//! - `PersistAcceptedEpoch`, `PersistCurrentEpoch` and `TruncateLog` are durable (written,
-//!   fsynced, renamed, directory fsynced) before any later action of the batch runs. A driver
-//!   that cannot make them durable must stop the peer: continuing would break INV-durability.
+//! - `PersistAcceptedEpoch`, `PersistCurrentEpoch`, `PersistInitialized` and `TruncateLog`
+//!   are durable (written, fsynced, renamed, directory fsynced) before any later action of the
+//!   batch runs. A driver that cannot make them durable must stop the peer: continuing would
+//!   break INV-durability.
 //! - `AppendLog` is asynchronous: the txn joins the group-commit queue behind every earlier
 //!   append/truncate, and the driver later feeds `Input::LogPersisted { upto }`. Appends,
 //!   truncations and log resets reach the disk in the order they were issued.
@@ -98,6 +99,10 @@ pub enum Action {
     PersistAcceptedEpoch(Epoch),
     /// Durably replace the currentEpoch file (synchronous).
     PersistCurrentEpoch(Epoch),
+    /// Durably record that this node completed its first sync from a leader and may vote from
+    /// now on (clears `DurableState::needs_initial_sync`; synchronous). Emitted only once
+    /// everything that sync brought is durable.
+    PersistInitialized,
     /// Append a txn to the log (asynchronous; see `Input::LogPersisted`).
     AppendLog(Txn),
     /// Durably drop every log record after `zxid` (synchronous).

@@ -44,6 +44,9 @@ pub enum ElectionState {
     Leading,
     /// An observer; its vote never counts.
     Observing,
+    /// LOOKING, but its data dir needs an initial sync (PITFALLS B9): it looks for a leader to
+    /// sync from as a non-voting learner; its vote never counts and it is never elected.
+    Uninitialized,
 }
 
 /// A vote: the candidate and the history it would lead with. Votes order by

@@ -117,6 +117,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
                 .filter(|p| *p != sid)
                 .map(|p| (ServerId(p), PeerAddrs::UNKNOWN))
                 .collect(),
+            // A brand-new cluster in a fresh temp dir: every node starts initialized.
+            bootstrap: true,
             ..NodeOptions::default()
         };
         let kv = Kv::default();

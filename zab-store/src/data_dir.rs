@@ -104,6 +104,7 @@ impl DataDir {
             snapshot_zxid,
             log_index: reader.zxids(),
             log_tail,
+            needs_initial_sync: self.epochs.needs_initial_sync()?,
         })
     }
 }

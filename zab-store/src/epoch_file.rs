@@ -1,4 +1,9 @@
-//! The epoch files `acceptedEpoch` and `currentEpoch`.
+//! The epoch files `acceptedEpoch` and `currentEpoch`, and the `needsInitialSync` marker.
+//!
+//! `needsInitialSync` (PITFALLS B9): present while the data dir was emptied and has not yet
+//! completed a sync from a leader; the node does not vote then. It is created when a node
+//! starts on an empty data dir without bootstrap and removed by `PersistInitialized`. A data
+//! dir without it is initialized: a brand-new member (bootstrap) or any older data dir.
 //!
 //! Format, as ZooKeeper's: the epoch in decimal ASCII followed by a newline (surrounding ASCII
 //! whitespace is accepted when reading). A missing file reads as `None` (the caller treats it
@@ -38,6 +43,9 @@ impl EpochKind {
     }
 }
 
+/// The marker file of a data dir that needs its initial sync.
+pub const NEEDS_INITIAL_SYNC_FILE: &str = "needsInitialSync";
+
 /// The epoch files of one data directory.
 #[derive(Clone, Debug)]
 pub struct EpochFiles {
@@ -73,6 +81,30 @@ impl EpochFiles {
     pub fn write(&self, kind: EpochKind, epoch: Epoch) -> Result<()> {
         let content = format!("{}\n", epoch.0);
         fsutil::replace_atomically(&self.path(kind), content.as_bytes(), self.force_sync)
+    }
+
+    /// True when the `needsInitialSync` marker exists (the node must not vote yet).
+    pub fn needs_initial_sync(&self) -> Result<bool> {
+        let path = self.dir.join(NEEDS_INITIAL_SYNC_FILE);
+        match fs::metadata(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io("stat", &path, e)),
+        }
+    }
+
+    /// Durably creates (`true`) or removes (`false`) the `needsInitialSync` marker: after a
+    /// crash the marker is either there or not, as last written.
+    pub fn set_needs_initial_sync(&self, needed: bool) -> Result<()> {
+        let path = self.dir.join(NEEDS_INITIAL_SYNC_FILE);
+        if needed {
+            let content = b"# this data dir must sync from a leader before it may vote\n";
+            return fsutil::replace_atomically(&path, content, self.force_sync);
+        }
+        if !self.needs_initial_sync()? {
+            return Ok(());
+        }
+        fsutil::remove_durably(&path, self.force_sync)
     }
 }
 
@@ -112,6 +144,19 @@ mod tests {
             fs::read_to_string(f.path(EpochKind::Accepted)).unwrap(),
             "6\n"
         );
+    }
+
+    #[test]
+    fn needs_initial_sync_marker_is_created_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = EpochFiles::open(d.path(), true).unwrap();
+        assert!(!f.needs_initial_sync().unwrap());
+        f.set_needs_initial_sync(true).unwrap();
+        assert!(f.needs_initial_sync().unwrap());
+        assert!(d.path().join(NEEDS_INITIAL_SYNC_FILE).exists());
+        f.set_needs_initial_sync(false).unwrap();
+        assert!(!f.needs_initial_sync().unwrap());
+        f.set_needs_initial_sync(false).unwrap();
     }
 
     #[test]

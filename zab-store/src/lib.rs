@@ -73,7 +73,7 @@ mod spare;
 mod writer;
 
 pub use data_dir::{purge, DataDir};
-pub use epoch_file::{EpochFiles, EpochKind};
+pub use epoch_file::{EpochFiles, EpochKind, NEEDS_INITIAL_SYNC_FILE};
 pub use error::{Result, StoreError};
 pub use log::{LogOptions, TxnLog};
 pub use reader::{LogIter, LogReader};

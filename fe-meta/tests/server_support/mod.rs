@@ -14,10 +14,11 @@ use fe_meta::protocol::{
     decode_response, encode_frame, encode_request, ErrorReply, FrameDecoder, Request, RequestBody,
     Response, ResponseBody,
 };
-use fe_meta::server::Server;
+use fe_meta::server::{Server, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zab_core::Role;
+use zab_net::NodeOptions;
 
 /// A port free right now, taken below the kernel's ephemeral range (32768+) so that no
 /// outgoing connection of a concurrently running test can grab it between this check and the
@@ -81,9 +82,19 @@ impl Cluster {
         path
     }
 
+    /// Starts `sid` as a member of a new cluster (`--bootstrap`: an empty data dir votes).
     pub async fn start(&mut self, sid: u64) {
+        self.start_bootstrap(sid, true).await;
+    }
+
+    /// Starts `sid`; without `bootstrap` an empty data dir first syncs as a non-voting learner.
+    pub async fn start_bootstrap(&mut self, sid: u64, bootstrap: bool) {
         let path = self.write_config(sid, 0xfe_0001);
-        let server = Server::start(&path).await.unwrap();
+        let mut cfg = ServerConfig::load(&path).unwrap();
+        cfg.bootstrap = bootstrap;
+        let server = Server::start_with(cfg, NodeOptions::default())
+            .await
+            .unwrap();
         self.servers.insert(sid, server);
     }
 

@@ -103,6 +103,9 @@ pub struct Disk {
     pub incoming: Option<(Zxid, BytesMut)>,
     /// The SNAP being made durable.
     pub install: Option<PendingInstall>,
+    /// The "needs initial sync" marker: set by a wipe, cleared by `PersistInitialized`
+    /// (PITFALLS B9). A node of the initial cluster starts without it (bootstrapped).
+    pub needs_initial_sync: bool,
 }
 
 impl Disk {
@@ -287,9 +290,13 @@ impl Disk {
         }
     }
 
-    /// Wipes everything (an operator emptied the data dir).
+    /// Wipes everything (an operator emptied the data dir); the node restarts without
+    /// `--bootstrap`, so it must sync before it votes (PITFALLS B9).
     pub fn wipe(&mut self) {
-        *self = Disk::default();
+        *self = Disk {
+            needs_initial_sync: true,
+            ..Disk::default()
+        };
     }
 
     /// The durable state a restarted peer is given, and the state machine it starts with.
@@ -306,6 +313,7 @@ impl Disk {
                 .filter(|t| t.zxid > snap.zxid)
                 .cloned()
                 .collect(),
+            needs_initial_sync: self.needs_initial_sync,
         };
         (durable, snap.txns)
     }

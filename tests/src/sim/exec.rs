@@ -217,6 +217,7 @@ fn execute_local(node: &mut SimNode, action: Action) -> Result<(), String> {
     match action {
         Action::PersistAcceptedEpoch(e) => disk.accepted_epoch = e,
         Action::PersistCurrentEpoch(e) => disk.current_epoch = e,
+        Action::PersistInitialized => disk.needs_initial_sync = false,
         Action::AppendLog(txn) => {
             let z = txn.zxid;
             if !disk.append(txn) {

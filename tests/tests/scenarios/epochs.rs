@@ -1,6 +1,6 @@
 //! PITFALLS B: epochs, election and discovery.
 
-use zab_core::{Message, RequestError};
+use zab_core::{Message, RequestError, Role};
 
 use super::*;
 
@@ -56,26 +56,101 @@ fn b3_follower_crashes_right_after_acking_newleader() {
     c.check_liveness();
 }
 
-/// B9 (ZOOKEEPER-261), variant: a write acked by {A, B, C} of five; C is wiped and restarted;
-/// A and B crash before C resyncs; C, D, E must not elect a leader that lacks the write (the
-/// durability checker fails the run if they do). The core has no cluster-id guard, so the
-/// scenario documents the hazard: it is ignored until the core keeps wiped nodes from voting.
+/// B9 (ZOOKEEPER-261): writes acked by {A, B, C} of five; C is wiped and restarted without
+/// bootstrap; A and B crash before C resyncs. C, D, E must not elect (C does not vote until
+/// its first sync, and D, E alone are no quorum): no leader for 20 s. Once A is back, A, D, E
+/// elect a leader holding the writes; C syncs, becomes a voter and holds them too.
 #[test]
-#[ignore = "B9 needs a wiped node to rejoin as a non-voter (cluster id); zab-core has no such guard"]
 fn b9_wiped_node_must_not_complete_a_quorum_without_committed_data() {
     let (mut c, a) = started(options(5, 0));
     let rest = others(&c, a);
     let (b, cc, d, e) = (rest[0], rest[1], rest[2], rest[3]);
     c.crash(d);
     c.crash(e);
-    commit_n(&mut c, a, 2);
+    let written = commit_n(&mut c, a, 2);
     c.settle();
     c.wipe(cc);
     c.crash(a);
     c.crash(b);
     c.restart(d);
     c.restart(e);
-    c.run_for(20_000);
+    let elected = c.run_until(20_000, |c| leader_among(c, &[cc, d, e]).is_some());
+    assert!(
+        !elected,
+        "C, D, E elected a leader without the committed writes"
+    );
+    assert!(c.peer(cc).unwrap().needs_initial_sync());
+    c.restart(a);
+    elect_among(&mut c, &[a, d, e]);
+    c.expect_within(60_000, "C synced and voting", |c| {
+        c.peer(cc)
+            .is_some_and(|p| !p.needs_initial_sync() && p.role() == Role::Following)
+    });
+    let at_c = c.applied_zxids(cc);
+    assert!(written.iter().all(|z| at_c.contains(z)), "C lacks a write");
+    c.check_liveness();
+}
+
+/// B9: the wiped node crashes after its sync data arrived but before `PersistInitialized`; it
+/// restarts still uninitialized (never voting on a half-done sync), then completes a sync.
+#[test]
+fn b9_crash_between_sync_and_persist_initialized_keeps_the_node_non_voting() {
+    let (mut c, a) = started(options(3, 0));
+    let w = others(&c, a)[0];
+    let written = commit_n(&mut c, a, 3);
+    c.settle();
+    c.wipe(w);
+    c.expect_within(30_000, "the wiped node's NEWLEADER ack", |c| {
+        c.events()
+            .iter()
+            .any(|e| e.from == w && matches!(e.msg, Message::Ack { zxid } if zxid.counter() == 0))
+    });
+    assert!(
+        c.node(w).disk.needs_initial_sync,
+        "not initialized before UPTODATE"
+    );
+    c.crash(w);
+    c.restart(w);
+    assert!(c.peer(w).unwrap().needs_initial_sync());
+    c.expect_within(60_000, "the wiped node synced and voting", |c| {
+        c.peer(w)
+            .is_some_and(|p| !p.needs_initial_sync() && p.role() == Role::Following)
+    });
+    assert!(!c.node(w).disk.needs_initial_sync);
+    let at_w = c.applied_zxids(w);
+    assert!(written.iter().all(|z| at_w.contains(z)));
+    c.check_liveness();
+}
+
+/// B9: a wiped node becomes a voter after its sync, and its vote then counts: with the other
+/// follower down, the leader and the former wiped node commit writes, and after the leader
+/// crashes too, the synced node and the returning follower elect a leader holding them.
+#[test]
+fn b9_wiped_node_becomes_a_voter_after_its_sync() {
+    let (mut c, a) = started(options(3, 0));
+    let [w, f] = others(&c, a)[..] else {
+        unreachable!()
+    };
+    let before = commit_n(&mut c, a, 2);
+    c.settle();
+    c.wipe(w);
+    c.expect_within(60_000, "the wiped node synced and voting", |c| {
+        c.peer(w)
+            .is_some_and(|p| !p.needs_initial_sync() && p.role() == Role::Following)
+    });
+    c.crash(f);
+    let l = elect_among(&mut c, &[a, w]);
+    let after = commit_n(&mut c, l, 2);
+    c.settle();
+    c.crash(a);
+    c.restart(f);
+    elect_among(&mut c, &[w, f]);
+    c.settle();
+    let at_f = c.applied_zxids(f);
+    assert!(
+        before.iter().chain(after.iter()).all(|z| at_f.contains(z)),
+        "a write committed with the former wiped node's vote was lost"
+    );
     c.check_liveness();
 }
 

@@ -137,6 +137,7 @@ fn decode_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
                 1 => ElectionState::Following,
                 2 => ElectionState::Leading,
                 3 => ElectionState::Observing,
+                4 => ElectionState::Uninitialized,
                 value => {
                     return Err(DecodeError::InvalidValue {
                         field: "notification.state",

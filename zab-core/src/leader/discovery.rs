@@ -7,6 +7,8 @@
 //! number (possibly from another leader) is synced but not counted (ZooKeeper's "-1" ack).
 //! INV-3: the leader leaves its role when a counted learner's `(currentEpoch, lastZxid)` is
 //! later than its own (B11); it persists currentEpoch = new epoch when the quorum is reached.
+//! INV-5: only FOLLOWERINFO senders are ever counted; OBSERVERINFO from a participant of the
+//! config is an uninitialized participant (PITFALLS B9) and is synced as an observer.
 //! INV-4: a learner arriving after the epoch was chosen with an acceptedEpoch above it would
 //! refuse LEADERINFO and come back forever; the leader leaves its role so that the next
 //! discovery picks an epoch above that promise.
@@ -28,9 +30,14 @@ impl Leader {
         observer: bool,
     ) -> Result<Next, StepError> {
         let is_participant = crate::election::is_participant(&core.cfg, from);
-        if observer == is_participant {
-            tracing::warn!(%from, observer, "leader: learner type does not match the config");
+        if !observer && !is_participant {
+            tracing::warn!(%from, "leader: FOLLOWERINFO from an observer of the config dropped");
             return Ok(Next::Stay);
+        }
+        if observer && is_participant {
+            // A participant whose data dir needs its first sync (PITFALLS B9): synced like an
+            // observer, counted in no quorum until it comes back with FOLLOWERINFO (INV-5).
+            tracing::info!(%from, "leader: syncing an uninitialized participant (non-voting)");
         }
         if self.handlers.contains_key(&from) {
             tracing::debug!(%from, "leader: duplicate learner info ignored");
@@ -49,7 +56,7 @@ impl Leader {
             },
         );
         if self.phase == Phase::Discovery {
-            if is_participant {
+            if !observer {
                 self.info_quorum.insert(from);
             }
             return self.check_discovery(core);

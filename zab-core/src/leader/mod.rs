@@ -1,7 +1,9 @@
 //! The leader: one object for the epoch it establishes and one `Handler` per learner
 //! (ZooKeeper's LearnerHandler), through discovery, sync and broadcast.
 //!
-//! INV-1: every quorum counts participants only (`Config::is_quorum`); the leader counts itself
+//! INV-1: every quorum counts participants only (`Config::is_quorum`) that joined as followers
+//! (a handler with `observer` set never counts: an observer, or an uninitialized participant
+//! syncing, PITFALLS B9); the leader counts itself
 //! in the FOLLOWERINFO and ACKEPOCH quorums at once and in the NEWLEADER and proposal quorums
 //! only once its own log is durable.
 //! INV-2: messages are accepted only from a sid with a handler of this leadership, and only in
@@ -330,7 +332,8 @@ impl Leader {
             self.handlers
                 .iter()
                 .filter(|(_, h)| {
-                    h.state == HandlerState::UpToDate
+                    !h.observer
+                        && h.state == HandlerState::UpToDate
                         && now.saturating_sub(h.last_heard_ms) <= sync_ms
                 })
                 .map(|(s, _)| *s),

@@ -10,6 +10,11 @@
 //! acks cumulatively the highest durable zxid of the new epoch. Observers never ack proposals.
 //! INV-4: TRUNC never removes a committed txn: a TRUNC below the last committed zxid is a fatal
 //! `StepError` (C2).
+//! INV-6 (PITFALLS B9): a learner whose data dir needs its initial sync emits
+//! `PersistInitialized` after its first UPTODATE, once everything it logged is durable (the
+//! leader's whole history as of the sync, INV-2, and any txn since) and, when it is a
+//! participant, leaves the role to rejoin as a voter (FOLLOWERINFO); until then it learns as
+//! an observer and is counted nowhere.
 //! INV-5: a SNAP never moves the state machine backwards: one at or below the applied point is
 //! not installed; the learner reconciles its log with the stream that follows instead
 //! (`reconcile`), cutting only what the leader does not have.
@@ -184,13 +189,36 @@ impl Learner {
             self.on_client(core, op);
         }
         self.complete_pending(core);
-        Ok(Next::Stay)
+        Ok(self.try_initialize(core))
+    }
+
+    /// After the first complete sync, once everything logged is durable: record that this
+    /// node may vote and, as a participant, rejoin as a voter (INV-6).
+    fn try_initialize(&mut self, core: &mut Core) -> Next {
+        if !core.needs_initial_sync
+            || self.phase != Phase::Broadcast
+            || !core.log.all_persisted()
+            || self.snap != SnapState::Idle
+        {
+            return Next::Stay;
+        }
+        core.persist_initialized();
+        tracing::info!(
+            leader = %self.leader,
+            synced_to = %core.last_applied,
+            "first sync complete and durable: this node is initialized and may vote"
+        );
+        if core.votes() {
+            return Next::Leave("initialized: rejoining as a voting participant");
+        }
+        Next::Stay
     }
 
     /// The log became durable further.
-    pub(crate) fn on_persisted(&mut self, core: &mut Core) {
+    pub(crate) fn on_persisted(&mut self, core: &mut Core) -> Next {
         self.try_ack_newleader(core);
         self.ack_proposals(core);
+        self.try_initialize(core)
     }
 
     /// The SNAP's snapshot is durable and loaded.

@@ -27,6 +27,7 @@ fn durable(accepted: u32, current: u32, log: &[Txn]) -> DurableState {
         snapshot_zxid: Zxid::ZERO,
         log_index: log.iter().map(|t| t.zxid).collect(),
         log_tail: log.to_vec(),
+        needs_initial_sync: false,
     }
 }
 

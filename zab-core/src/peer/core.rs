@@ -41,6 +41,8 @@ pub(crate) struct Core {
     pub(crate) round: u64,
     /// The vote this peer reports.
     pub(crate) vote: Vote,
+    /// The data dir needs an initial sync before this peer may vote (`DurableState` INV-1).
+    pub(crate) needs_initial_sync: bool,
     actions: Vec<Action>,
     rng: u64,
 }
@@ -51,6 +53,7 @@ impl Core {
         log: History,
         accepted_epoch: Epoch,
         current_epoch: Epoch,
+        needs_initial_sync: bool,
         now_ms: u64,
     ) -> Core {
         let base = log.base();
@@ -70,6 +73,7 @@ impl Core {
             last_applied: base,
             round: 0,
             vote,
+            needs_initial_sync,
             actions: Vec::new(),
             rng,
         }
@@ -77,6 +81,17 @@ impl Core {
 
     pub(crate) fn sid(&self) -> ServerId {
         self.cfg.sid
+    }
+
+    /// True when this peer votes: a participant whose data dir is initialized (B9).
+    pub(crate) fn votes(&self) -> bool {
+        !self.needs_initial_sync && crate::election::is_participant(&self.cfg, self.cfg.sid)
+    }
+
+    /// Durably records that the first sync is complete: from now on this peer may vote.
+    pub(crate) fn persist_initialized(&mut self) {
+        self.needs_initial_sync = false;
+        self.push(Action::PersistInitialized);
     }
 
     pub(crate) fn take_actions(&mut self) -> Vec<Action> {

@@ -10,6 +10,9 @@
 //! INV-4: a leader or learner that sees a vote carrying a currentEpoch above the epoch it
 //! leads or follows leaves its role: a later epoch already passed discovery (this also catches
 //! a leader resumed after a long pause before any tick tells it the time).
+//! INV-5 (PITFALLS B9): a peer whose data dir needs an initial sync reports the state
+//! `Uninitialized`: nobody counts its vote, it never decides, and every voter answers it (as it
+//! answers an observer) so it learns an established leader and syncs from it.
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus jitter from the seeded generator) until a decision.
 
@@ -42,6 +45,7 @@ impl Peer {
 
     fn my_state(&self) -> ElectionState {
         match &self.role {
+            RoleState::Looking(_) if self.core.needs_initial_sync => ElectionState::Uninitialized,
             RoleState::Looking(_) => ElectionState::Looking,
             RoleState::Leading(_) => ElectionState::Leading,
             RoleState::Learning(l) if l.observer => ElectionState::Observing,
@@ -105,12 +109,18 @@ impl Peer {
         let now = self.core.now_ms;
         let sender_votes = is_participant(&self.core.cfg, from);
         let RoleState::Looking(e) = &mut self.role else {
-            if n.state == ElectionState::Looking {
+            let looking = matches!(
+                n.state,
+                ElectionState::Looking | ElectionState::Uninitialized
+            );
+            if looking {
                 let reply = self.core.notification(self.my_state());
                 self.core.send(from, Message::Notification(reply));
             }
             let epoch = self.epoch();
-            if epoch > Epoch(0) && n.vote.peer_epoch > epoch {
+            // An uninitialized peer's vote carries no weight, not even to depose (INV-5).
+            let counts = n.state != ElectionState::Uninitialized;
+            if counts && epoch > Epoch(0) && n.vote.peer_epoch > epoch {
                 // Someone's currentEpoch is above ours: a later epoch passed discovery, so this
                 // role is stale (INV-4).
                 tracing::debug!(%from, vote_epoch = %n.vote.peer_epoch, %epoch, "deposed");
@@ -129,10 +139,16 @@ impl Peer {
             n,
             now,
         );
-        // Answer a LOOKING sender that is behind, or that cannot vote (an observer learning);
-        // an observer never answers, so two LOOKING peers cannot ping-pong forever.
-        let i_vote = is_participant(&self.core.cfg, self.core.sid());
-        if i_vote && n.state == ElectionState::Looking && (n.round < before || !sender_votes) {
+        // Answer a LOOKING sender that is behind, or that cannot vote (an observer or an
+        // uninitialized peer learning); those never answer, so two LOOKING peers cannot
+        // ping-pong forever (INV-5).
+        let i_vote = self.core.votes();
+        let cannot_vote = !sender_votes || n.state == ElectionState::Uninitialized;
+        let looking = matches!(
+            n.state,
+            ElectionState::Looking | ElectionState::Uninitialized
+        );
+        if i_vote && looking && (n.round < before || cannot_vote) {
             let reply = self.core.notification(ElectionState::Looking);
             self.core.send(from, Message::Notification(reply));
         }

@@ -15,6 +15,8 @@
 //! dropped or makes this peer leave its role.
 
 pub(crate) mod core;
+#[cfg(test)]
+mod initial_sync_tests;
 mod looking;
 #[cfg(test)]
 mod tests;
@@ -66,9 +68,10 @@ impl Peer {
             log,
             durable.accepted_epoch,
             durable.current_epoch,
+            durable.needs_initial_sync,
             now_ms,
         );
-        let election = Election::new(&core.cfg, core.vote, now_ms);
+        let election = Election::new(&core.cfg, core.vote, core.votes(), now_ms);
         let mut peer = Peer {
             core,
             role: RoleState::Looking(election),
@@ -90,10 +93,7 @@ impl Peer {
                 self.core.log.on_persisted(upto);
                 match &mut self.role {
                     RoleState::Leading(l) => l.on_persisted(&mut self.core)?,
-                    RoleState::Learning(l) => {
-                        l.on_persisted(&mut self.core);
-                        Next::Stay
-                    }
+                    RoleState::Learning(l) => l.on_persisted(&mut self.core),
                     RoleState::Looking(_) => Next::Stay,
                 }
             }
@@ -188,7 +188,20 @@ impl Peer {
     /// Leaves the current role (INV-1) and starts a new LOOKING period.
     fn enter_looking(&mut self, why: &str) -> Result<(), StepError> {
         tracing::debug!(sid = %self.core.sid(), why, "going LOOKING");
-        let election = Election::new(&self.core.cfg, self.core.self_vote(), self.core.now_ms);
+        if self.core.needs_initial_sync {
+            tracing::info!(
+                sid = %self.core.sid(),
+                why,
+                "data dir needs an initial sync: not voting, looking for a leader to sync from \
+                 as a non-voting learner"
+            );
+        }
+        let election = Election::new(
+            &self.core.cfg,
+            self.core.self_vote(),
+            self.core.votes(),
+            self.core.now_ms,
+        );
         let old = std::mem::replace(&mut self.role, RoleState::Looking(election));
         match old {
             RoleState::Leading(l) => l.leave(&mut self.core),
@@ -215,7 +228,8 @@ impl Peer {
             }
             return Ok(());
         }
-        let observer = !crate::election::is_participant(&self.core.cfg, self.core.sid());
+        // An uninitialized participant learns as an observer until its first sync (B9).
+        let observer = !self.core.votes();
         let role = if observer {
             Role::Observing
         } else {
@@ -303,5 +317,11 @@ impl Peer {
     /// The election round.
     pub fn election_round(&self) -> u64 {
         self.core.round
+    }
+
+    /// True while the data dir needs its first sync from a leader: the peer does not vote
+    /// (`DurableState` INV-1, PITFALLS B9).
+    pub fn needs_initial_sync(&self) -> bool {
+        self.core.needs_initial_sync
     }
 }

@@ -25,6 +25,8 @@ pub(super) struct Node {
     pub done: Vec<Action>,
     /// When false, appends stay volatile until `flush`.
     pub auto_persist: bool,
+    /// The durable "needs initial sync" marker (cleared by `PersistInitialized`).
+    pub needs_initial_sync: bool,
     pub up: bool,
 }
 
@@ -77,6 +79,7 @@ impl Cluster {
             trace: Vec::new(),
             done: Vec::new(),
             auto_persist: true,
+            needs_initial_sync: d.needs_initial_sync,
             up: true,
         };
         self.nodes.insert(sid, node);
@@ -99,7 +102,18 @@ impl Cluster {
             snapshot_zxid: n.snapshot.0,
             log_index: tail.iter().map(|t| t.zxid).collect(),
             log_tail: tail,
+            needs_initial_sync: n.needs_initial_sync,
         }
+    }
+
+    /// Crashes `sid`, empties its data dir and restarts it without bootstrap (PITFALLS B9).
+    pub fn wipe(&mut self, sid: ServerId) {
+        self.crash(sid);
+        let wiped = DurableState {
+            needs_initial_sync: true,
+            ..DurableState::default()
+        };
+        self.start(sid, wiped);
     }
 
     pub fn crash(&mut self, sid: ServerId) {
@@ -161,8 +175,25 @@ impl Cluster {
         let n = self.nodes.get_mut(&sid).unwrap();
         match a {
             Action::Send { to, msg } => self.links.entry((sid, to)).or_default().push_back(msg),
+            Action::Disconnect { peer } => {
+                // The quorum channel closes: its messages are dropped both ways and the other
+                // end hears of it (notifications travel on the election channel and stay).
+                for key in [(sid, peer), (peer, sid)] {
+                    if let Some(q) = self.links.get_mut(&key) {
+                        q.retain(|m| matches!(m, Message::Notification(_)));
+                    }
+                }
+                self.nodes.get_mut(&sid).unwrap().done.push(a);
+                if self.nodes.get(&peer).is_some_and(|n| n.up) {
+                    self.input(peer, Input::ConnectionLost { peer: sid });
+                }
+            }
             Action::PersistAcceptedEpoch(e) => n.accepted = e,
             Action::PersistCurrentEpoch(e) => n.current = e,
+            Action::PersistInitialized => {
+                n.needs_initial_sync = false;
+                n.done.push(Action::PersistInitialized);
+            }
             Action::AppendLog(t) => n.log.push(t),
             Action::TruncateLog { zxid } => n.log.retain(|t| t.zxid <= zxid),
             Action::Apply(t) => n.applied.push(t),

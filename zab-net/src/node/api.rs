@@ -81,6 +81,9 @@ pub struct NodeStatus {
     pub last_logged: Zxid,
     /// True when it serves clients (established leader, or learner after UPTODATE).
     pub serving: bool,
+    /// False while the data dir needs its first sync from a leader: the node does not vote
+    /// and is counted in no quorum until then (PITFALLS B9; [`NodeOptions::bootstrap`]).
+    pub initialized: bool,
     /// What the leader sent learners while this node led.
     pub syncs_sent: SyncCounters,
     /// What this node received as a learner.
@@ -103,6 +106,7 @@ impl NodeStatus {
             last_applied: Zxid::ZERO,
             last_logged: Zxid::ZERO,
             serving: false,
+            initialized: true,
             syncs_sent: SyncCounters::default(),
             syncs_received: SyncCounters::default(),
             snapshots_taken: 0,

@@ -4,6 +4,11 @@
 //!
 //! INV-1: the driver starts only after the state machine holds the loaded snapshot and the
 //! core was built from the same durable state (zab-core `DurableState`).
+//! INV-2 (PITFALLS B9): an empty data dir started with [`NodeOptions::bootstrap`] is made a
+//! voting member at zxid 0 (epoch files written at 0, so a restart finds it initialized);
+//! without it, the `needsInitialSync` marker is written before the core starts and the node
+//! does not vote until its first sync is durable. A data dir that holds data ignores
+//! bootstrap.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -11,8 +16,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
 use zab_core::{Peer, Role};
-use zab_store::{DataDir, LogOptions, LogWriter};
+use zab_store::{DataDir, EpochKind, LogOptions, LogWriter};
 
 use super::api::{NodeOptions, NodeStatus, StateMachine};
 use super::driver::{node_span, Driver, Inbox};
@@ -49,10 +55,12 @@ pub(super) fn configs(
     Ok((core_cfg, tcfg))
 }
 
-/// Opens the data directories and restores `sm` from the newest valid snapshot (blocking).
+/// Opens the data directories and restores `sm` from the newest valid snapshot (blocking);
+/// settles what an empty data dir means (INV-2).
 pub(super) fn open_store(
     cfg: &NodeConfig,
     mut sm: Box<dyn StateMachine>,
+    bootstrap: bool,
 ) -> Result<(DataDir, zab_core::DurableState, Box<dyn StateMachine>), NetError> {
     let opts = LogOptions {
         prealloc_bytes: usize::try_from(cfg.pre_alloc_bytes).unwrap_or(64 << 20),
@@ -64,7 +72,49 @@ pub(super) fn open_store(
         sm.restore(zxid, r)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })?;
+    let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
+}
+
+/// What an empty data dir (no epoch file, no snapshot, no log record) means (INV-2).
+fn settle_initialized(
+    dd: &DataDir,
+    mut durable: zab_core::DurableState,
+    bootstrap: bool,
+) -> Result<zab_core::DurableState, NetError> {
+    let empty = dd.epochs.read(EpochKind::Accepted)?.is_none()
+        && dd.epochs.read(EpochKind::Current)?.is_none()
+        && durable.snapshot_zxid == zab_core::Zxid::ZERO
+        && durable.log_index.is_empty();
+    match (empty, bootstrap, durable.needs_initial_sync) {
+        (true, true, _) => {
+            // Epoch files at 0 make the choice stick: the dir is no longer empty.
+            dd.epochs.write(EpochKind::Accepted, zab_core::Epoch(0))?;
+            dd.epochs.write(EpochKind::Current, zab_core::Epoch(0))?;
+            dd.epochs.set_needs_initial_sync(false)?;
+            durable.needs_initial_sync = false;
+            info!("bootstrap: the empty data dir is initialized at zxid 0 as a voting member");
+        }
+        (true, false, _) => {
+            dd.epochs.set_needs_initial_sync(true)?;
+            durable.needs_initial_sync = true;
+            warn!(
+                "the data dir is empty: joining a leader as a non-voting learner; this node \
+                 votes only after its first complete sync (if this is a brand-new cluster, \
+                 start every node once with bootstrap)"
+            );
+        }
+        (false, true, true) => info!(
+            "bootstrap ignored: the data dir holds a partial initial sync; it completes it \
+             before voting"
+        ),
+        (false, false, true) => warn!(
+            "the data dir has not completed its initial sync: non-voting learner until it does"
+        ),
+        (false, true, false) => info!("bootstrap ignored: the data dir is already initialized"),
+        (false, false, false) => {}
+    }
+    Ok(durable)
 }
 
 /// What `launch` needs.

@@ -269,6 +269,7 @@ impl Driver {
             Action::Disconnect { peer } => self.out.disconnect(&self.transport, peer),
             Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
             Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
+            Action::PersistInitialized => self.persist_initialized().await?,
             Action::AppendLog(txn) => self
                 .log
                 .append(txn)
@@ -376,6 +377,17 @@ impl Driver {
             .map_err(|err| Fatal(format!("cannot persist {}: {err}", kind.file_name())))
     }
 
+    /// Removes the `needsInitialSync` marker (synchronous, like the epoch files; B9).
+    async fn persist_initialized(&mut self) -> Result<(), Fatal> {
+        let files = self.epochs.clone();
+        tokio::task::spawn_blocking(move || files.set_needs_initial_sync(false))
+            .await
+            .map_err(|j| Fatal(format!("epoch file writer: {j}")))?
+            .map_err(|err| Fatal(format!("cannot record the initial sync as done: {err}")))?;
+        info!("initial sync complete and durable: this node now votes");
+        Ok(())
+    }
+
     /// Waits for the log event `want` (bounded by `LOG_WAIT`); other events are deferred.
     pub(super) async fn wait_log(&mut self, want: fn(&LogEvent) -> bool) -> Result<(), Fatal> {
         let deadline = Instant::now() + LOG_WAIT;
@@ -402,6 +414,7 @@ impl Driver {
         s.last_applied = p.last_applied_zxid();
         s.last_logged = p.last_logged_zxid();
         s.serving = p.is_serving();
+        s.initialized = !p.needs_initial_sync();
         let new = &self.status;
         self.status_tx.send_if_modified(|cur| {
             if cur != new {

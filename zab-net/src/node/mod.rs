@@ -92,8 +92,9 @@ impl Node {
         let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
+        let bootstrap = opts.bootstrap;
         let (dd, durable, sm) =
-            tokio::task::spawn_blocking(move || boot::open_store(&boot_cfg, sm))
+            tokio::task::spawn_blocking(move || boot::open_store(&boot_cfg, sm, bootstrap))
                 .await
                 .map_err(|e| NetError::StateMachine(format!("start-up task: {e}")))??;
         let clock = Instant::now();

@@ -53,6 +53,7 @@ impl Cluster {
             request_timeout: Duration::from_secs(10),
             exact_snap_count: true,
             stream_stall_timeout: Duration::from_secs(5),
+            bootstrap: true,
             ..NodeOptions::default()
         };
         Cluster {

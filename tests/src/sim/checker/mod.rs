@@ -8,6 +8,7 @@
 //! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK only after durable |
 //! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
 //! | [`reads`]       | sync-then-read is linearizable                                      |
+//! | [`initial_sync`]| a wiped node never votes nor is counted before its first sync (B9)  |
 //! | (this module)   | TRUNC drops only never-committed txns, never below the applied point; |
 //! |                 | a SNAP sent is labelled with the sender's last applied zxid          |
 //!
@@ -15,6 +16,7 @@
 //! a failure that names the seed, the step and the replay command.
 
 pub mod durability;
+pub mod initial_sync;
 pub mod leadership;
 pub mod order;
 pub mod reads;
@@ -100,6 +102,7 @@ impl Checker {
 
     /// `node` asks for `action`; called before the driver executes it.
     pub fn on_action(&mut self, node: NodeView<'_>, action: &Action) -> Verdict {
+        initial_sync::on_action(node, action)?;
         match action {
             Action::Send { to, msg } => self.on_send(node, *to, msg),
             Action::AppendLog(txn) => self.order.on_logged(node.id, txn),
