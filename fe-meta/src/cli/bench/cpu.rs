@@ -82,23 +82,30 @@ pub fn busy_between(a: Stat, b: Stat) -> (f64, f64) {
 /// What the quiet gate saw: its last reading (busy cores) and how long it waited.
 #[derive(Clone, Copy, Debug)]
 pub struct Quiet {
-    /// Busy cores over the last 2 s window.
-    pub busy: f64,
+    /// Busy cores over the last 2 s window (`None`: the gate was off).
+    pub busy: Option<f64>,
     /// Seconds waited.
     pub waited_s: u64,
 }
 
 /// Waits (at most `max_wait`) until fewer than `threshold` cores are busy over a 2 s window;
-/// reports each busy reading on stderr (like cpu.sh's `wait_quiet`).
+/// reports each busy reading on stderr (like cpu.sh's `wait_quiet`). A zero `max_wait` turns
+/// the gate off (no reading).
 pub async fn wait_quiet(threshold: f64, max_wait: Duration) -> Quiet {
     let start = Instant::now();
+    if max_wait.is_zero() {
+        return Quiet {
+            busy: None,
+            waited_s: 0,
+        };
+    }
     loop {
         let a = stat();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (busy, _) = busy_between(a, stat());
         if busy < threshold {
             return Quiet {
-                busy,
+                busy: Some(busy),
                 waited_s: start.elapsed().as_secs(),
             };
         }
@@ -108,7 +115,7 @@ pub async fn wait_quiet(threshold: f64, max_wait: Duration) -> Quiet {
                 max_wait.as_secs()
             );
             return Quiet {
-                busy,
+                busy: Some(busy),
                 waited_s: start.elapsed().as_secs(),
             };
         }

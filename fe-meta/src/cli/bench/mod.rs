@@ -85,7 +85,8 @@ pub struct BenchArgs {
     /// Busy cores under which the machine counts as idle (cpu.sh's QUIET_CORES).
     #[arg(long, default_value_t = 0.15)]
     pub quiet_cores: f64,
-    /// Most seconds to wait for an idle machine before each workload (QUIET_MAX_WAIT).
+    /// Most seconds to wait for an idle machine before each workload (QUIET_MAX_WAIT); 0
+    /// turns the gate off.
     #[arg(long, default_value_t = 180)]
     pub quiet_max_wait: u64,
     /// Seconds a request may take before the client gives up on it.
@@ -428,9 +429,10 @@ impl Output {
     /// cpu.sh's comment line after an unsampled (fault) workload.
     fn gate_note(&mut self, what: &str, q: Quiet, since: cpu::Stat) {
         let (_, nice) = cpu::busy_between(since, cpu::stat());
+        let busy = q.busy.map_or("NA".to_owned(), |b| format!("{b:.2}"));
         self.note(&format!(
-            "# {what}: pre_busy_cores={:.2} quiet_wait_s={} nice_cores_during={nice:.2}",
-            q.busy, q.waited_s
+            "# {what}: pre_busy_cores={busy} quiet_wait_s={} nice_cores_during={nice:.2}",
+            q.waited_s
         ));
     }
 

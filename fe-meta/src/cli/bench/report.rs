@@ -68,7 +68,10 @@ impl Line {
             };
             self.set("server_cpu_us_per_op", per_op);
         }
-        self.set("pre_busy_cores", format!("{:.2}", quiet.busy));
+        self.set(
+            "pre_busy_cores",
+            quiet.busy.map_or("NA".to_owned(), |b| format!("{b:.2}")),
+        );
         self.set("quiet_wait_s", quiet.waited_s);
     }
 
