@@ -160,7 +160,8 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         p.dd.snaps.clone(),
     );
     let (req_tx, requests) = mpsc::channel(1024);
-    let status = NodeStatus::new(sid);
+    let mut status = NodeStatus::new(sid);
+    status.initialized = !p.peer.needs_initial_sync();
     let (status_tx, status_rx) = watch::channel(status.clone());
     let shutdown = CancellationToken::new();
     let driver = Driver {
