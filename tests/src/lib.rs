@@ -17,6 +17,7 @@
 //! Exploration knobs (never for CI): `ZAB_NO_PURGE=1` (no log purge), `ZAB_ALLOW_SNAP_REGRESS=1`
 //! (tolerate a SNAP that moves a learner's state backwards).
 
+pub mod damage;
 pub mod lincheck;
 pub mod proc;
 pub mod sim;
