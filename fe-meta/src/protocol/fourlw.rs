@@ -132,6 +132,9 @@ pub struct ServerStats {
     pub followers: Option<(u64, u64)>,
     /// Connected clients (`stat` only).
     pub clients: Vec<ClientStats>,
+    /// False while the data dir still needs its first sync from a leader (the node does not
+    /// vote; PITFALLS B9).
+    pub initialized: bool,
     /// How this node brought learners in sync while it led (since the process started).
     pub syncs_sent: SyncCounters,
     /// How this node was brought in sync as a learner (since the process started).
@@ -174,6 +177,7 @@ fn summary(s: &ServerStats, with_clients: bool) -> String {
     let _ = writeln!(out, "Zxid: {:#x}", s.zxid);
     let _ = writeln!(out, "Mode: {}", s.mode.name());
     let _ = writeln!(out, "Node count: {}", s.node_count);
+    let _ = writeln!(out, "Zab initialized: {}", u8::from(s.initialized));
     out
 }
 
@@ -200,6 +204,7 @@ fn mntr(s: &ServerStats) -> String {
     kv("fe_meta_epoch", &s.epoch);
     kv("fe_meta_zxid", &format!("{:#x}", s.zxid));
     kv("fe_meta_applied_journal_id", &s.zxid);
+    kv("fe_meta_zab_initialized", &u8::from(s.initialized));
     if let Some(ms) = s.staleness_ms {
         kv("fe_meta_staleness_ms", &ms);
     }
@@ -245,6 +250,7 @@ mod tests {
                 diff_from_log: 0,
             },
             syncs_received: SyncCounters::default(),
+            initialized: true,
         }
     }
 
@@ -266,8 +272,10 @@ mod tests {
             mntr.contains("fe_meta_sync_sent_diff\t4\n")
                 && mntr.contains("fe_meta_sync_sent_trunc\t1\n")
                 && mntr.contains("fe_meta_sync_sent_snap\t2\n")
-                && mntr.contains("fe_meta_sync_received_snap\t0\n"),
+                && mntr.contains("fe_meta_sync_received_snap\t0\n")
+                && mntr.contains("fe_meta_zab_initialized\t1\n"),
             "{mntr}"
         );
+        assert!(srvr.contains("Zab initialized: 1\n"), "{srvr}");
     }
 }

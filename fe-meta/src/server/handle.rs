@@ -231,6 +231,7 @@ impl Shared {
             clients: t.clients,
             syncs_sent: st.syncs_sent,
             syncs_received: st.syncs_received,
+            initialized: st.initialized,
         }
     }
 }

@@ -40,7 +40,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, Instrument};
+use tracing::{info, warn, Instrument};
 use zab_core::ServerId;
 use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus};
@@ -125,6 +125,33 @@ pub async fn run(
     Ok(())
 }
 
+/// How often a node whose data dir awaits its first sync repeats the hint while it finds
+/// no leader.
+const INITIAL_SYNC_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// While the data dir awaits its first sync (it was empty and the node was started without
+/// `--bootstrap`) and no leader is found, logs a hint every [`INITIAL_SYNC_HINT_EVERY`]: a
+/// brand-new cluster started that way never elects (PITFALLS B9). Ends once initialized, or
+/// on stop.
+async fn hint_initial_sync(node: Arc<Node>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(INITIAL_SYNC_HINT_EVERY) => {}
+        }
+        let st = node.status();
+        if st.initialized || st.stopped {
+            return;
+        }
+        if st.leader.is_none() {
+            warn!(
+                "no leader found to sync from; data dir was empty; if this is a brand-new \
+                 cluster start every node once with --bootstrap"
+            );
+        }
+    }
+}
+
 impl Server {
     /// Loads `config_path` (zoo.cfg + fe-meta keys + `dataDir/myid`) and starts.
     pub async fn start(config_path: &Path) -> Result<Server, ServerError> {
@@ -186,6 +213,9 @@ impl Server {
             let stop = CancellationToken::new();
             let here = tracing::Span::current();
             let tasks = vec![
+                tokio::spawn(
+                    hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone()),
+                ),
                 tokio::spawn(write::run_submitter(node, queue).instrument(here.clone())),
                 tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
                 tokio::spawn(
