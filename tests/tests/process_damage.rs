@@ -83,17 +83,22 @@ async fn kill_during_snapshots_restarts_and_converges() {
     assert_eq!(n, 3000);
     let load = Load::start(&c, 3, 64, Duration::from_secs(40));
     let mut hits = 0;
-    // Two followers, then the leader.
-    for round in 0..3 {
-        tokio::time::sleep(Duration::from_millis(700 + 150 * round)).await;
+    // Two followers, then the leader; each is killed as soon as a snapshot of it is being
+    // written (a `snapshot.*.tmp` in its dir), or after 3 s.
+    for round in 0..3u32 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let victim = if round < 2 {
             a_follower(&mut c).await
         } else {
             c.leader(Duration::from_secs(20)).await.unwrap()
         };
         let snaps_before = c.node(victim).unwrap().snapshot_files().len();
-        c.kill(victim).unwrap();
         let dir = c.node(victim).unwrap().data_dir();
+        let watching = Instant::now();
+        while !files::has_snapshot_tmp(&dir) && watching.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        c.kill(victim).unwrap();
         let mid_snapshot = files::has_snapshot_tmp(&dir);
         hits += usize::from(mid_snapshot);
         let (_, target) = leader_applied(&mut c).await;
@@ -115,6 +120,10 @@ async fn kill_during_snapshots_restarts_and_converges() {
     println!(
         "RECOVERY scenario=kill_during_snapshot kills_with_snapshot_tmp={hits}/3 acked={}",
         report.acked
+    );
+    assert!(
+        hits >= 1,
+        "no kill landed while a snapshot was being written"
     );
     c.finish().await.unwrap();
 }
@@ -255,10 +264,12 @@ async fn log_tail_cut_mid_record_is_recovered_from_the_leader() {
     c.finish().await.unwrap();
 }
 
-/// A byte of a killed follower's newest snapshot is flipped: on restart it either falls back to
-/// an older snapshot plus the log and converges, or refuses to start with an error naming the
-/// file (then an operator wipes it and it resyncs). It never serves data that differs: the end
-/// checks compare digests and read every acknowledged write back.
+/// A byte of a killed follower's newest snapshot is damaged, twice: inverted (the value no
+/// longer decodes) and XORed with 1 (still a valid value: only the snapshot's CRC can tell).
+/// On restart the node either falls back to an older snapshot plus the log and converges, or
+/// refuses to start with an error naming the file (then an operator wipes it and it resyncs).
+/// It never serves data that differs: the end checks compare digests and read every
+/// acknowledged write back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
     let spec = ClusterSpec {
@@ -270,8 +281,17 @@ async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
     fill(&c, leader, "snap-", 1000, 128, 32, Duration::from_secs(30))
         .await
         .unwrap();
-    let load = Load::start(&c, 2, 64, Duration::from_secs(30));
+    let load = Load::start(&c, 2, 64, Duration::from_secs(40));
     let victim = a_follower(&mut c).await;
+    for mask in [0xFF_u8, 0x01] {
+        flip_newest_snapshot(&mut c, victim, mask).await;
+    }
+    load.stop().await;
+    c.finish().await.unwrap();
+}
+
+/// One round of [`flipped_byte_in_newest_snapshot_falls_back_or_refuses`].
+async fn flip_newest_snapshot(c: &mut ProcCluster, victim: u64, mask: u8) {
     // Wait for at least two snapshots on the victim, so a fallback is possible.
     let start = Instant::now();
     while c.node(victim).unwrap().snapshot_files().len() < 2
@@ -289,9 +309,9 @@ async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
     let newest = snaps.last().unwrap().clone();
     let size = std::fs::metadata(&newest).unwrap().len();
     let at = 32 + (size - 48) / 2;
-    files::flip_byte(&newest, at).unwrap();
+    files::flip_byte(&newest, at, mask).unwrap();
     let name = newest.file_name().unwrap().to_string_lossy().into_owned();
-    let (_, target) = leader_applied(&mut c).await;
+    let (_, target) = leader_applied(c).await;
     let restarted = Instant::now();
     c.restart(victim).unwrap();
     // Either it catches up, or its process exits.
@@ -321,16 +341,15 @@ async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
         c.wipe(victim).unwrap();
         c.restart(victim).unwrap();
     }
-    let (_, target) = leader_applied(&mut c).await;
+    let (_, target) = leader_applied(c).await;
     let resync = caught_up(&c.client_addr(victim), target, Duration::from_secs(30)).await;
     println!(
-        "RECOVERY scenario=snapshot_flip node={victim} file={name} offset={at} outcome={outcome} \
-         outcome_ms={} caught_up_after_ms={}",
+        "RECOVERY scenario=snapshot_flip mask={mask:#04x} node={victim} file={name} offset={at} \
+         outcome={outcome} log_names_file={} outcome_ms={} caught_up_after_ms={}",
+        log_since.contains(&name),
         ms(took),
         ms(resync)
     );
-    load.stop().await;
-    c.finish().await.unwrap();
 }
 
 /// Sequential writers through the voters for `secs`: (writes per second, p50, p99 latency).

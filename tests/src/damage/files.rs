@@ -7,7 +7,8 @@
 //! - [`cut_tail`] zero-fills a segment from an offset to the end of its last record: what a
 //!   crash leaves when the pages after that offset never reached the disk (a torn tail). The
 //!   store must cut the damaged record and everything after it and start.
-//! - [`flip_byte`] inverts one byte in place.
+//! - [`flip_byte`] XORs one byte in place with a mask (`0xFF` inverts it; `0x01` keeps an ASCII
+//!   byte ASCII, so a decoder may accept the damaged value and only the CRC can tell).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -123,8 +124,8 @@ pub fn cut_tail(path: &Path, recs: &[RecordPos], from: u64) -> Result<u64, Damag
     Ok(end - from)
 }
 
-/// Inverts the byte at `offset` of `path`.
-pub fn flip_byte(path: &Path, offset: u64) -> Result<(), DamageError> {
+/// XORs the byte at `offset` of `path` with `mask`.
+pub fn flip_byte(path: &Path, offset: u64, mask: u8) -> Result<(), DamageError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -136,7 +137,7 @@ pub fn flip_byte(path: &Path, offset: u64) -> Result<(), DamageError> {
             "read {} at {offset}",
             path.display()
         )))?;
-    b[0] = !b[0];
+    b[0] ^= mask;
     file.write_all_at(&b, offset)
         .map_err(DamageError::io(format!(
             "write {} at {offset}",
