@@ -2,6 +2,7 @@
 //! (through `local_cluster`'s layout and process supervisor), or a running cluster attached
 //! by its client endpoints.
 //!
+//! INV-0: a launch refuses ports already in use, so every STATUS answer comes from our nodes.
 //! INV-1: a launched cluster's children are all stopped and reaped before [`Cluster::shutdown`]
 //! returns (and by `Children`'s drop on any early return); its folder is removed unless kept.
 //! INV-2: an attached cluster is never signalled: fault workloads (W4, W5) need a launched one.
@@ -52,6 +53,16 @@ impl Cluster {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
+        let busy: Vec<u16> = (0..3u16)
+            .flat_map(|i| [0, 100, 200].map(|off| base_port.saturating_add(off + i)))
+            .filter(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_err())
+            .collect();
+        if !busy.is_empty() {
+            // Another cluster there would answer our STATUS polls in place of ours.
+            return Err(Failure::other(format!(
+                "ports {busy:?} are in use (another cluster?); pick another --base-port"
+            )));
+        }
         let dir = parent.join(format!("fe-meta-bench-{}-{stamp}", std::process::id()));
         let layout = layout::open_or_create(&dir, 3, base_port)?;
         let exe = std::env::current_exe()
