@@ -5,25 +5,29 @@
 //! 2. every write in the [`Ledger`](super::Ledger) reads back, with its value, from every node
 //!    (SHOW_VARS for small ledgers; GET_VAR per name, pipelined, for large ones, since a
 //!    SHOW_VARS answer is bounded by the frame size);
-//! 3. no node answered a read at a lower journal id than an earlier read (the monitor);
+//! 3. no node answered a read at a lower journal id than an earlier read (the monitor, which
+//!    must have read from every node after convergence);
 //! 4. no node's log says `panicked at`.
 //!
 //! INV: all problems found are reported together, each naming the node.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientOptions};
 use thiserror::Error;
 use tokio::task::JoinSet;
 
+use super::monitor::MonitorReport;
 use super::{ProcCluster, ProcError};
 
 /// A ledger above this many value bytes is read back per name.
 const SHOW_VARS_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// GET_VARs in flight per node when reading back per name.
 const READ_DEPTH: usize = 32;
+/// How long the checks wait for the monitor to read from every node after convergence.
+const MONITOR_WAIT: Duration = Duration::from_secs(5);
 
 /// The end checks found problems.
 #[derive(Debug, Error)]
@@ -53,7 +57,7 @@ pub async fn run(cluster: &mut ProcCluster) -> Result<Converged, ProcError> {
             problems.extend(p);
         }
     }
-    let mon = cluster.monitor_report();
+    let mon = monitor_after_convergence(cluster).await;
     problems.extend(mon.regressions.iter().cloned());
     for sid in cluster.sids() {
         if mon.samples.get(&sid).copied().unwrap_or(0) == 0 {
@@ -75,6 +79,24 @@ pub async fn run(cluster: &mut ProcCluster) -> Result<Converged, ProcError> {
         })
     } else {
         Err(CheckFailure { problems }.into())
+    }
+}
+
+/// The monitor's report once it has read from every node after convergence (or after
+/// [`MONITOR_WAIT`]): a node restarted late may not have been sampled yet.
+async fn monitor_after_convergence(cluster: &ProcCluster) -> MonitorReport {
+    let at_convergence = cluster.monitor_report().samples;
+    let start = Instant::now();
+    loop {
+        let now = cluster.monitor_report();
+        let all_sampled = cluster.sids().iter().all(|sid| {
+            now.samples.get(sid).copied().unwrap_or(0)
+                > at_convergence.get(sid).copied().unwrap_or(0)
+        });
+        if all_sampled || start.elapsed() > MONITOR_WAIT {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

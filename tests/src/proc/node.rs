@@ -210,10 +210,25 @@ impl ProcNode {
         Ok(())
     }
 
-    /// SIGSTOP: the process freezes; its sockets stay open.
+    /// SIGSTOP, and waits (up to 2 s) until every thread of the process is stopped: the signal
+    /// is delivered asynchronously, and a test that then sends messages to the frozen node
+    /// relies on it not reading them. Its sockets stay open.
     pub fn pause(&mut self) -> Result<(), ProcError> {
         self.signal(Signal::SIGSTOP)?;
         self.paused = true;
+        let pid = self.pid().ok_or(ProcError::NotRunning(self.sid))?;
+        let within = Duration::from_secs(2);
+        let start = Instant::now();
+        while !all_threads_stopped(pid) {
+            if start.elapsed() > within {
+                return Err(ProcError::Timeout {
+                    what: format!("every thread of node {} (pid {pid}) stopped", self.sid),
+                    within,
+                    detail: String::new(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         Ok(())
     }
 
@@ -285,6 +300,20 @@ impl ProcNode {
         }
         self.paused = false;
     }
+}
+
+/// Whether every thread of `pid` is in the stopped state (`T` in `/proc/<pid>/task/*/stat`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            // `pid (comm) S ...`: the state follows the last ')'.
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    })
 }
 
 impl Drop for ProcNode {
