@@ -40,6 +40,7 @@ fn election_state() -> impl Strategy<Value = ElectionState> {
         Just(ElectionState::Looking),
         Just(ElectionState::Following),
         Just(ElectionState::Leading),
+        Just(ElectionState::Uninitialized),
         Just(ElectionState::Observing),
     ]
 }
