@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{ClientError, ClientOptions, Written};
-use tokio::task::JoinSet;
 use tests::proc::{fill, ClusterSpec, Load, ProcCluster};
+use tokio::task::JoinSet;
 
 use crate::{ms, other_than, write_ok};
 
