@@ -11,12 +11,26 @@
 //!
 //! INV-1: [`StalenessGuard::lag_ms`] is `None` until a TIMESTAMP was observed, then never
 //! decreases between two observations.
-//! INV-2: the leader never refuses reads for staleness; a non-leader refuses when it has seen
-//! no TIMESTAMP yet or its lag exceeds the tolerance.
+//! INV-2: the leader never refuses reads for staleness; a non-leader refuses when it has not
+//! served since this process started, has seen no TIMESTAMP yet, or its lag exceeds the
+//! tolerance.
+//! INV-3: a restarted node answers no read from the state it recovered from its own disk until
+//! it has synced with a leader once ([`StalenessGuard::mark_synced`]): it may have applied txns
+//! a quorum made durable before its own log did, so its recovered catalog can be older than
+//! what it answered before the restart, and a reader would see the journal go backwards.
 
 /// Why reads are refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Stale {
+    /// Not synced with a leader since this process started (INV-3).
+    #[error(
+        "this node restarted and has not synced with a leader yet, so its catalog may be older \
+         than what it served before (tolerance {tolerance_ms} ms)"
+    )]
+    NotSynced {
+        /// The tolerance.
+        tolerance_ms: u64,
+    },
     /// No TIMESTAMP applied yet: how old the data is cannot be known.
     #[error(
         "this node has not applied any leader TIMESTAMP yet, so its catalog may be stale \
@@ -47,6 +61,7 @@ struct Observed {
 pub struct StalenessGuard {
     tolerance_ms: u64,
     last: Option<Observed>,
+    synced: bool,
 }
 
 impl StalenessGuard {
@@ -55,7 +70,13 @@ impl StalenessGuard {
         StalenessGuard {
             tolerance_ms,
             last: None,
+            synced: false,
         }
+    }
+
+    /// Records that the node has synced with a leader (it served) since it started (INV-3).
+    pub fn mark_synced(&mut self) {
+        self.synced = true;
     }
 
     /// The tolerance.
@@ -85,6 +106,11 @@ impl StalenessGuard {
         if is_leader {
             return Ok(());
         }
+        if !self.synced {
+            return Err(Stale::NotSynced {
+                tolerance_ms: self.tolerance_ms,
+            });
+        }
         match self.lag_ms(now_mono_ms) {
             None => Err(Stale::Unknown {
                 tolerance_ms: self.tolerance_ms,
@@ -105,6 +131,7 @@ mod tests {
     #[test]
     fn lag_combines_age_at_apply_and_monotonic_time() {
         let mut g = StalenessGuard::new(10_000);
+        g.mark_synced();
         assert_eq!(
             g.check(false, 0),
             Err(Stale::Unknown {
@@ -137,5 +164,23 @@ mod tests {
         // A leader clock ahead of ours is age 0, not a negative lag.
         g.observe(5_000, 1_000, 30_000);
         assert_eq!(g.lag_ms(30_500), Some(500));
+    }
+
+    #[test]
+    fn a_restarted_node_refuses_reads_until_it_synced_once() {
+        let mut g = StalenessGuard::new(10_000);
+        // Recovered from its own disk: a fresh-looking TIMESTAMP does not make it servable.
+        g.observe(1_000_000, 1_000_100, 0);
+        let err = g.check(false, 10).unwrap_err();
+        assert_eq!(
+            err,
+            Stale::NotSynced {
+                tolerance_ms: 10_000
+            }
+        );
+        assert!(err.to_string().contains("has not synced with a leader"));
+        assert_eq!(g.check(true, 10), Ok(()), "a serving leader has synced");
+        g.mark_synced();
+        assert_eq!(g.check(false, 10), Ok(()));
     }
 }

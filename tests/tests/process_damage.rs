@@ -8,14 +8,11 @@
 //! its measured times as `RECOVERY scenario=<name> ...` lines (`-- --nocapture`). Clusters run
 //! one at a time (the harness's slot).
 //!
-//! Known failure (found here; the tests marked `#[ignore]` show it, run them with
-//! `-- --ignored`): a node killed -9 (or whose log lost its tail) and restarted answers plain
-//! reads from its own recovered state before its first sync with the leader, and that state can
-//! be older than what it had served before the kill (a follower applies a COMMIT for a txn a
-//! quorum persisted before its own fsync of it; a cut log loses records). The harness's
-//! monitor then reports "a read was answered at journal id X after one at Y" (Y > X). Every
-//! other end check (acknowledged writes everywhere, equal digests, no panics) passes in those
-//! tests.
+//! A node killed -9 (or whose log lost its tail) may restart with a catalog older than what it
+//! answered before (it applied COMMITs for txns a quorum persisted before its own fsync; a cut
+//! log loses records). It answers no plain read until it has synced with a leader once
+//! (fe-meta staleness INV-3), which the harness's journal-ids-never-backwards monitor checks
+//! here: the snapshot, leader-kill, log-cut and snapshot-flip scenarios failed on it before.
 //!
 //! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`.
@@ -78,18 +75,14 @@ async fn a_follower(c: &mut ProcCluster) -> u64 {
 /// catalog of a few thousand entries), each as soon as a snapshot of it is being written: each
 /// restarts and catches up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn kill_during_snapshots_restarts_and_converges() {
     kill_during_snapshots("kill_during_snapshot", [false, false, false]).await;
 }
 
-/// The same with the leader as the last victim. Known failure (found by this test, 4 runs of
-/// 4): the restarted old leader answers a plain read at a journal id below one it answered
-/// before the kill (the monitor's "read answered at journal id X after one at Y"): it serves
-/// from its own log, which may end before what it had applied (a leader commits on a quorum of
-/// followers before its own fsync), until its sync. Run with `-- --ignored`.
+/// The same with the leader as the last victim: its own log may end before what it had
+/// applied (a leader commits on a quorum of followers before its own fsync), so the restarted
+/// old leader must answer no plain read until its sync (it failed 4 runs of 4 before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: a restarted leader serves reads older than before its kill"]
 async fn leader_killed_during_snapshot_never_serves_older_reads() {
     kill_during_snapshots("kill_leader_during_snapshot", [false, false, true]).await;
 }
@@ -255,7 +248,6 @@ fn cut_points(recs: &[RecordPos]) -> Vec<(&'static str, u64)> {
 /// cut points, one per kill): it restarts, cutting the torn tail, and gets the lost txns back
 /// from the leader; every acknowledged write is still everywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn log_tail_cut_mid_record_is_recovered_from_the_leader() {
     let mut c = ProcCluster::start("log_tail_cut", ClusterSpec::default())
         .await
@@ -297,7 +289,6 @@ async fn log_tail_cut_mid_record_is_recovered_from_the_leader() {
 /// It never serves data that differs: the end checks compare digests and read every
 /// acknowledged write back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: a restarted node answers plain reads below a journal id it answered before (journal ids go backwards); see the module doc"]
 async fn flipped_byte_in_newest_snapshot_falls_back_or_refuses() {
     let spec = ClusterSpec {
         snap_count: Some(40),

@@ -102,7 +102,9 @@ impl From<&CommandError> for ErrorReply {
 impl From<Stale> for ErrorReply {
     fn from(e: Stale) -> ErrorReply {
         let (lag_ms, tolerance_ms) = match e {
-            Stale::Unknown { tolerance_ms } => (u64::MAX, tolerance_ms),
+            Stale::Unknown { tolerance_ms } | Stale::NotSynced { tolerance_ms } => {
+                (u64::MAX, tolerance_ms)
+            }
             Stale::Behind {
                 lag_ms,
                 tolerance_ms,

@@ -62,6 +62,11 @@ impl Progress {
         self.guard().check(is_leader, self.mono_ms())
     }
 
+    /// Records that the node served (synced with a leader) since it started (staleness INV-3).
+    pub fn mark_synced(&self) {
+        self.guard().mark_synced();
+    }
+
     /// The current lag, if a TIMESTAMP was applied.
     pub fn lag_ms(&self) -> Option<u64> {
         self.guard().lag_ms(self.mono_ms())

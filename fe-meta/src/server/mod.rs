@@ -219,6 +219,9 @@ impl Server {
                 tokio::spawn(write::run_submitter(node, queue).instrument(here.clone())),
                 tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
                 tokio::spawn(
+                    write::mark_synced_when_serving(shared.clone()).instrument(here.clone()),
+                ),
+                tokio::spawn(
                     conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here),
                 ),
             ];

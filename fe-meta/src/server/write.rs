@@ -351,6 +351,20 @@ impl Shared {
     }
 }
 
+/// Marks the progress synced the first time the node serves (an established leader, or a
+/// learner after UPTODATE): from then on plain reads follow the staleness rule (staleness
+/// INV-3). Ends then, or when the node stops.
+pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
+    let mut w = shared.node.watch();
+    if w.wait_for(|st| st.serving || st.stopped)
+        .await
+        .is_ok_and(|st| st.serving)
+    {
+        shared.progress.mark_synced();
+        debug!("synced with a leader since start: plain reads are served");
+    }
+}
+
 /// The leader's TIMESTAMP ticker: logs the wall clock on becoming a serving leader and then
 /// every half tolerance, while it leads. Runs until the node stops or the server shuts down.
 pub async fn run_timestamps(shared: Arc<Shared>) {
