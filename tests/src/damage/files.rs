@@ -30,22 +30,7 @@ pub struct RecordPos {
     pub zxid: u64,
 }
 
-/// Files in `dir` whose names start with `prefix` (no `.tmp`), sorted by name.
-pub fn files_with_prefix(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix) && !n.ends_with(".tmp"))
-        })
-        .collect();
-    v.sort();
-    v
-}
+pub use crate::proc::node::files_with_prefix;
 
 /// Whether `dir` holds a `snapshot.*.tmp` (a snapshot being written when the node died).
 pub fn has_snapshot_tmp(dir: &Path) -> bool {

@@ -12,9 +12,10 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use super::DamageError;
+use crate::proc::node::spawn_server;
 
 /// A non-voting node run by the test.
 #[derive(Debug)]
@@ -101,22 +102,7 @@ impl Observer {
             .open(self.log_path())
             .map_err(DamageError::io("open observer log"))?;
         let _ = writeln!(log, "=== test: start of observer {}", self.sid);
-        let err = log
-            .try_clone()
-            .map_err(DamageError::io("dup observer log"))?;
-        let child = Command::new(&self.bin)
-            .arg("server")
-            .arg("--config")
-            .arg(self.dir.join("zoo.cfg"))
-            .env(
-                "RUST_LOG",
-                std::env::var("FE_META_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
+        let child = spawn_server(&self.bin, &self.dir.join("zoo.cfg"), &[], log)
             .map_err(DamageError::io(format!("spawn {}", self.bin.display())))?;
         self.child = Some(child);
         Ok(())

@@ -107,19 +107,7 @@ impl ProcNode {
     }
 
     fn files_with_prefix(&self, prefix: &str) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.data_dir())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(prefix) && !n.ends_with(".tmp"))
-            })
-            .collect();
-        v.sort();
-        v
+        files_with_prefix(&self.data_dir(), prefix)
     }
 
     /// Whether its process runs (or is stopped by SIGSTOP) and has not exited.
@@ -167,22 +155,8 @@ impl ProcNode {
             self.starts + 1,
             self.sid
         );
-        let err = log.try_clone().map_err(ProcError::io("dup log file"))?;
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("server").arg("--config").arg(self.config_path());
-        if bootstrap {
-            cmd.arg("--bootstrap");
-        }
-        let child = cmd
-            .env(
-                "RUST_LOG",
-                std::env::var("FE_META_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
+        let extra: &[&str] = if bootstrap { &["--bootstrap"] } else { &[] };
+        let child = spawn_server(&self.bin, &self.config_path(), extra, log)
             .map_err(ProcError::io(format!("spawn {}", self.bin.display())))?;
         self.child = Some(child);
         self.paused = false;
@@ -320,4 +294,46 @@ impl Drop for ProcNode {
     fn drop(&mut self) {
         self.kill_and_reap();
     }
+}
+
+/// Files in `dir` whose names start with `prefix` (no `.tmp`), sorted by name.
+pub fn files_with_prefix(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && !n.ends_with(".tmp"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Starts `bin server --config <config> <extra>` with stdout and stderr appended to `log`,
+/// `RUST_LOG` from `FE_META_LOG` (default `info`) and backtraces on.
+pub fn spawn_server(
+    bin: &Path,
+    config: &Path,
+    extra: &[&str],
+    log: std::fs::File,
+) -> std::io::Result<Child> {
+    let err = log.try_clone()?;
+    Command::new(bin)
+        .arg("server")
+        .arg("--config")
+        .arg(config)
+        .args(extra)
+        .env(
+            "RUST_LOG",
+            std::env::var("FE_META_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
 }
