@@ -18,6 +18,13 @@ pub struct Config {
     pub init_limit_ticks: u32,
     /// zoo.cfg `syncLimit`: a learner (or a leader's quorum) silent this many ticks is lost.
     pub sync_limit_ticks: u32,
+    /// ZooKeeper's `maxTimeToWaitForEpoch`, in ticks (PITFALLS B7): a prospective leader still
+    /// short of a FOLLOWERINFO quorum after this many ticks abandons the epoch and re-elects as
+    /// soon as a participant it has not heard FOLLOWERINFO from reports LOOKING, instead of
+    /// waiting out `initLimit`. Default 2 ticks: ten times the default `finalize_wait_ms`, so a
+    /// voter that merely finalizes later than the leader is not mistaken for one that changed
+    /// its mind, and a fifth of the default `initLimit`. 0 disables the rule (wait `initLimit`).
+    pub epoch_wait_ticks: u32,
     /// Fast leader election waits this long for a better vote before deciding (ZooKeeper's
     /// finalizeWait, 200 ms).
     pub finalize_wait_ms: u64,
@@ -41,6 +48,7 @@ impl Config {
             tick_ms: 2000,
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
+            epoch_wait_ticks: 2,
             finalize_wait_ms: 200,
             committed_log_window: 500,
             diff_from_log_limit: 100_000,

@@ -31,7 +31,7 @@ use super::disk::Disk;
 use super::net::{Delivery, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
-use super::record::{Event, SyncRecorder};
+use super::record::{EpochWrite, Event, SyncRecorder};
 
 /// A deliver step keeps delivering from the same link while it holds more than this many
 /// messages (INV-C3): bulk transfers move at network speed, not one message per step.
@@ -72,6 +72,7 @@ pub struct Cluster {
     pub(crate) sync_outcomes: BTreeMap<RequestId, Result<Zxid, RequestError>>,
     pub(crate) syncs: SyncRecorder,
     pub(crate) events: Vec<Event>,
+    pub(crate) epoch_writes: Vec<EpochWrite>,
     /// Faults injected so far.
     pub faults: u64,
 }
@@ -93,6 +94,7 @@ impl Cluster {
             sync_outcomes: BTreeMap::new(),
             syncs: SyncRecorder::default(),
             events: Vec::new(),
+            epoch_writes: Vec::new(),
             faults: 0,
             opts,
         };

@@ -14,7 +14,7 @@ use super::cluster::Cluster;
 use super::core::Peer;
 use super::disk::Snapshot;
 use super::node::SimNode;
-use super::record::Event;
+use super::record::{EpochWrite, Event};
 
 impl Cluster {
     /// Starts (or restarts) `id` from its disk.
@@ -154,6 +154,17 @@ impl Cluster {
             }
             Action::RoleChanged { .. } => {}
             local => {
+                if let (true, Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e)) =
+                    (self.opts.record_events, &local)
+                {
+                    self.epoch_writes.push(EpochWrite {
+                        step: self.step_no,
+                        node: id,
+                        accepted: matches!(local, Action::PersistAcceptedEpoch(_)),
+                        epoch: *e,
+                        before_event: self.events.len(),
+                    });
+                }
                 let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
                 if let Err(msg) = execute_local(node, local) {
                     self.fail(&msg);

@@ -30,6 +30,23 @@ impl Cluster {
         self.trace(format_args!("CRASH {id}"));
     }
 
+    /// Crashes `id` right after the SNAP it is installing reached the disk (snapshot written,
+    /// log reset to it) but before the node learned so: nothing after the install (the
+    /// `currentEpoch` write of NEWLEADER in particular) happened (PITFALLS B5). Returns false,
+    /// and does nothing, when no install is pending.
+    pub fn crash_after_install(&mut self, id: ServerId) -> bool {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return false;
+        };
+        if node.disk.install.is_none() {
+            return false;
+        }
+        node.disk.force_install();
+        self.trace(format_args!("SNAP install of {id} durable"));
+        self.crash(id);
+        true
+    }
+
     /// Restarts a crashed `id` from its disk.
     pub fn restart(&mut self, id: ServerId) {
         if self.nodes.get(&id).is_some_and(|n| !n.is_up()) {

@@ -25,7 +25,7 @@ pub mod script;
 
 pub use cluster::{Cluster, StepKind};
 pub use options::{SimOptions, Weights};
-pub use record::{SyncMode, SyncRecord};
+pub use record::{EpochWrite, SyncMode, SyncRecord};
 
 /// The outcome of one random run.
 #[derive(Clone, Copy, Debug)]

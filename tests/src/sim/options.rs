@@ -61,6 +61,8 @@ pub struct SimOptions {
     pub sync_limit_ticks: u32,
     /// FLE finalize wait.
     pub finalize_wait_ms: u64,
+    /// `Config::epoch_wait_ticks` (PITFALLS B7; 0 disables the rule).
+    pub epoch_wait_ticks: u32,
     /// The leader's in-memory committed-log window.
     pub committed_log_window: usize,
     /// Further behind than this, a learner gets SNAP instead of DIFF-from-log.
@@ -100,6 +102,7 @@ impl SimOptions {
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
             finalize_wait_ms: 40,
+            epoch_wait_ticks: 2,
             committed_log_window: 8,
             diff_from_log_limit: 40,
             max_counter: u32::MAX,
@@ -156,6 +159,7 @@ impl SimOptions {
         c.init_limit_ticks = self.init_limit_ticks;
         c.sync_limit_ticks = self.sync_limit_ticks;
         c.finalize_wait_ms = self.finalize_wait_ms;
+        c.epoch_wait_ticks = self.epoch_wait_ticks;
         c.committed_log_window = self.committed_log_window;
         c.diff_from_log_limit = self.diff_from_log_limit;
         c.max_counter = self.max_counter;

@@ -1,6 +1,6 @@
 //! What the leader did, recorded for scenario assertions: the sync mode it chose for each
 //! learner (observed from its actions, never from its internals) and, optionally, every
-//! message sent.
+//! message sent and every epoch file written, in one order.
 //!
 //! A sync starts at the leader's first `Diff`/`Trunc`/`Snap` send, `SendLogRange` or
 //! `SendSnapshot` to a learner and ends at its `NewLeader` send to that learner:
@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use zab_core::{Message, ServerId};
+use zab_core::{Epoch, Message, ServerId};
 
 /// The sync modes of the decision table (seed 004 §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -128,4 +128,20 @@ pub struct Event {
     pub to: ServerId,
     /// The message.
     pub msg: Message,
+}
+
+/// One epoch file written, when events are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochWrite {
+    /// Step number.
+    pub step: u64,
+    /// The node.
+    pub node: ServerId,
+    /// `acceptedEpoch` (true) or `currentEpoch` (false).
+    pub accepted: bool,
+    /// The epoch written.
+    pub epoch: Epoch,
+    /// How many messages had been sent (`Cluster::events`) when the file was written: the write
+    /// precedes exactly the events at this index and later.
+    pub before_event: usize,
 }

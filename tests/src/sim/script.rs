@@ -13,7 +13,7 @@ use zab_core::{Input, RequestError, RequestId, Role, ServerId, Zxid};
 
 use super::cluster::Cluster;
 use super::options::Weights;
-use super::record::{Event, SyncRecord};
+use super::record::{EpochWrite, Event, SyncRecord};
 
 /// How long liveness may take after faults stop, in virtual ms.
 pub const LIVENESS_DEADLINE_MS: u64 = 120_000;
@@ -188,6 +188,11 @@ impl Cluster {
     /// Every message sent (only when `record_events` is on).
     pub fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// Every epoch file written, in order with [`Cluster::events`] (when events are recorded).
+    pub fn epoch_writes(&self) -> &[EpochWrite] {
+        &self.epoch_writes
     }
 
     /// The zxids applied on `id`.

@@ -233,3 +233,56 @@ fn b12_observers_never_complete_a_quorum() {
     }
     c.check_liveness();
 }
+
+/// B5 (ZOOKEEPER-1653/2354): a learner crashes after the SNAP of a later epoch reached its
+/// disk but before its NEWLEADER wrote currentEpoch. Its data now ends in an epoch above its
+/// currentEpoch file. It must start (the harness fails the run if the core refuses the durable
+/// state), keep the currentEpoch its file says (never adopt the snapshot's epoch: it did not
+/// accept that NEWLEADER), then sync again and hold every committed write.
+#[test]
+fn b5_crash_after_snap_install_before_current_epoch_restarts_deterministically() {
+    let mut o = options(3, 0);
+    o.snap_every = 5;
+    o.keep_log = 0;
+    o.diff_from_log_limit = 5;
+    let (mut c, a) = started(o);
+    let [f, b] = others(&c, a)[..] else {
+        unreachable!()
+    };
+    commit_n(&mut c, a, 2);
+    c.settle();
+    c.crash(f);
+    let old_epoch = c.node(f).disk.current_epoch;
+    // A new epoch among {a, b}, with enough writes that f can only get a SNAP.
+    c.crash(a);
+    c.restart(a);
+    let l = elect_among(&mut c, &[a, b]);
+    let written = commit_n(&mut c, l, 30);
+    c.settle();
+    let new_epoch = c.peer(l).unwrap().current_epoch();
+    assert!(new_epoch > old_epoch);
+    c.restart(f);
+    c.expect_within(30_000, "f installing a SNAP", |c| {
+        c.node(f).disk.install.is_some()
+    });
+    assert!(c.crash_after_install(f));
+    let disk = &c.node(f).disk;
+    assert_eq!(
+        disk.current_epoch, old_epoch,
+        "currentEpoch written too early"
+    );
+    assert!(
+        disk.snapshot_zxid().epoch() > old_epoch,
+        "the snapshot is of epoch {}, not above currentEpoch {old_epoch}",
+        disk.snapshot_zxid().epoch()
+    );
+    c.restart(f);
+    assert_eq!(c.peer(f).unwrap().current_epoch(), old_epoch);
+    c.expect_within(30_000, "f synced again", |c| {
+        c.peer(f).is_some_and(|p| p.is_serving())
+    });
+    assert!(c.peer(f).unwrap().current_epoch() >= new_epoch);
+    let at_f = c.applied_zxids(f);
+    assert!(written.iter().all(|z| at_f.contains(z)), "f lacks a write");
+    c.check_liveness();
+}

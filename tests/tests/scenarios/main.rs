@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod broadcast;
+mod election;
 mod epochs;
 mod sync;
 mod sync_modes;

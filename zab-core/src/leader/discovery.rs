@@ -9,6 +9,14 @@
 //! later than its own (B11); it persists currentEpoch = new epoch when the quorum is reached.
 //! INV-5: only FOLLOWERINFO senders are ever counted; OBSERVERINFO from a participant of the
 //! config is an uninitialized participant (PITFALLS B9) and is synced as an observer.
+//! INV-6 (PITFALLS B7, ZooKeeper's `maxTimeToWaitForEpoch`): a prospective leader still short
+//! of a FOLLOWERINFO quorum `Config::epoch_wait_ticks` after it took the lead abandons the
+//! epoch and re-elects when a participant that sent it no FOLLOWERINFO reports LOOKING. Such a
+//! voter changed its mind (its connection broke, it timed out) and cannot rejoin on its own: a
+//! LOOKING peer joins an established leader only when a quorum reports FOLLOWING/LEADING it,
+//! which is exactly what the leader lacks. Without the rule the ensemble would stay unavailable
+//! for the whole `initLimit`. A LOOKING peer resends its notification at least every tick, so
+//! the leader leaves at most about one tick after the wait; `epoch_wait_ticks = 0` disables it.
 //! INV-4: a learner arriving after the epoch was chosen with an acceptedEpoch above it would
 //! refuse LEADERINFO and come back forever; the leader leaves its role so that the next
 //! discovery picks an epoch above that promise.
@@ -69,6 +77,17 @@ impl Leader {
         }
         self.send_leader_info(core, from);
         Ok(Next::Stay)
+    }
+
+    /// Participant `from` reported LOOKING (INV-6): true when this prospective leader should
+    /// abandon the epoch and re-elect.
+    pub(crate) fn abandons_epoch_for(&self, core: &Core, from: ServerId) -> bool {
+        let Some(wait_ms) = core.epoch_wait_ms() else {
+            return false;
+        };
+        self.phase == Phase::Discovery
+            && !self.info_quorum.contains(&from)
+            && core.now_ms.saturating_sub(self.phase_since_ms) > wait_ms
     }
 
     /// Picks the new epoch once a quorum (the leader included) sent its info (INV-1).

@@ -106,6 +106,15 @@ impl Core {
         self.actions.push(Action::Send { to, msg });
     }
 
+    /// `epoch_wait_ticks` in milliseconds (`None` when the rule is disabled).
+    pub(crate) fn epoch_wait_ms(&self) -> Option<u64> {
+        (self.cfg.epoch_wait_ticks > 0).then(|| {
+            self.cfg
+                .tick_ms
+                .saturating_mul(u64::from(self.cfg.epoch_wait_ticks))
+        })
+    }
+
     /// `init_limit` in milliseconds.
     pub(crate) fn init_ms(&self) -> u64 {
         self.cfg

@@ -13,6 +13,9 @@
 //! INV-5 (PITFALLS B9): a peer whose data dir needs an initial sync reports the state
 //! `Uninitialized`: nobody counts its vote, it never decides, and every voter answers it (as it
 //! answers an observer) so it learns an established leader and syncs from it.
+//! INV-6 (PITFALLS B7): a prospective leader that sees a participant LOOKING while it still
+//! waits for its FOLLOWERINFO quorum past `Config::epoch_wait_ticks` re-elects (leader
+//! discovery INV-6).
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus jitter from the seeded generator) until a decision.
 
@@ -116,6 +119,17 @@ impl Peer {
             if looking {
                 let reply = self.core.notification(self.my_state());
                 self.core.send(from, Message::Notification(reply));
+            }
+            if n.state == ElectionState::Looking && sender_votes {
+                if let RoleState::Leading(l) = &self.role {
+                    if l.abandons_epoch_for(&self.core, from) {
+                        // A voter went back to LOOKING and no epoch quorum came (INV-6).
+                        tracing::info!(%from, "leader: no epoch quorum and a voter is LOOKING");
+                        return self.enter_looking(
+                            "leader: a voter is LOOKING and no epoch quorum within epoch_wait",
+                        );
+                    }
+                }
             }
             let epoch = self.epoch();
             // An uninitialized peer's vote carries no weight, not even to depose (INV-5).
