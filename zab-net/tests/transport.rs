@@ -515,3 +515,51 @@ async fn disconnect_reports_loss_and_reconnects_on_demand() {
         }
     );
 }
+
+/// PITFALLS B8 (ZOOKEEPER-2930): a peer address that never answers (a listener that never
+/// accepts, so the handshake never gets its reply) costs only its own link: every link dials
+/// in its own task, bounded by `connect_timeout` and `handshake_timeout`, so notifications to
+/// the other peers go out at once instead of after the stuck dial gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_answers_does_not_delay_notifications_to_others() {
+    init_tracing();
+    let mut cfg = config(3, CLUSTER, &[1, 2, 3], loopback0());
+    cfg.handshake_timeout = Duration::from_secs(5);
+    cfg.connect_timeout = Duration::from_secs(5);
+    let (sender, _sender_rx) = Transport::start(cfg).await.unwrap();
+    let (one, mut one_rx) = Transport::start(config(1, CLUSTER, &[1, 2, 3], loopback0()))
+        .await
+        .unwrap();
+    one.set_peer_addrs(ServerId(3), sender.local_addrs())
+        .unwrap();
+    sender
+        .set_peer_addrs(ServerId(1), one.local_addrs())
+        .unwrap();
+    // Sid 2's ports: the kernel completes the TCP handshake, nobody ever reads or answers.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    sender
+        .set_peer_addrs(
+            ServerId(2),
+            PeerAddrs {
+                quorum: silent.local_addr().unwrap(),
+                election: silent.local_addr().unwrap(),
+            },
+        )
+        .unwrap();
+
+    for round in 1..=3 {
+        let start = tokio::time::Instant::now();
+        sender.send(ServerId(2), notification(round)).unwrap();
+        sender.send(ServerId(1), notification(round)).unwrap();
+        assert_eq!(
+            next_message(&mut one_rx).await,
+            (ServerId(3), notification(round))
+        );
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "a notification to a live peer waited {took:?} behind a dead one"
+        );
+    }
+    drop(silent);
+}

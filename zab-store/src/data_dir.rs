@@ -11,6 +11,14 @@
 //! before those appends were synced), loading resets the log to the snapshot. Appending the
 //! next epoch after the old, shorter log would leave a hole that a later DIFF from the log
 //! would silently skip.
+//! INV-4 (PITFALLS B5): the epoch files are taken as they are, even when the data is of a later
+//! epoch than `currentEpoch` (a crash after a sync's snapshot or txns reached the disk but
+//! before its NEWLEADER wrote `currentEpoch`, the order B3 requires). `currentEpoch` names the
+//! last NEWLEADER this node accepted, and it did not accept that one: adopting the data's epoch
+//! would claim a promise never made. Keeping the older value only ranks the node lower in
+//! elections (votes order by `(currentEpoch, lastZxid)`) until its next sync writes the new
+//! epoch, so loading neither refuses to start (ZOOKEEPER-1653) nor picks an epoch; it logs a
+//! warning naming the files.
 //! INV-2: purge removes log segments only up to the oldest *kept* snapshot, and nothing at all
 //! while no snapshot exists.
 
@@ -41,8 +49,8 @@ pub struct DataDir {
 }
 
 impl DataDir {
-    /// Opens both directories (creating them), removing unfinished snapshot files and
-    /// recovering the log.
+    /// Opens both directories (creating them), removing unfinished snapshot and epoch file
+    /// writes and recovering the log.
     pub fn open(
         snap_dir: impl AsRef<Path>,
         log_dir: impl AsRef<Path>,
@@ -51,6 +59,7 @@ impl DataDir {
         let snaps = SnapDir::open(snap_dir.as_ref(), opts.force_sync)?;
         snaps.remove_temp()?;
         let epochs = EpochFiles::open(snap_dir.as_ref(), opts.force_sync)?;
+        epochs.remove_temp()?;
         let (log, recovery) = TxnLog::open(log_dir, opts)?;
         Ok(DataDir {
             snaps,
@@ -98,9 +107,23 @@ impl DataDir {
         } else {
             reader.read_range(snapshot_zxid, last)?
         };
+        let accepted_epoch = self.epochs.read(EpochKind::Accepted)?.unwrap_or_default();
+        let current_epoch = self.epochs.read(EpochKind::Current)?.unwrap_or_default();
+        let data_epoch = last.max(snapshot_zxid).epoch();
+        if data_epoch > current_epoch {
+            tracing::warn!(
+                current_epoch_file = %self.epochs.path(EpochKind::Current).display(),
+                %current_epoch,
+                snapshot_dir = %self.snaps.dir().display(),
+                log_dir = %reader.dir().display(),
+                last_zxid = %last.max(snapshot_zxid),
+                "the data ends in a later epoch than currentEpoch (a sync was interrupted before \
+                 its NEWLEADER): keeping currentEpoch, this node syncs again before it serves"
+            );
+        }
         Ok(DurableState {
-            accepted_epoch: self.epochs.read(EpochKind::Accepted)?.unwrap_or_default(),
-            current_epoch: self.epochs.read(EpochKind::Current)?.unwrap_or_default(),
+            accepted_epoch,
+            current_epoch,
             snapshot_zxid,
             log_index: reader.zxids(),
             log_tail,

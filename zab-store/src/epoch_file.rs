@@ -11,8 +11,14 @@
 //!
 //! INV-1: a write replaces the file atomically and durably (temp `<name>.tmp`, fsync, rename,
 //! fsync directory), so a reader sees the old or the new epoch, never a torn one.
-//! INV-2: a leftover `<name>.tmp` (crash mid-write) is ignored by reads and overwritten by the
-//! next write.
+//! INV-2: a leftover `<name>.tmp` (crash or failure mid-write) is ignored by reads and
+//! overwritten by the next write; [`EpochFiles::remove_temp`] (run by `DataDir::open` at
+//! start-up) deletes it, so the node starts with the last completed write. A directory under
+//! such a name was not written by this store and would make every later write fail: start-up
+//! refuses it with an error naming it rather than failing at the first election.
+//! INV-4: a failed write returns an error naming the file and leaves the previous epoch in
+//! place; nothing here caches an epoch, and the driver treats the error as fatal, so no
+//! in-memory epoch can run ahead of the file (ZOOKEEPER-2307).
 //! INV-3: content that is not a decimal u32 is an error naming the file and showing the content.
 
 use std::fs;
@@ -66,6 +72,40 @@ impl EpochFiles {
         self.dir.join(kind.file_name())
     }
 
+    /// Deletes leftover temporary files of the epoch files and the marker (INV-2); returns the
+    /// paths removed. For start-up only, when nothing is being written.
+    pub fn remove_temp(&self) -> Result<Vec<PathBuf>> {
+        let mut removed = Vec::new();
+        let names = [
+            EpochKind::Accepted.file_name(),
+            EpochKind::Current.file_name(),
+            NEEDS_INITIAL_SYNC_FILE,
+        ];
+        for name in names {
+            let tmp = fsutil::temp_path(&self.dir.join(name));
+            let meta = match fs::symlink_metadata(&tmp) {
+                Ok(m) => m,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(StoreError::io("stat", &tmp, e)),
+            };
+            if meta.is_dir() {
+                return Err(StoreError::BadEpochFile {
+                    path: tmp,
+                    reason: "a directory stands where the temporary file of an epoch write goes; \
+                             every epoch write would fail: remove it"
+                        .to_string(),
+                });
+            }
+            tracing::warn!(file = %tmp.display(), "removing an unfinished epoch file write");
+            fs::remove_file(&tmp).map_err(|e| StoreError::io("remove", &tmp, e))?;
+            removed.push(tmp);
+        }
+        if !removed.is_empty() {
+            fsutil::sync_dir(&self.dir, self.force_sync)?;
+        }
+        Ok(removed)
+    }
+
     /// Reads an epoch file; `None` when it does not exist.
     pub fn read(&self, kind: EpochKind) -> Result<Option<Epoch>> {
         let path = self.path(kind);
@@ -77,7 +117,7 @@ impl EpochFiles {
         parse_epoch(&bytes, &path).map(Some)
     }
 
-    /// Durably replaces an epoch file (INV-1).
+    /// Durably replaces an epoch file (INV-1); on error the previous content stays (INV-4).
     pub fn write(&self, kind: EpochKind, epoch: Epoch) -> Result<()> {
         let content = format!("{}\n", epoch.0);
         fsutil::replace_atomically(&self.path(kind), content.as_bytes(), self.force_sync)
