@@ -287,3 +287,47 @@ fn counter_exhaustion_fails_the_write_and_forces_a_new_epoch() {
     assert!(p.is_serving());
     assert_eq!(p.current_epoch(), Epoch(2));
 }
+
+fn looking_from_voter(round: u64) -> Message {
+    Message::Notification(Notification {
+        vote: Vote {
+            leader: s(2),
+            zxid: Zxid::ZERO,
+            peer_epoch: Epoch(1),
+        },
+        round,
+        state: ElectionState::Looking,
+    })
+}
+
+/// PITFALLS B7: still short of a FOLLOWERINFO quorum, the prospective leader answers a LOOKING
+/// voter and keeps waiting until `epoch_wait_ticks` (2 × 2000 ms) have passed since it took
+/// the lead; the first LOOKING notification after that makes it re-elect, long before
+/// initLimit (20 s). Time alone does not (the voter may be on its way).
+#[test]
+fn abandons_discovery_when_a_voter_reports_looking_after_the_epoch_wait() {
+    let mut p = leader(1);
+    p.step(Input::Tick { now_ms: 3_000 }).unwrap();
+    let out = recv(&mut p, 1, looking_from_voter(2));
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Send { to, msg: Message::Notification(n) } if *to == s(1)
+            && n.state == ElectionState::Leading
+    )));
+    assert_eq!(p.role(), Role::Leading);
+    p.step(Input::Tick { now_ms: 4_100 }).unwrap();
+    assert_eq!(p.role(), Role::Leading);
+    recv(&mut p, 1, looking_from_voter(3));
+    assert_eq!(p.role(), Role::Looking);
+}
+
+/// PITFALLS B7: once the FOLLOWERINFO quorum is there (the epoch is chosen), a LOOKING voter
+/// does not make the leader give up: discovery is over and initLimit alone bounds the rest.
+#[test]
+fn keeps_the_epoch_once_the_followerinfo_quorum_is_there() {
+    let mut p = leader(1);
+    recv(&mut p, 1, info(1));
+    p.step(Input::Tick { now_ms: 5_000 }).unwrap();
+    recv(&mut p, 2, looking_from_voter(2));
+    assert_eq!(p.role(), Role::Leading);
+}
