@@ -197,9 +197,11 @@ fn check_established_votes(c: &Cluster, seen: &mut usize) {
 /// B8 (ZOOKEEPER-2930/2164/3756): five voters; one follower loses every link (blackholed) and
 /// then the leader crashes. The three others are a quorum and must elect within 1 s of virtual
 /// time, never waiting on the unreachable node. In the simulation a cut link drops at once; in
-/// the runtime every peer connection is its own task (`zab-net` `transport/link.rs`,
-/// `Link::run`/`connect`) bounded by `TransportConfig::connect_timeout`, so a blackholed peer
-/// delays nobody else's notifications (tested in `zab-net/tests/transport.rs`).
+/// the runtime every peer and channel has its own link task (`zab-net/src/transport/link.rs`:
+/// `Link::run`, spawned per peer in `transport/mod.rs`), whose `dial` is bounded by
+/// `TransportConfig::connect_timeout` and the handshake by `handshake_timeout`, so a blackholed
+/// peer delays nobody else's notifications (`zab-net/tests/transport.rs`,
+/// `a_peer_that_never_answers_does_not_delay_notifications_to_others`).
 #[test]
 fn b8_election_is_not_blocked_by_an_unreachable_peer() {
     let (mut c, l) = started(options(5, 0));
