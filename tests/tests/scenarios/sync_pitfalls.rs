@@ -499,3 +499,42 @@ fn c20_last_zxid_reported_after_an_interrupted_diff_is_what_is_on_disk() {
     c.check_liveness();
     assert_eq!(c.applied_zxids(f), c.applied_zxids(l));
 }
+
+/// C17, the window itself: Z falls behind after two writes; X and Y commit eight more and Y
+/// snapshots past all of them; X and Y stop and Y restarts, so its in-memory window is empty
+/// while its log still holds every record. Y leads and Z's zxid is in Y's history: the empty
+/// window must read as "no window", so Z gets the missing txns from Y's on-disk log (an
+/// in-memory DIFF would have nothing to send from).
+#[test]
+fn c17_fresh_leader_with_an_empty_window_diffs_a_stale_member_from_its_log() {
+    let mut o = options(3, 0);
+    o.committed_log_window = 2;
+    o.snap_every = 1;
+    o.keep_log = 100;
+    let (mut c, x) = started(o);
+    let [y, z] = others(&c, x)[..] else {
+        unreachable!()
+    };
+    commit_n(&mut c, x, 2);
+    c.settle();
+    c.crash(z);
+    let late = commit_n(&mut c, x, 8);
+    c.settle();
+    c.run_for(500);
+    assert!(
+        c.node(y).disk.snapshot_zxid() >= *late.last().unwrap(),
+        "precondition: {y}'s snapshot covers every write, so it restarts with nothing in memory"
+    );
+    c.crash(x);
+    c.crash(y);
+    c.restart(y);
+    c.restart(z);
+    assert_eq!(elect_among(&mut c, &[y, z]), y);
+    c.stabilize();
+    assert_eq!(last_sync(&c, z), Some(SyncMode::DiffFromLog));
+    for w in &late {
+        assert!(c.applied_zxids(z).contains(w), "{z} misses {w}");
+    }
+    c.restart(x);
+    c.check_liveness();
+}
