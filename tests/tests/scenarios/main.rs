@@ -16,6 +16,7 @@ mod election;
 mod epochs;
 mod sync;
 mod sync_modes;
+mod sync_pitfalls;
 
 use tests::sim::{Cluster, SimOptions, SyncMode};
 use zab_core::{Role, ServerId, Zxid};

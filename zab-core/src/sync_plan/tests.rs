@@ -192,3 +192,51 @@ fn table_of_seed_004() {
     };
     assert_eq!(plan_sync(&tight, z(1, 1)), SyncPlan::Snap);
 }
+
+/// C17 (ZOOKEEPER-4352): a fresh leader whose in-memory window is empty (it restarted from a
+/// snapshot, or the window holds nothing yet) still owes a new member everything after its
+/// zxid. An empty window is "no window", never "nothing to send": the plan takes the txns
+/// from the log, or sends SNAP when the log cannot serve them; it never answers with an
+/// in-memory (or empty) DIFF that would skip the early writes.
+#[test]
+fn c17_empty_window_on_a_fresh_leader() {
+    let index = [z(1, 1), z(1, 2), z(1, 3), z(1, 4), z(1, 5)];
+    let fresh = LeaderLog {
+        index: &index,
+        base: Zxid::ZERO,
+        memory_first: None,
+        diff_from_log_limit: 100,
+    };
+    assert_eq!(
+        plan_sync(&fresh, Zxid::ZERO),
+        SyncPlan::Diff {
+            after: Zxid::ZERO,
+            source: DiffSource::Log {
+                upto: z(1, 5),
+                count: 5
+            }
+        }
+    );
+    let tight = LeaderLog {
+        diff_from_log_limit: 4,
+        ..fresh
+    };
+    assert_eq!(plan_sync(&tight, Zxid::ZERO), SyncPlan::Snap);
+    // Restarted from a snapshot at <1,5> with nothing logged after it: a member at zero
+    // cannot be served from the log at all.
+    let after_snapshot = LeaderLog {
+        index: &index[4..],
+        base: z(1, 5),
+        memory_first: None,
+        diff_from_log_limit: 100,
+    };
+    assert_eq!(plan_sync(&after_snapshot, Zxid::ZERO), SyncPlan::Snap);
+    // Only a learner at the leader's tip gets the empty DIFF.
+    assert_eq!(
+        plan_sync(&after_snapshot, z(1, 5)),
+        SyncPlan::Diff {
+            after: z(1, 5),
+            source: DiffSource::Memory
+        }
+    );
+}
