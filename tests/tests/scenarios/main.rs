@@ -13,6 +13,8 @@
 
 mod broadcast;
 mod epochs;
+mod journal;
+mod liveness;
 mod sync;
 mod sync_modes;
 
