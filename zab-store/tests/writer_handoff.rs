@@ -122,12 +122,12 @@ fn appenders_and_bursts_never_lose_a_hand_off() {
                 for _ in 0..size {
                     last = alloc.append(&w);
                 }
-                if round % 7 == 0 {
+                if round.is_multiple_of(7) {
                     w.flush(round).unwrap();
                 }
                 shared.wait_durable(last, "burst appender");
                 n += size;
-                if round % 5 == 0 {
+                if round.is_multiple_of(5) {
                     // let the thread park on an empty queue between bursts
                     std::thread::sleep(Duration::from_micros(200));
                 }

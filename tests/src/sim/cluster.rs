@@ -74,6 +74,8 @@ pub struct Cluster {
     pub(crate) events: Vec<Event>,
     /// Faults injected so far.
     pub faults: u64,
+    /// Random wipes so far (INV-F3).
+    pub wipes: u64,
 }
 
 impl Cluster {
@@ -94,6 +96,7 @@ impl Cluster {
             syncs: SyncRecorder::default(),
             events: Vec::new(),
             faults: 0,
+            wipes: 0,
             opts,
         };
         for sid in c.opts.members().into_keys() {
