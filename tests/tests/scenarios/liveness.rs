@@ -73,7 +73,10 @@ fn d1_commits_in_zxid_order_when_acks_arrive_out_of_order() {
                 _ => None,
             })
             .collect();
-        assert_eq!(commits, expected, "COMMITs to {f} out of zxid order or with gaps");
+        assert_eq!(
+            commits, expected,
+            "COMMITs to {f} out of zxid order or with gaps"
+        );
     }
     let zxids: Vec<Zxid> = reqs
         .iter()
