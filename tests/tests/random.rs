@@ -85,6 +85,28 @@ fn same_seed_replays_the_same_run() {
     }
 }
 
+/// The sweep wipes nodes (PITFALLS B9 under random faults, `faults` INV-F3): over a few
+/// seeds with wipes on, wipes happen, and each run still ends with every node (wiped voters
+/// resynced) applying the same history that holds every acknowledged write.
+#[test]
+fn random_faults_include_wipes() {
+    let mut wiped_runs = 0;
+    let mut wipes = 0;
+    for seed in 0..40 {
+        let (opts, _) = tests::sim::SimOptions::for_seed(seed);
+        if !opts.wipes {
+            continue;
+        }
+        let r = run_seed(seed);
+        wipes += r.wipes;
+        wiped_runs += u64::from(r.wipes > 0);
+    }
+    assert!(
+        wiped_runs >= 5 && wipes >= 10,
+        "{wipes} wipes in {wiped_runs} runs"
+    );
+}
+
 /// Seeds that once failed, replayed on every run.
 /// - 39460 (7 voters): a restarted leader that has applied nothing SNAPs (empty snapshot plus
 ///   its whole log, a few hundred messages) to learners holding an uncommitted epoch-9 tail;

@@ -75,6 +75,8 @@ pub struct Cluster {
     pub(crate) epoch_writes: Vec<EpochWrite>,
     /// Faults injected so far.
     pub faults: u64,
+    /// Random wipes so far (INV-F3).
+    pub wipes: u64,
 }
 
 impl Cluster {
@@ -96,6 +98,7 @@ impl Cluster {
             events: Vec::new(),
             epoch_writes: Vec::new(),
             faults: 0,
+            wipes: 0,
             opts,
         };
         for sid in c.opts.members().into_keys() {

@@ -106,6 +106,10 @@ pub struct Disk {
     /// The "needs initial sync" marker: set by a wipe, cleared by `PersistInitialized`
     /// (PITFALLS B9). A node of the initial cluster starts without it (bootstrapped).
     pub needs_initial_sync: bool,
+    /// Snapshots received from a leader (SNAP) and made durable, ever (PITFALLS D5).
+    pub snap_installs: u64,
+    /// Local snapshots the driver wrote, ever.
+    pub local_snapshots: u64,
 }
 
 impl Disk {
@@ -192,6 +196,7 @@ impl Disk {
         self.log_base = snap.zxid;
         self.owed_persisted = None;
         self.snapshots.push(snap);
+        self.snap_installs += 1;
     }
 
     /// `EndSnapshot`: the received stream is complete. Pending appends before it are erased by
@@ -232,6 +237,7 @@ impl Disk {
             return None;
         }
         self.snapshots.push(snap);
+        self.local_snapshots += 1;
         while self.snapshots.len() > retain.max(1) {
             self.snapshots.remove(0);
         }

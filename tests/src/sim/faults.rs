@@ -4,6 +4,13 @@
 //! durable, the state machine, every connection); a restart rebuilds the peer from the disk
 //! (`DurableState`) and the state machine from the newest snapshot.
 //! INV-F2: random faults keep at most `max_faulty` nodes down or paused at once.
+//! INV-F3: random wipes (only when `SimOptions::wipes` is on) keep at most a minority of the
+//! voters wiped and not yet resynced (disk still marked "needs initial sync") at any time.
+//! A wiped voter does not vote until a leader synced it (B9), so a quorum that elects always
+//! lies within the initialized voters and meets every quorum that committed a txn in a node
+//! that still holds it: the checkers keep assuming that acknowledged writes survive. Wiping a
+//! majority would leave no quorum able to elect, so the liveness phase could never end; the
+//! bound rules that out, and the liveness phase resyncs the wiped minority.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -132,6 +139,20 @@ impl Cluster {
         }
     }
 
+    /// INV-F3: wiping `id` keeps at most a minority of the voters wiped and not resynced.
+    fn may_wipe(&self, id: ServerId) -> bool {
+        let voter = |n: &ServerId| n.0 as usize <= self.opts.voters;
+        if !voter(&id) {
+            return true;
+        }
+        let unsynced = self
+            .nodes
+            .values()
+            .filter(|n| n.id != id && voter(&n.id) && n.disk.needs_initial_sync)
+            .count();
+        unsynced < self.opts.voters / 2
+    }
+
     fn faulty(&self) -> usize {
         self.nodes.values().filter(|n| !n.is_live()).count()
     }
@@ -161,7 +182,8 @@ impl Cluster {
         let room = self.faulty() < self.opts.max_faulty;
         let a = ids[self.rng.gen_range(0..ids.len())];
         let b = ids[self.rng.gen_range(0..ids.len())];
-        match self.rng.gen_range(0..12) {
+        let kinds = if self.opts.wipes { 13 } else { 12 };
+        match self.rng.gen_range(0..kinds) {
             0 | 1 if room && !live.is_empty() => {
                 let id = live[self.rng.gen_range(0..live.len())];
                 self.crash(id);
@@ -186,6 +208,12 @@ impl Cluster {
                 let k = self.rng.gen_range(1..shuffled.len().max(2));
                 let (x, y) = shuffled.split_at(k.min(shuffled.len()));
                 self.partition(&[x, y]);
+            }
+            12 => {
+                if self.may_wipe(a) {
+                    self.wipes += 1;
+                    self.wipe(a);
+                }
             }
             _ => self.heal_all(),
         }

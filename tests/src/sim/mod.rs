@@ -3,9 +3,10 @@
 //! It runs 3–7 voters plus observers of the real `zab_core` peer in one thread: a seeded
 //! scheduler ([`cluster`]), virtual time, FIFO links that can be cut, healed and partitioned
 //! ([`net`]), a disk per node that loses what was not fsynced on a crash ([`disk`]), a driver
-//! that executes actions exactly as `zab_core::io` prescribes ([`exec`]), faults ([`faults`]),
-//! a scripting API and the liveness phase ([`script`]), and safety checkers named after
-//! `Zab.tla` that run after every step ([`checker`]).
+//! that executes actions exactly as `zab_core::io` prescribes ([`exec`]), faults ([`faults`],
+//! wipes included, bounded so a quorum of initialized voters remains), a scripting API and the
+//! liveness phase ([`script`]), and safety checkers named after `Zab.tla` that run after every
+//! step ([`checker`]).
 //!
 //! A failing run panics with its seed, its step and the command that replays it:
 //! `ZAB_SEED=<n> cargo test -p tests --release --test random -- --nocapture`
@@ -38,6 +39,8 @@ pub struct RunReport {
     pub hash: u64,
     /// Virtual time reached.
     pub now_ms: u64,
+    /// Random wipes injected.
+    pub wipes: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -52,5 +55,6 @@ pub fn run_seed(seed: u64) -> RunReport {
         steps: c.step_no(),
         hash: c.trace_hash(),
         now_ms: c.now_ms(),
+        wipes: c.wipes,
     }
 }

@@ -17,7 +17,7 @@ pub struct Weights {
     pub write: u32,
     /// A client sync on a random node.
     pub sync: u32,
-    /// A fault (crash, restart, cut, heal, partition, pause, resume).
+    /// A fault (crash, restart, wipe, cut, heal, partition, pause, resume).
     pub fault: u32,
 }
 
@@ -85,6 +85,10 @@ pub struct SimOptions {
     pub weights: Weights,
     /// At most this many nodes down or paused at once in random faults.
     pub max_faulty: usize,
+    /// Random faults include wipes (empty data dir, restart without bootstrap), bounded to a
+    /// minority of voters not yet resynced (`faults` INV-F3). The sweep turns it on for half
+    /// the seeds; `ZAB_NO_WIPES=1` turns it off to explore past a wipe-related failure.
+    pub wipes: bool,
     /// Print every step to stderr.
     pub trace: bool,
     /// Keep a log of every message sent (for scenario assertions).
@@ -111,6 +115,7 @@ impl SimOptions {
             keep_log: 5,
             weights: Weights::RANDOM,
             max_faulty: voters + observers,
+            wipes: false,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
@@ -135,6 +140,8 @@ impl SimOptions {
         o.diff_from_log_limit = rng.gen_range(5..60);
         o.max_faulty = rng.gen_range(1..=voters);
         let steps = rng.gen_range(2_000..12_000);
+        // drawn last, so the draws above (and the runs of seeds without wipes) are unchanged
+        o.wipes = std::env::var_os("ZAB_NO_WIPES").is_none() && rng.gen_ratio(1, 2);
         (o, steps)
     }
 

@@ -14,6 +14,8 @@
 mod broadcast;
 mod election;
 mod epochs;
+mod journal;
+mod liveness;
 mod sync;
 mod sync_modes;
 mod sync_pitfalls;

@@ -7,7 +7,10 @@
 //! every moment, a prefix of `global` — across restarts and SNAP installs too, so a node never
 //! applies something different at a position it applied before.
 //! INV-O2 (PrimaryOrder): each node applies in strictly increasing zxid order, so `global` is
-//! strictly increasing.
+//! strictly increasing; it is also gap-free within an epoch (PITFALLS D1: commits in zxid
+//! order): a txn of the same epoch as its predecessor has the next counter, and the first txn
+//! of an epoch has counter 1 (a leader proposes its epoch's counters from 1 and commits them in
+//! order, so no committed history can skip one).
 //! INV-O3 (Integrity): only client-written payloads are logged or applied; one zxid names one
 //! payload everywhere (logs, proposals, applies); a payload is applied at most at one zxid.
 //! INV-O4: a SNAP never moves a node's state machine backwards.
@@ -111,6 +114,18 @@ impl Order {
                             txn.zxid, last.zxid
                         ));
                     }
+                }
+                let prev = self.global.last().map(|t| t.zxid);
+                let expected = match prev {
+                    Some(p) if p.epoch() == txn.zxid.epoch() => p.counter() + 1,
+                    _ => 1,
+                };
+                if txn.zxid.counter() != expected {
+                    return Err(format!(
+                        "PrimaryOrder: node {id} extends the history with {} after {:?}: a gap \
+                         within the epoch (expected counter {expected})",
+                        txn.zxid, prev
+                    ));
                 }
                 self.global.push(txn.clone());
                 Ok(())
