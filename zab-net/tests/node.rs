@@ -24,6 +24,8 @@ fn retryable(e: &SubmitError) -> bool {
 
 const STABLE: Duration = Duration::from_secs(10);
 
+/// PITFALLS E13 (runtime half): `submit` on a follower goes to the leader and returns its
+/// zxid once applied here; every replica ends with the same state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_elect_and_commit_through_leader_and_followers() {
     let mut c = Cluster::new(3, 0);
