@@ -191,7 +191,11 @@ async fn forwarded_writes_and_many_reads_run_together_without_deadlock() {
                 }
                 let mut n = 0u64;
                 while !done.load(std::sync::atomic::Ordering::Acquire) {
-                    let opts = if (n + r as u64) % 3 == 0 { SYNC } else { PLAIN };
+                    let opts = if (n + r as u64).is_multiple_of(3) {
+                        SYNC
+                    } else {
+                        PLAIN
+                    };
                     let k = (n as usize + r) % clients.len();
                     clients[k]
                         .call(RequestBody::ShowBackends(opts))

@@ -5,9 +5,9 @@
 //! updated by the applied hook right after the publish (on the node's driver, holding no lock
 //! the readers need: PITFALLS E11), so a waiter woken for id `j` reads a catalog that has `j`.
 //! INV-2: the staleness guard is fed only from applied TIMESTAMP entries (a change of
-//! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (journal id
-//! >> 32) for the offset-corrected age at apply and the server's monotonic clock for the time
-//! since (PITFALLS E14).
+//! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (the high
+//! 32 bits of its journal id) for the offset-corrected age at apply and the server's monotonic
+//! clock for the time since (PITFALLS E14).
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
