@@ -11,6 +11,8 @@ use fe_meta::catalog::{Catalog, SharedCatalog};
 use fe_meta::command::{Command, Planner};
 use fe_meta::state_machine::MetaState;
 
+/// PITFALLS E11 (in-process half): replay publishes versions without a lock readers hold, so
+/// readers never block it; the server-side waits are in `server_forward`.
 #[test]
 fn readers_see_whole_versions_while_replay_runs() {
     let shared = Arc::new(SharedCatalog::default());

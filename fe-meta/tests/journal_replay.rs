@@ -88,6 +88,12 @@ fn replay_all(entries: &[(u64, JournalEntry)]) -> Catalog {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
+    /// PITFALLS D7: every op that can be proposed — the strategy draws all 12 op codes
+    /// (`OpCode::ALL`; `journal_format_is_stable` checks a script covers each) — round-trips
+    /// through encode / decode and replays to the same catalog from the decoded bytes. The
+    /// hard stop on an unknown op code naming journal id and op is
+    /// `replay::tests::errors_name_journal_id_and_op_and_change_nothing` (and, through the
+    /// state machine, `state_machine::tests::apply_publishes_snapshot_is_a_pointer_restore_replaces`).
     #[test]
     fn every_op_round_trips_and_replays(op in common::op()) {
         let entry = op.to_entry();
@@ -129,6 +135,39 @@ proptest! {
         }
     }
 
+    /// PITFALLS E7: replay is a pure function of (image, journal): the same journal replayed
+    /// twice from the same image — once at once, once in the replayer's batches after a pause
+    /// (a clock or RNG read would differ between the two) — gives identical digests, equal to
+    /// a replay from empty. `replay` INV-1 states the rule; `replay_reads_no_clock_rng_or_io`
+    /// guards the source.
+    #[test]
+    fn the_same_journal_replayed_twice_from_one_image_gives_one_digest(
+        cmds in proptest::collection::vec(common::command(), 1..60),
+        split in any::<prop::sample::Index>(),
+    ) {
+        let (journal, _) = record(&cmds);
+        let entries: Vec<(u64, JournalEntry)> = journal
+            .iter()
+            .map(|(id, b)| (*id, JournalEntry::decode(b).unwrap()))
+            .collect();
+        let mid = split.index(entries.len() + 1);
+        let mut image = Vec::new();
+        write_image(&replay_all(&entries[..mid]), &mut image).unwrap();
+
+        let mut first = read_image(&image[..]).unwrap();
+        for (id, e) in &entries[mid..] {
+            apply(&mut first, *id, e).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = SharedCatalog::new(read_image(&image[..]).unwrap());
+        for chunk in entries[mid..].chunks(5) {
+            apply_batch(&second, chunk.iter().cloned()).unwrap();
+        }
+        let d1 = digest(&first).unwrap();
+        prop_assert_eq!(d1, digest(&second.load()).unwrap());
+        prop_assert_eq!(d1, digest(&replay_all(&entries)).unwrap());
+    }
+
     #[test]
     fn recorded_journal_replays_to_the_same_state(
         cmds in proptest::collection::vec(common::command(), 1..80),
@@ -162,6 +201,40 @@ proptest! {
         }
         prop_assert_eq!(&*shared.load(), &leader);
         prop_assert_eq!(reader.journal_id(), 0, "a held version never changes");
+    }
+}
+
+/// PITFALLS E7: the replay path (replay, the catalog, the journal and wire decoders) reads no
+/// clock, RNG, file, socket or environment: none of those APIs appears in its source. A
+/// replay that needs one must get the value from the entry, fixed by the leader before
+/// logging (as TIMESTAMP carries the leader's wall clock).
+#[test]
+fn replay_reads_no_clock_rng_or_io() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = [
+        "replay.rs",
+        "journal.rs",
+        "wire.rs",
+        "catalog/mod.rs",
+        "catalog/types.rs",
+        "catalog/codec.rs",
+        "catalog/shared.rs",
+    ];
+    let banned = [
+        "SystemTime",
+        "Instant",
+        "rand::",
+        "std::fs",
+        "std::net",
+        "std::env",
+        "tokio",
+        "thread_rng",
+    ];
+    for f in files {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        for b in banned {
+            assert!(!text.contains(b), "{f} mentions {b}: replay must stay pure");
+        }
     }
 }
 

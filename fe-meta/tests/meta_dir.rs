@@ -59,6 +59,7 @@ fn joining_node_takes_the_cluster_id_it_is_given() {
     assert_eq!(dir.read_role().unwrap(), Some((FrontendRole::Observer, 3)));
 }
 
+/// PITFALLS E5: a data dir whose VERSION holds another cluster id refuses to start.
 #[test]
 fn another_cluster_id_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -86,6 +87,8 @@ fn another_cluster_id_is_refused() {
     assert!(msg.contains("VERSION"), "{msg}");
 }
 
+/// PITFALLS E5: with no cluster id and no bootstrap, a node refuses to start (no rogue group)
+/// and writes nothing.
 #[test]
 fn missing_cluster_id_without_bootstrap_is_refused() {
     let tmp = tempfile::tempdir().unwrap();

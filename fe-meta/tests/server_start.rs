@@ -9,6 +9,7 @@ use fe_meta::meta_dir::MetaDir;
 use fe_meta::server::{Server, ServerError};
 use server_support::Cluster;
 
+/// PITFALLS E5: a server whose data dir belongs to another cluster refuses to start, naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_cluster_id_refuses_to_start() {
     let c = Cluster::new(1, "");
@@ -38,6 +39,8 @@ async fn wrong_role_refuses_to_start() {
     );
 }
 
+/// PITFALLS E5: a config without `clusterId` is refused; the first start records the id in
+/// VERSION and later starts with the same id succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_cluster_id_or_bad_key_is_named() {
     let c = Cluster::new(1, "");

@@ -32,6 +32,7 @@ fn hello_round_trips_and_validates() {
     assert_eq!(check(&h), Ok(()));
 }
 
+/// PITFALLS E5: a hello from another cluster id is refused, naming both ids.
 #[test]
 fn other_cluster_is_refused() {
     let h = Hello {

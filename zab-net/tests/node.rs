@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Cluster;
-use zab_core::{Role, ServerId};
+use zab_core::{Role, ServerId, Zxid};
 use zab_net::SubmitError;
 
 fn retryable(e: &SubmitError) -> bool {
@@ -24,6 +24,8 @@ fn retryable(e: &SubmitError) -> bool {
 
 const STABLE: Duration = Duration::from_secs(10);
 
+/// PITFALLS E13 (runtime half): `submit` on a follower goes to the leader and returns its
+/// zxid once applied here; every replica ends with the same state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_elect_and_commit_through_leader_and_followers() {
     let mut c = Cluster::new(3, 0);
@@ -245,6 +247,9 @@ async fn observers_receive_everything_and_never_vote() {
     c.shutdown().await;
 }
 
+/// PITFALLS E6, E10: the purge policy is snapRetainCount snapshots after every background
+/// snapshot, whatever members are down; a member down across several purges is brought back
+/// by SNAP (its needed log is gone) and ends with the leader's state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_the_purged_log_gets_a_snap() {
     let mut c = Cluster::new(3, 0);
@@ -264,19 +269,64 @@ async fn a_follower_behind_the_purged_log_gets_a_snap() {
     let st = c.status(lag);
     assert!(st.syncs_received.snap >= 1, "{st:?}");
     assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
-    let snaps = std::fs::read_dir(c.root.path().join(format!("n{}", leader.0)))
+    let snaps = snapshot_files(&c, leader);
+    assert!(
+        snaps <= 4,
+        "purge keeps 3 snapshots (one more may be in flight): {snaps}"
+    );
+    c.shutdown().await;
+}
+
+/// Snapshot files (not temp files) in `sid`'s data dir.
+fn snapshot_files(c: &Cluster, sid: ServerId) -> usize {
+    std::fs::read_dir(c.root.path().join(format!("n{}", sid.0)))
         .unwrap()
         .filter(|e| {
             let name = e.as_ref().unwrap().file_name();
             let name = name.to_string_lossy();
             name.starts_with("snapshot.") && !name.ends_with(".tmp")
         })
-        .count();
-    assert!(
-        snaps <= 4,
-        "purge keeps 3 snapshots (one more may be in flight): {snaps}"
-    );
-    c.shutdown().await;
+        .count()
+}
+
+/// PITFALLS E8: snapshots are taken by bytes of log as well as by txn count. With snapCount
+/// 100 000 and `snapSizeLimitInKb=64`, 200 writes of ~1 KiB (~200 KiB of log) take at least
+/// two snapshots on every node, more than 400 times sooner than snapCount would; with the
+/// byte trigger disabled (`snapSizeLimitInKb=0`) the same writes take none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_snap_size_limit_snapshots_long_before_snap_count() {
+    let big = "s".repeat(1000);
+    for (kib, expect_snaps) in [(64, true), (0, false)] {
+        let mut c = Cluster::new(3, 0);
+        c.snap_size_limit_kib = Some(kib);
+        c.start_all().await;
+        let leader = c.wait_stable(STABLE).await;
+        let mut last = Zxid::ZERO;
+        for i in 0..200 {
+            last = c.put(leader, &format!("k{i}"), &big).await.unwrap();
+        }
+        for sid in c.sids() {
+            c.wait_applied(sid, last, STABLE).await;
+        }
+        // Background snapshots finish on a blocking thread: give them a moment.
+        let t0 = Instant::now();
+        while expect_snaps
+            && c.sids().iter().any(|s| c.status(*s).snapshots_taken < 2)
+            && t0.elapsed() < STABLE
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for sid in c.sids() {
+            let st = c.status(sid);
+            if expect_snaps {
+                assert!(st.snapshots_taken >= 2, "limit {kib} KiB: {st:?}");
+                assert!(snapshot_files(&c, sid) >= 2, "limit {kib} KiB on {sid}");
+            } else {
+                assert_eq!(st.snapshots_taken, 0, "limit disabled: {st:?}");
+            }
+        }
+        c.shutdown().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -168,6 +168,8 @@ async fn three_transports_exchange_messages_in_order_on_one_connection_per_pair(
     }
 }
 
+/// PITFALLS E5: a peer of another cluster id is refused at the handshake: it never connects,
+/// none of its messages (votes included) is delivered, and the refusal names both ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_from_another_cluster_is_refused() {
     init_tracing();

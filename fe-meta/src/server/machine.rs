@@ -5,8 +5,9 @@
 //! updated by the applied hook right after the publish (on the node's driver, holding no lock
 //! the readers need: PITFALLS E11), so a waiter woken for id `j` reads a catalog that has `j`.
 //! INV-2: the staleness guard is fed only from applied TIMESTAMP entries (a change of
-//! `Catalog::last_timestamp_ms`), with the local wall clock for the age at apply and the
-//! server's monotonic clock for the time since (PITFALLS E14).
+//! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (the high
+//! 32 bits of its journal id) for the offset-corrected age at apply and the server's monotonic
+//! clock for the time since (PITFALLS E14).
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -86,7 +87,8 @@ impl Progress {
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
             let mono = self.mono_ms();
-            self.guard().observe(ts, wall_ms(), mono);
+            self.guard()
+                .observe(ts, catalog.journal_id() >> 32, wall_ms(), mono);
         }
         self.applied.send_replace(catalog.journal_id());
     }

@@ -263,3 +263,51 @@ fn messages_from_others_and_learner_kinds_are_dropped() {
     .unwrap();
     assert_eq!(p.role(), Role::Looking);
 }
+
+/// PITFALLS E13: a follower can never append a write of its own. A client write that reaches
+/// it during sync is held (nothing logged); once in broadcast, that write and the next one are
+/// sent to the leader as REQUESTs and nothing is appended to the local log until the leader
+/// proposes it.
+#[test]
+fn a_follower_forwards_client_writes_and_never_appends_them() {
+    let mut p = follower(durable(1, 1, &[txn(1, 1)]));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    from_leader(&mut p, Message::Diff { last_zxid: z(1, 1) }).unwrap();
+    let write = |p: &mut Peer, id: u64| {
+        p.step(Input::ClientWrite {
+            request_id: crate::types::RequestId(id),
+            payload: Bytes::from_static(b"w"),
+        })
+        .unwrap();
+        p.take_actions()
+    };
+    let a = write(&mut p, 1);
+    assert!(a.is_empty(), "a write during sync waits: {a:?}");
+    from_leader(&mut p, Message::NewLeader { zxid: z(2, 0) }).unwrap();
+    p.step(Input::LogPersisted { upto: z(1, 1) }).unwrap();
+    let mut all = p.take_actions();
+    all.extend(from_leader(&mut p, Message::UpToDate).unwrap());
+    assert!(p.is_serving());
+    all.extend(write(&mut p, 2));
+    let requests: Vec<u64> = all
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                to,
+                msg: Message::Request { request_id, .. },
+            } => {
+                assert_eq!(*to, ServerId(3), "requests go to the leader");
+                Some(request_id.0)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests, vec![1, 2], "{all:?}");
+    assert!(
+        !all.iter().any(|a| matches!(a, Action::AppendLog(_))),
+        "a follower appended on its own: {all:?}"
+    );
+    // Only the leader's proposal of the write is logged.
+    let a = from_leader(&mut p, Message::Proposal(txn(2, 1))).unwrap();
+    assert_eq!(a, vec![Action::AppendLog(txn(2, 1))]);
+}

@@ -12,6 +12,7 @@
 //! | `clientPort` | port | none |
 //! | `server.N` | `host:quorumPort:electionPort[:participant\|:observer][;[clientHost:]clientPort]` | at least one |
 //! | `snapCount` | txns, > 0 | 100000 |
+//! | `snapSizeLimitInKb` | KiB of txn log since the last snapshot; ≤ 0 disables | 4194304 (4 GiB) |
 //! | `autopurge.snapRetainCount` | ≥ 3 | 3 |
 //! | `autopurge.purgeInterval` | hours, 0 = off | 0 |
 //! | `preAllocSize` | KiB, > 0 (as ZooKeeper) | 65536 (64 MiB) |
@@ -146,6 +147,9 @@ pub struct NodeConfig {
     pub servers: BTreeMap<ServerId, ServerAddr>,
     /// `snapCount`: txns between snapshots.
     pub snap_count: u64,
+    /// `snapSizeLimitInKb` (given in KiB), in bytes: a snapshot is also taken once this many
+    /// bytes of txn log were written since the last one; `None` when disabled (a value ≤ 0).
+    pub snap_size_limit_bytes: Option<u64>,
     /// `autopurge.snapRetainCount`: snapshots kept by purge.
     pub snap_retain_count: u32,
     /// `autopurge.purgeInterval`: hours between purges; 0 disables purging.
@@ -282,6 +286,7 @@ struct Builder {
     client_port: Option<u16>,
     servers: BTreeMap<ServerId, (ServerAddr, usize)>,
     snap_count: Option<u64>,
+    snap_size_limit_kib: Option<i64>,
     snap_retain_count: Option<u32>,
     purge_interval_hours: Option<u32>,
     pre_alloc_kib: Option<u64>,
@@ -318,6 +323,15 @@ impl Builder {
                 self.client_port = Some(value.parse().map_err(|_| bad("expected a port 0-65535"))?)
             }
             "snapCount" => self.snap_count = Some(positive(value).ok_or_else(|| bad(POSITIVE))?),
+            "snapSizeLimitInKb" => {
+                let kib: i64 = value
+                    .parse()
+                    .map_err(|_| bad("expected a size in KiB (0 or less disables)"))?;
+                if kib > 0 && kib.unsigned_abs().checked_mul(1024).is_none() {
+                    return Err(bad("size too large"));
+                }
+                self.snap_size_limit_kib = Some(kib);
+            }
             "autopurge.snapRetainCount" => {
                 let n: u32 = value.parse().map_err(|_| bad("expected an integer ≥ 3"))?;
                 if n < 3 {
@@ -451,6 +465,13 @@ impl Builder {
             client_port: self.client_port,
             servers: self.servers.into_iter().map(|(k, (v, _))| (k, v)).collect(),
             snap_count: self.snap_count.unwrap_or(100_000),
+            snap_size_limit_bytes: u64::try_from(
+                self.snap_size_limit_kib
+                    .unwrap_or(DEFAULT_SNAP_SIZE_LIMIT_KIB),
+            )
+            .ok()
+            .filter(|kib| *kib > 0)
+            .map(|kib| kib * 1024),
             snap_retain_count: self.snap_retain_count.unwrap_or(3),
             purge_interval_hours: self.purge_interval_hours.unwrap_or(0),
             pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,
@@ -460,6 +481,9 @@ impl Builder {
         })
     }
 }
+
+/// ZooKeeper's default `snapSizeLimitInKb`: 4 GiB.
+pub const DEFAULT_SNAP_SIZE_LIMIT_KIB: i64 = 4_194_304;
 
 const POSITIVE: &str = "expected an integer > 0";
 const PATH: &str = "expected a non-empty path";

@@ -32,6 +32,11 @@ fn minimal_file_gets_defaults() {
     assert_eq!(cfg.data_log_dir, cfg.data_dir);
     assert_eq!(cfg.client_port, None);
     assert_eq!(cfg.snap_count, 100_000);
+    assert_eq!(
+        cfg.snap_size_limit_bytes,
+        Some(4 << 30),
+        "ZooKeeper's 4 GiB"
+    );
     assert_eq!(cfg.snap_retain_count, 3);
     assert_eq!(cfg.purge_interval_hours, 0);
     assert_eq!(cfg.pre_alloc_bytes, 64 * 1024 * 1024);
@@ -61,6 +66,20 @@ fn every_optional_key_parses() {
     assert!(!cfg.force_sync);
     assert_eq!(cfg.cluster_id, Some(0xabc));
     assert_eq!(parse(&with("clusterId=42")).unwrap().cluster_id, Some(42));
+}
+
+/// PITFALLS E8: `snapSizeLimitInKb` as ZooKeeper reads it — KiB, and 0 or a negative value
+/// disables the byte trigger; anything else is an error naming the key.
+#[test]
+fn snap_size_limit_in_kb_parses_and_non_positive_disables() {
+    let limit = |v: &str| parse(&with(&format!("snapSizeLimitInKb={v}"))).unwrap();
+    assert_eq!(limit("64").snap_size_limit_bytes, Some(64 * 1024));
+    assert_eq!(limit("0").snap_size_limit_bytes, None);
+    assert_eq!(limit("-1").snap_size_limit_bytes, None);
+    let e = parse(&with("snapSizeLimitInKb=4GB")).unwrap_err();
+    assert!(e.to_string().contains("snapSizeLimitInKb"), "{e}");
+    let e = parse(&with(&format!("snapSizeLimitInKb={}", i64::MAX))).unwrap_err();
+    assert!(e.to_string().contains("too large"), "{e}");
 }
 
 #[test]

@@ -176,7 +176,8 @@ pub struct NodeOptions {
     pub request_timeout: Duration,
     /// Bytes per `SnapChunk` when streaming a SNAP.
     pub snap_chunk_bytes: usize,
-    /// Take background snapshots exactly every `snapCount` txns (no per-node randomisation).
+    /// Take background snapshots exactly every `snapCount` txns or `snapSizeLimitInKb` of log
+    /// (no per-node randomisation).
     pub exact_snap_count: bool,
     /// Overrides the core's in-memory DIFF window (`committed_log_window`).
     pub committed_log_window: Option<usize>,

@@ -154,6 +154,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     );
     let (snapper, snaps) = Snapper::new(
         p.config.snap_count,
+        p.config.snap_size_limit_bytes,
         p.opts.exact_snap_count,
         usize::try_from(p.config.snap_retain_count).unwrap_or(3),
         p.cluster_id,

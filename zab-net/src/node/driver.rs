@@ -362,7 +362,7 @@ impl Driver {
         self.sm_mut()?
             .apply(zxid, &txn.data)
             .map_err(|e| Fatal(format!("state machine failed to apply {zxid}: {e}")))?;
-        if self.snapper.applied() {
+        if self.snapper.applied(txn.data.len()) {
             let source = self.sm_mut()?.snapshot();
             self.snapper.start(zxid, source, self.log.clone());
         }

@@ -1,5 +1,6 @@
-//! Snapshots on disk: background snapshots every ~snapCount applied txns (then purge), and the
-//! learner's side of a SNAP (temp file, durable, restored, log reset).
+//! Snapshots on disk: background snapshots every ~snapCount applied txns or ~snapSizeLimitInKb
+//! of txn log, whichever comes first (then purge), and the learner's side of a SNAP (temp file,
+//! durable, restored, log reset).
 //!
 //! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
 //! it is named after, and is written on a blocking thread; commits go on meanwhile.
@@ -8,6 +9,10 @@
 //! INV-3: a received SNAP replaces the state only once complete: the temp file is fsynced and
 //! renamed (zab-store INV-1) before the state machine restores from it; an abandoned stream
 //! drops the temp file and leaves state and files as they were.
+//! INV-4 (PITFALLS E8): the trigger counts bytes as well as txns: each applied txn adds its
+//! log record's size (payload + record header); once the bytes since the last snapshot reach
+//! the (per-node randomised, like the count) size threshold, a snapshot is due even if far
+//! fewer than snapCount txns were applied, so restart replay is bounded in bytes too.
 
 use rand::Rng;
 use tokio::sync::mpsc;
@@ -18,6 +23,10 @@ use zab_store::{LogWriter, SnapDir, SnapshotWriter};
 
 use super::api::SnapshotSource;
 
+/// The size of a txn log record's header (zab-store's record format), counted with the
+/// payload towards `snapSizeLimitInKb`.
+const RECORD_HEADER_LEN: u64 = 20;
+
 /// The end of a background snapshot: its zxid, or why it failed.
 pub(super) type SnapDone = Result<Zxid, String>;
 
@@ -27,6 +36,9 @@ pub(super) struct Snapper {
     exact: bool,
     threshold: u64,
     since: u64,
+    size_limit: Option<u64>,
+    size_threshold: u64,
+    bytes_since: u64,
     retain: usize,
     cluster_id: u64,
     snaps: SnapDir,
@@ -39,6 +51,7 @@ pub(super) struct Snapper {
 impl Snapper {
     pub(super) fn new(
         snap_count: u64,
+        size_limit: Option<u64>,
         exact: bool,
         retain: usize,
         cluster_id: u64,
@@ -50,6 +63,9 @@ impl Snapper {
             exact,
             threshold: 0,
             since: 0,
+            size_limit: size_limit.map(|b| b.max(1)),
+            size_threshold: u64::MAX,
+            bytes_since: 0,
             retain,
             cluster_id,
             snaps,
@@ -61,22 +77,35 @@ impl Snapper {
         (s, done_rx)
     }
 
-    /// ZooKeeper's rule: snapshot after snapCount/2 + rand(snapCount/2) txns, so that the
-    /// nodes of an ensemble do not all snapshot at once.
+    /// ZooKeeper's rule: snapshot after snapCount/2 + rand(snapCount/2) txns, or after
+    /// limit/2 + rand(limit/2) bytes of log, so that the nodes of an ensemble do not all
+    /// snapshot at once.
     fn rearm(&mut self) {
         self.since = 0;
-        self.threshold = if self.exact || self.snap_count < 2 {
-            self.snap_count
-        } else {
-            let half = self.snap_count / 2;
-            half + rand::thread_rng().gen_range(0..=half)
-        };
+        self.bytes_since = 0;
+        self.threshold = self.randomised(self.snap_count);
+        self.size_threshold = self.size_limit.map_or(u64::MAX, |l| self.randomised(l));
     }
 
-    /// One txn was applied; true when a snapshot is due now.
-    pub(super) fn applied(&mut self) -> bool {
+    fn randomised(&self, limit: u64) -> u64 {
+        if self.exact || limit < 2 {
+            limit
+        } else {
+            let half = limit / 2;
+            half + rand::thread_rng().gen_range(0..=half)
+        }
+    }
+
+    /// One txn whose payload is `payload_len` bytes was applied; true when a snapshot is due
+    /// now (INV-4).
+    pub(super) fn applied(&mut self, payload_len: usize) -> bool {
         self.since += 1;
-        self.since >= self.threshold && self.running.is_none() && self.receiving.is_none()
+        let record = u64::try_from(payload_len)
+            .unwrap_or(u64::MAX)
+            .saturating_add(RECORD_HEADER_LEN);
+        self.bytes_since = self.bytes_since.saturating_add(record);
+        let due = self.since >= self.threshold || self.bytes_since >= self.size_threshold;
+        due && self.running.is_none() && self.receiving.is_none()
     }
 
     /// The state was replaced by a SNAP: count from it.

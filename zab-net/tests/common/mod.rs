@@ -38,6 +38,8 @@ pub struct Cluster {
     pub observers: u64,
     pub snap_count: u64,
     pub pre_alloc_kib: u64,
+    /// `snapSizeLimitInKb`; `None` leaves the key out (ZooKeeper's 4 GiB default).
+    pub snap_size_limit_kib: Option<i64>,
     pub opts: NodeOptions,
     pub nodes: BTreeMap<ServerId, Node>,
     pub kvs: BTreeMap<ServerId, Kv>,
@@ -62,6 +64,7 @@ impl Cluster {
             observers,
             snap_count: 100_000,
             pre_alloc_kib: 1024,
+            snap_size_limit_kib: None,
             opts,
             nodes: BTreeMap::new(),
             kvs: BTreeMap::new(),
@@ -81,6 +84,9 @@ impl Cluster {
             self.snap_count,
             self.root.path().join(format!("n{}", sid.0)).display()
         );
+        if let Some(kib) = self.snap_size_limit_kib {
+            t += &format!("snapSizeLimitInKb={kib}\n");
+        }
         // Placeholder ports, never bound: the nodes listen on ephemeral ports (NodeOptions).
         for s in self.sids() {
             let obs = if s.0 > self.voters { ":observer" } else { "" };
