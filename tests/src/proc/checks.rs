@@ -2,7 +2,8 @@
 //!
 //! 1. convergence: every node runs, and all report the same digest at the same journal id
 //!    (within 60 s);
-//! 2. every write in the [`Ledger`](super::Ledger) reads back, with its value, from every node
+//! 2. every node serves plain reads (within 10 s: a restarted node may match the others' data
+//!    a moment before its sync completes), and every write in the [`Ledger`](super::Ledger) reads back, with its value, from every node
 //!    (SHOW_VARS for small ledgers; GET_VAR per name, pipelined, for large ones, since a
 //!    SHOW_VARS answer is bounded by the frame size);
 //! 3. no node answered a read at a lower journal id than an earlier read (the monitor, which
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{Client, ClientOptions};
+use fe_meta::client::{Client, ClientError, ClientOptions};
 use thiserror::Error;
 use tokio::task::JoinSet;
 
@@ -28,6 +29,8 @@ const SHOW_VARS_BYTES_MAX: u64 = 8 * 1024 * 1024;
 const READ_DEPTH: usize = 32;
 /// How long the checks wait for the monitor to read from every node after convergence.
 const MONITOR_WAIT: Duration = Duration::from_secs(5);
+/// How long a converged node may still refuse plain reads as not yet synced.
+const SYNC_WAIT: Duration = Duration::from_secs(10);
 
 /// The end checks found problems.
 #[derive(Debug, Error)]
@@ -110,6 +113,9 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
         .client(sid, Some(opts))
         .await
         .map_err(|e| vec![format!("node {sid}: {e}")])?;
+    until_synced(&client)
+        .await
+        .map_err(|e| vec![format!("node {sid}: still refuses plain reads: {e}")])?;
     let expected = cluster.ledger().snapshot();
     let found: BTreeMap<String, Option<String>> =
         if cluster.ledger().value_bytes() <= SHOW_VARS_BYTES_MAX {
@@ -143,6 +149,25 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+/// Waits until node `client` serves plain reads: right after a restart it answers that it
+/// has not synced with a leader yet, and its data can already match the others' (a SNAP
+/// restored) a moment before its UPTODATE arrives. Any other answer ends the wait; still
+/// unsynced after [`SYNC_WAIT`] is a problem.
+async fn until_synced(client: &Client) -> Result<(), ClientError> {
+    let start = Instant::now();
+    loop {
+        match client.get_var("probe", false).await {
+            Err(ClientError::Stale { lag_ms, .. })
+                if lag_ms == u64::MAX && start.elapsed() < SYNC_WAIT =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e @ ClientError::Stale { .. }) => return Err(e),
+            _ => return Ok(()),
+        }
     }
 }
 
