@@ -87,6 +87,46 @@ fn notification(round: u64) -> Message {
     })
 }
 
+/// Sid 3 (started with `cfg`) wired to sid 1, a real transport, and to sid 2, whose quorum and
+/// election ports are one listener that the caller controls (it may never accept or read).
+struct SilentPeerSetup {
+    sender: Transport,
+    sender_rx: mpsc::Receiver<Event>,
+    one: Transport,
+    one_rx: mpsc::Receiver<Event>,
+    silent: TcpListener,
+}
+
+async fn sender_with_a_silent_peer(cfg: TransportConfig) -> SilentPeerSetup {
+    let (sender, sender_rx) = Transport::start(cfg).await.unwrap();
+    let (one, one_rx) = Transport::start(config(1, CLUSTER, &[1, 2, 3], loopback0()))
+        .await
+        .unwrap();
+    one.set_peer_addrs(ServerId(3), sender.local_addrs())
+        .unwrap();
+    sender
+        .set_peer_addrs(ServerId(1), one.local_addrs())
+        .unwrap();
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    sender
+        .set_peer_addrs(
+            ServerId(2),
+            PeerAddrs {
+                quorum: addr,
+                election: addr,
+            },
+        )
+        .unwrap();
+    SilentPeerSetup {
+        sender,
+        sender_rx,
+        one,
+        one_rx,
+        silent,
+    }
+}
+
 async fn next_event(rx: &mut mpsc::Receiver<Event>) -> Event {
     timeout(WAIT, rx.recv())
         .await
@@ -322,26 +362,13 @@ async fn a_slow_peer_loses_its_connection_without_stalling_others() {
     // Sid 3 sends to 1 (a real transport) and to 2 (a socket that never reads).
     let mut cfg = config(3, CLUSTER, &[1, 2, 3], loopback0());
     cfg.outbox_len = 8;
-    let (sender, mut sender_rx) = Transport::start(cfg).await.unwrap();
-    let (one, mut one_rx) = Transport::start(config(1, CLUSTER, &[1, 2, 3], loopback0()))
-        .await
-        .unwrap();
-    one.set_peer_addrs(ServerId(3), sender.local_addrs())
-        .unwrap();
-    sender
-        .set_peer_addrs(ServerId(1), one.local_addrs())
-        .unwrap();
-
-    let sink = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    sender
-        .set_peer_addrs(
-            ServerId(2),
-            PeerAddrs {
-                quorum: sink.local_addr().unwrap(),
-                election: sink.local_addr().unwrap(),
-            },
-        )
-        .unwrap();
+    let SilentPeerSetup {
+        sender,
+        mut sender_rx,
+        one: _one,
+        mut one_rx,
+        silent: sink,
+    } = sender_with_a_silent_peer(cfg).await;
     let stuck = tokio::spawn(async move {
         let (mut s, _) = sink.accept().await.unwrap();
         let hello = handshake::read_frame(&mut s).await.unwrap();
@@ -528,26 +555,14 @@ async fn a_peer_that_never_answers_does_not_delay_notifications_to_others() {
     let mut cfg = config(3, CLUSTER, &[1, 2, 3], loopback0());
     cfg.handshake_timeout = Duration::from_secs(5);
     cfg.connect_timeout = Duration::from_secs(5);
-    let (sender, _sender_rx) = Transport::start(cfg).await.unwrap();
-    let (one, mut one_rx) = Transport::start(config(1, CLUSTER, &[1, 2, 3], loopback0()))
-        .await
-        .unwrap();
-    one.set_peer_addrs(ServerId(3), sender.local_addrs())
-        .unwrap();
-    sender
-        .set_peer_addrs(ServerId(1), one.local_addrs())
-        .unwrap();
     // Sid 2's ports: the kernel completes the TCP handshake, nobody ever reads or answers.
-    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    sender
-        .set_peer_addrs(
-            ServerId(2),
-            PeerAddrs {
-                quorum: silent.local_addr().unwrap(),
-                election: silent.local_addr().unwrap(),
-            },
-        )
-        .unwrap();
+    let SilentPeerSetup {
+        sender,
+        sender_rx: _sender_rx,
+        one: _one,
+        mut one_rx,
+        silent,
+    } = sender_with_a_silent_peer(cfg).await;
 
     for round in 1..=3 {
         let start = tokio::time::Instant::now();
