@@ -34,6 +34,11 @@ pub struct Config {
     /// A learner further behind than this many txns gets a SNAP instead of a DIFF from the
     /// on-disk log.
     pub diff_from_log_limit: u64,
+    /// ZooKeeper's `snapshotSizeFactor`: a learner whose DIFF would stream more bytes from the
+    /// on-disk log than this fraction of the newest snapshot's size gets a SNAP instead (a
+    /// SNAP is one sequential image to write and load; a DIFF is a record per txn to log and
+    /// apply). Negative disables the rule; DIFFs from memory are never weighed. Default 0.33.
+    pub snapshot_size_factor: f64,
     /// The largest zxid counter a leader may assign before it forces a new epoch. `u32::MAX`
     /// in production; tests lower it to reach the rollover quickly.
     pub max_counter: u32,
@@ -52,6 +57,7 @@ impl Config {
             finalize_wait_ms: 200,
             committed_log_window: 500,
             diff_from_log_limit: 100_000,
+            snapshot_size_factor: 0.33,
             max_counter: u32::MAX,
         }
     }

@@ -21,6 +21,12 @@ pub struct DurableState {
     /// The zxid of every record in the on-disk log, ascending. May start before
     /// `snapshot_zxid` (segments kept for DIFF) but never has a gap the log does not have.
     pub log_index: Vec<Zxid>,
+    /// The payload size in bytes of each record of `log_index` (same length, same order): what
+    /// a DIFF from the log would send, for the snapshot-size rule of the leader's sync plan.
+    pub log_bytes: Vec<u32>,
+    /// The size in bytes of the newest snapshot on disk (0 when there is none): what a SNAP
+    /// would roughly send.
+    pub snapshot_bytes: u64,
     /// The records after `snapshot_zxid`, with their data, ascending: logged, not yet applied,
     /// not known to be committed.
     pub log_tail: Vec<Txn>,

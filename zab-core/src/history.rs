@@ -13,6 +13,8 @@
 //! a record a truncation removed never counts as durable.
 //! INV-4: `last()` is the last appended zxid (durable or in flight). Appends are never
 //! reordered, so a vote or an ACKEPOCH may use it; every ACK waits for `persisted`.
+//! INV-5: `sizes` is parallel to `index` (same length): the payload bytes of each logged zxid,
+//! so the bytes a DIFF from the log would stream are known without reading the disk.
 
 use std::collections::VecDeque;
 
@@ -24,9 +26,16 @@ use crate::types::{Txn, Zxid};
 #[derive(Clone, Debug)]
 pub(crate) struct History {
     index: Vec<Zxid>,
+    sizes: Vec<u32>,
     base: Zxid,
     txns: VecDeque<Txn>,
     persisted: Zxid,
+    /// The newest snapshot on disk this peer knows of: its zxid and size in bytes.
+    snapshot: Option<(Zxid, u64)>,
+}
+
+fn payload_bytes(txn: &Txn) -> u32 {
+    u32::try_from(txn.data.len()).unwrap_or(u32::MAX)
 }
 
 impl History {
@@ -35,6 +44,13 @@ impl History {
         let bad = |m: String| Err(StepError::InconsistentDurableState(m));
         if d.log_index.windows(2).any(|w| w[0] >= w[1]) {
             return bad("log index is not strictly ascending".into());
+        }
+        if d.log_bytes.len() != d.log_index.len() {
+            return bad(format!(
+                "log index has {} zxids but {} record sizes",
+                d.log_index.len(),
+                d.log_bytes.len()
+            ));
         }
         if d.log_index
             .last()
@@ -70,9 +86,11 @@ impl History {
             .max(d.snapshot_zxid);
         Ok(History {
             index: d.log_index.clone(),
+            sizes: d.log_bytes.clone(),
             base: d.snapshot_zxid,
             txns: d.log_tail.iter().cloned().collect(),
             persisted: last,
+            snapshot: (d.snapshot_bytes > 0).then_some((d.snapshot_zxid, d.snapshot_bytes)),
         })
     }
 
@@ -125,6 +143,7 @@ impl History {
             )));
         }
         self.index.push(txn.zxid);
+        self.sizes.push(payload_bytes(&txn));
         self.txns.push_back(txn);
         Ok(())
     }
@@ -138,7 +157,9 @@ impl History {
 
     /// Drops every record after `zxid`.
     pub(crate) fn truncate(&mut self, zxid: Zxid) {
-        self.index.retain(|z| *z <= zxid);
+        let keep = self.index.partition_point(|z| *z <= zxid);
+        self.index.truncate(keep);
+        self.sizes.truncate(keep);
         while self.txns.back().is_some_and(|t| t.zxid > zxid) {
             self.txns.pop_back();
         }
@@ -149,9 +170,27 @@ impl History {
     /// snapshot is installed.
     pub(crate) fn reset_to_snapshot(&mut self, zxid: Zxid) {
         self.index.clear();
+        self.sizes.clear();
         self.txns.clear();
         self.base = zxid;
         self.persisted = Zxid::ZERO;
+    }
+
+    /// A snapshot at `zxid` of `bytes` bytes is on disk; the newest one counts.
+    pub(crate) fn on_snapshot_saved(&mut self, zxid: Zxid, bytes: u64) {
+        if self.snapshot.is_none_or(|(z, _)| zxid >= z) {
+            self.snapshot = Some((zxid, bytes));
+        }
+    }
+
+    /// The size in bytes of the newest snapshot on disk, when known.
+    pub(crate) fn snapshot_bytes(&self) -> Option<u64> {
+        self.snapshot.map(|(_, b)| b).filter(|b| *b > 0)
+    }
+
+    /// The payload size of each logged zxid, parallel to `index()` (INV-5).
+    pub(crate) fn sizes(&self) -> &[u32] {
+        &self.sizes
     }
 
     /// The snapshot at `zxid` is durable.
@@ -173,6 +212,7 @@ impl History {
             self.base = self.base.max(last_purged);
         }
         self.index.drain(..cut);
+        self.sizes.drain(..cut);
         while self.txns.front().is_some_and(|t| t.zxid < first) {
             self.txns.pop_front();
         }
@@ -225,6 +265,7 @@ mod tests {
     fn rejects_tail_that_does_not_match_index() {
         let d = DurableState {
             log_index: vec![z(1, 1), z(1, 2)],
+            log_bytes: vec![8, 8],
             log_tail: vec![t(1, 2)],
             ..DurableState::default()
         };
@@ -236,6 +277,7 @@ mod tests {
         let d = DurableState {
             snapshot_zxid: z(1, 8),
             log_index: vec![z(1, 4), z(1, 5)],
+            log_bytes: vec![8, 8],
             ..DurableState::default()
         };
         assert!(History::from_durable(&d).is_err());
@@ -273,5 +315,42 @@ mod tests {
         h.purge(z(1, 7));
         assert_eq!((h.base(), h.index().first()), (z(1, 6), Some(&z(1, 7))));
         assert!(h.contains(z(1, 6)) && !h.contains(z(1, 5)));
+    }
+
+    /// INV-5: the record sizes follow the index through appends, truncation, purge and a SNAP
+    /// reset; the newest snapshot's size wins.
+    #[test]
+    fn sizes_follow_the_index() {
+        let d = DurableState {
+            log_index: vec![z(1, 1), z(1, 2)],
+            log_bytes: vec![40, 50],
+            snapshot_zxid: z(1, 2),
+            snapshot_bytes: 700,
+            ..DurableState::default()
+        };
+        let mut h = History::from_durable(&d).unwrap();
+        assert_eq!(h.snapshot_bytes(), Some(700));
+        let sized = |c: u32, n: usize| Txn {
+            zxid: z(1, c),
+            data: Bytes::from(vec![0; n]),
+        };
+        for (c, n) in [(3, 3), (4, 4), (5, 5)] {
+            h.append(sized(c, n)).unwrap();
+        }
+        assert_eq!(h.sizes(), &[40, 50, 3, 4, 5]);
+        h.truncate(z(1, 4));
+        assert_eq!(h.sizes(), &[40, 50, 3, 4]);
+        h.purge(z(1, 2));
+        assert_eq!((h.index().len(), h.sizes()), (3, &[50, 3, 4][..]));
+        h.on_snapshot_saved(z(1, 3), 900);
+        h.on_snapshot_saved(z(1, 2), 10);
+        assert_eq!(h.snapshot_bytes(), Some(900));
+        h.reset_to_snapshot(z(2, 9));
+        assert!(h.sizes().is_empty() && h.index().is_empty());
+        let bad = DurableState {
+            log_index: vec![z(1, 1)],
+            ..DurableState::default()
+        };
+        assert!(History::from_durable(&bad).is_err());
     }
 }

@@ -61,6 +61,14 @@ pub enum Input {
         /// The snapshot's zxid.
         zxid: Zxid,
     },
+    /// A snapshot at `zxid` of `bytes` bytes is on disk (a background snapshot, or the one a
+    /// SNAP sync installed); the leader weighs DIFFs from its log against the newest one.
+    SnapshotSaved {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+        /// Its size on disk.
+        bytes: u64,
+    },
     /// Log segments before `first_zxid` were purged; `SendLogRange` can no longer reach them.
     LogPurged {
         /// The first zxid still on disk.

@@ -11,8 +11,10 @@
 //! learner's last zxid (a log's entries of one epoch are a prefix of that epoch's proposals);
 //! otherwise SNAP (C18).
 //! INV-3: a DIFF from the on-disk log names a range of logged zxids that ends right before the
-//! in-memory window (so every zxid of the DIFF is in the range or in memory, C16) and holds at
-//! most `diff_from_log_limit` txns; otherwise SNAP.
+//! in-memory window (so every zxid of the DIFF is in the range or in memory, C16), holds at
+//! most `diff_from_log_limit` txns and, when the newest snapshot's size is known and
+//! `snapshot_size_factor` is not negative, at most that fraction of the snapshot's bytes
+//! (ZooKeeper's `snapshotSizeFactor`); otherwise SNAP. A DIFF from memory is never weighed.
 
 use crate::types::Zxid;
 
@@ -25,8 +27,15 @@ pub struct LeaderLog<'a> {
     pub base: Zxid,
     /// The first zxid held in memory with its data; every logged zxid from it on is in memory.
     pub memory_first: Option<Zxid>,
-    /// The largest DIFF the leader streams from its on-disk log.
+    /// The payload bytes of each zxid of `index` (same length).
+    pub sizes: &'a [u32],
+    /// The largest DIFF the leader streams from its on-disk log, in txns.
     pub diff_from_log_limit: u64,
+    /// The size of the newest snapshot on disk, when known.
+    pub snapshot_bytes: Option<u64>,
+    /// A DIFF from the log may stream at most this fraction of `snapshot_bytes`; negative
+    /// disables the rule.
+    pub snapshot_size_factor: f64,
 }
 
 /// Where the txns of a DIFF come from.
@@ -95,7 +104,24 @@ impl<'a> LeaderLog<'a> {
         };
         let upto = *self.index.get(hi.checked_sub(1)?)?;
         let count = (hi - lo) as u64;
-        (count <= self.diff_from_log_limit).then_some(DiffSource::Log { upto, count })
+        let within_count = count <= self.diff_from_log_limit;
+        (within_count && self.log_bytes_fit(lo, hi)).then_some(DiffSource::Log { upto, count })
+    }
+
+    /// True when the log records `index[lo..hi]` weigh no more than the snapshot-size rule
+    /// allows (always, when the rule is off or the snapshot's size unknown).
+    fn log_bytes_fit(&self, lo: usize, hi: usize) -> bool {
+        let Some(snapshot) = self.snapshot_bytes else {
+            return true;
+        };
+        if self.snapshot_size_factor < 0.0 {
+            return true;
+        }
+        let bytes: u64 = self
+            .sizes
+            .get(lo..hi)
+            .map_or(0, |s| s.iter().map(|b| u64::from(*b)).sum());
+        bytes as f64 <= self.snapshot_size_factor * snapshot as f64
     }
 }
 

@@ -75,10 +75,12 @@ impl DataDir {
     where
         F: FnMut(&mut SnapshotReader) -> io::Result<()>,
     {
-        let snapshot_zxid = self
-            .snaps
-            .load_newest(restore)?
-            .map_or(Zxid::ZERO, |(info, ())| info.zxid);
+        let newest = self.snaps.load_newest(restore)?.map(|(info, ())| info);
+        let snapshot_zxid = newest.as_ref().map_or(Zxid::ZERO, |info| info.zxid);
+        // Only a hint for the leader's DIFF-or-SNAP choice: unknown (0) if unreadable.
+        let snapshot_bytes = newest
+            .and_then(|info| std::fs::metadata(&info.path).ok())
+            .map_or(0, |m| m.len());
         let reader = self.log.reader();
         let last = reader.last_zxid().unwrap_or(reader.floor());
         if last < snapshot_zxid {
@@ -107,6 +109,7 @@ impl DataDir {
         } else {
             reader.read_range(snapshot_zxid, last)?
         };
+        let (log_index, log_bytes) = reader.zxids_and_sizes();
         let accepted_epoch = self.epochs.read(EpochKind::Accepted)?.unwrap_or_default();
         let current_epoch = self.epochs.read(EpochKind::Current)?.unwrap_or_default();
         let data_epoch = last.max(snapshot_zxid).epoch();
@@ -125,7 +128,9 @@ impl DataDir {
             accepted_epoch,
             current_epoch,
             snapshot_zxid,
-            log_index: reader.zxids(),
+            log_index,
+            log_bytes,
+            snapshot_bytes,
             log_tail,
             needs_initial_sync: self.epochs.needs_initial_sync()?,
         })

@@ -59,6 +59,19 @@ impl LogReader {
         st.index[..st.durable].iter().map(|e| e.zxid).collect()
     }
 
+    /// Every durable zxid on disk with its record's payload size, read in one snapshot of the
+    /// index (two parallel vectors, as the core's `DurableState` holds them).
+    pub fn zxids_and_sizes(&self) -> (Vec<Zxid>, Vec<u32>) {
+        let st = self.shared.state.read();
+        st.index[..st.durable]
+            .iter()
+            .map(|e| {
+                let payload = e.len.saturating_sub(HEADER_LEN);
+                (e.zxid, u32::try_from(payload).unwrap_or(u32::MAX))
+            })
+            .unzip()
+    }
+
     /// Number of durable records.
     pub fn len(&self) -> usize {
         self.shared.state.read().durable

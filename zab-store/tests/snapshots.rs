@@ -221,6 +221,23 @@ fn data_dir_boots_the_durable_state() {
     assert_eq!(st.current_epoch, Epoch(2));
     assert_eq!(st.snapshot_zxid, Zxid(25));
     assert_eq!(st.log_index.len(), 30);
+    // The sizes the leader weighs a DIFF from the log against a SNAP with.
+    assert_eq!(st.log_bytes, vec![50; 30]);
+    let snap_file = std::fs::read_dir(&snap_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snapshot.")
+        })
+        .unwrap();
+    assert_eq!(
+        st.snapshot_bytes,
+        std::fs::metadata(snap_file).unwrap().len()
+    );
+    assert!(st.snapshot_bytes > 10);
     assert_eq!(
         st.log_tail.iter().map(|t| t.zxid.0).collect::<Vec<_>>(),
         (26..=30).collect::<Vec<_>>()

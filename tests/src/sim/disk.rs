@@ -38,6 +38,11 @@ impl Snapshot {
         }
     }
 
+    /// The size of its encoding (what a snapshot file of it would weigh).
+    pub fn bytes(&self) -> u64 {
+        self.txns.iter().map(|t| 12 + t.data.len() as u64).sum()
+    }
+
     /// Serializes the snapshot: per txn, zxid (u64 BE), length (u32 BE), payload.
     pub fn encode(&self) -> Bytes {
         let mut b = BytesMut::new();
@@ -313,6 +318,8 @@ impl Disk {
             current_epoch: self.current_epoch,
             snapshot_zxid: snap.zxid,
             log_index: self.log.iter().map(|t| t.zxid).collect(),
+            log_bytes: self.log.iter().map(|t| t.data.len() as u32).collect(),
+            snapshot_bytes: snap.bytes(),
             log_tail: self
                 .log
                 .iter()

@@ -188,13 +188,14 @@ impl Cluster {
         let Some(snap) = node.disk.finish_install() else {
             return;
         };
-        let zxid = snap.zxid;
+        let (zxid, bytes) = (snap.zxid, snap.bytes());
         let old = std::mem::replace(&mut node.applied, snap.txns);
         node.since_snapshot = 0;
         let snap = !self.opts.allow_snap_regress;
         let v = self.checker.on_state_loaded(id, &old, &node.applied, snap);
         self.check(v);
         self.feed(id, Input::SnapshotInstalled { zxid });
+        self.feed(id, Input::SnapshotSaved { zxid, bytes });
     }
 
     /// The driver's periodic local snapshot (snapCount) and log purge.
@@ -210,12 +211,15 @@ impl Cluster {
         }
         node.since_snapshot = 0;
         let snap = Snapshot::of(&node.applied);
+        let (zxid, bytes) = (snap.zxid, snap.bytes());
         let keep = if self.opts.purge_log {
             keep
         } else {
             usize::MAX
         };
-        if let Some(first_zxid) = node.disk.take_snapshot(snap, retain, keep) {
+        let purged = node.disk.take_snapshot(snap, retain, keep);
+        self.feed(id, Input::SnapshotSaved { zxid, bytes });
+        if let Some(first_zxid) = purged {
             self.feed(id, Input::LogPurged { first_zxid });
         }
     }

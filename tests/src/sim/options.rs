@@ -67,6 +67,9 @@ pub struct SimOptions {
     pub committed_log_window: usize,
     /// Further behind than this, a learner gets SNAP instead of DIFF-from-log.
     pub diff_from_log_limit: u64,
+    /// `Config::snapshot_size_factor` (ZooKeeper's `snapshotSizeFactor`); off (-1) by default so
+    /// that scenarios choose DIFF or SNAP with `diff_from_log_limit` alone.
+    pub snapshot_size_factor: f64,
     /// Largest zxid counter before a forced new epoch.
     pub max_counter: u32,
     /// Take a local snapshot every this many applies (0 = never).
@@ -109,6 +112,7 @@ impl SimOptions {
             epoch_wait_ticks: 2,
             committed_log_window: 8,
             diff_from_log_limit: 40,
+            snapshot_size_factor: -1.0,
             max_counter: u32::MAX,
             snap_every: 15,
             snap_retain: 2,
@@ -142,6 +146,8 @@ impl SimOptions {
         let steps = rng.gen_range(2_000..12_000);
         // drawn last, so the draws above (and the runs of seeds without wipes) are unchanged
         o.wipes = std::env::var_os("ZAB_NO_WIPES").is_none() && rng.gen_ratio(1, 2);
+        // from the seed, not the rng: off, ZooKeeper's default, or lenient
+        o.snapshot_size_factor = [-1.0, 0.33, 1.0][(seed % 3) as usize];
         (o, steps)
     }
 
@@ -169,6 +175,7 @@ impl SimOptions {
         c.epoch_wait_ticks = self.epoch_wait_ticks;
         c.committed_log_window = self.committed_log_window;
         c.diff_from_log_limit = self.diff_from_log_limit;
+        c.snapshot_size_factor = self.snapshot_size_factor;
         c.max_counter = self.max_counter;
         c
     }

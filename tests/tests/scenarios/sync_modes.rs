@@ -108,3 +108,31 @@ fn sync_trunc_then_diff_when_the_new_leader_moved_on() {
     assert_eq!(last_sync(&c, a), Some(SyncMode::TruncDiff));
     c.check_liveness();
 }
+
+/// ZooKeeper's `snapshotSizeFactor`: a follower whose DIFF would stream more of the on-disk log
+/// than the factor times the leader's newest snapshot gets a SNAP (one image to write and load
+/// instead of a record per txn); a light DIFF stays a DIFF, and a negative factor turns the
+/// rule off. In the simulation a snapshot weighs the whole applied history.
+#[test]
+fn sync_snap_when_the_log_outweighs_the_snapshot() {
+    let run = |factor: f64, before: usize, lag: usize| {
+        let mut o = options(3, 0);
+        o.committed_log_window = 4;
+        o.diff_from_log_limit = 1_000;
+        o.snap_every = 5;
+        o.purge_log = false;
+        o.snapshot_size_factor = factor;
+        let (mut c, l) = started(o);
+        commit_n(&mut c, l, before);
+        let f = lag_follower(&mut c, l, lag);
+        let mode = last_sync(&c, f);
+        c.check_liveness();
+        mode
+    };
+    // A simulated txn is ~6 payload bytes and weighs ~18 in a snapshot. ~26 of ~32 txns from
+    // the log: ~0.27 of the snapshot, over 0.2.
+    assert_eq!(run(0.2, 2, 30), Some(SyncMode::Snap));
+    assert_eq!(run(-1.0, 2, 30), Some(SyncMode::DiffFromLog));
+    // ~8 of ~52 txns from the log: ~0.05 of the snapshot.
+    assert_eq!(run(0.2, 40, 12), Some(SyncMode::DiffFromLog));
+}

@@ -42,7 +42,10 @@ impl Leader {
                 index: core.log.index(),
                 base: core.log.base(),
                 memory_first: core.log.memory_first(),
+                sizes: core.log.sizes(),
                 diff_from_log_limit: core.cfg.diff_from_log_limit,
+                snapshot_bytes: core.log.snapshot_bytes(),
+                snapshot_size_factor: core.cfg.snapshot_size_factor,
             };
             plan_sync(&log, peer_last)
         };

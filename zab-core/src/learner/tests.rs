@@ -26,6 +26,8 @@ fn durable(accepted: u32, current: u32, log: &[Txn]) -> DurableState {
         current_epoch: Epoch(current),
         snapshot_zxid: Zxid::ZERO,
         log_index: log.iter().map(|t| t.zxid).collect(),
+        log_bytes: log.iter().map(|t| t.data.len() as u32).collect(),
+        snapshot_bytes: 0,
         log_tail: log.to_vec(),
         needs_initial_sync: false,
     }
@@ -189,6 +191,7 @@ fn applied_to_1_2() -> Peer {
     let d = DurableState {
         snapshot_zxid: z(1, 2),
         log_index: vec![z(1, 1), z(1, 2), z(1, 3)],
+        log_bytes: vec![8; 3],
         log_tail: vec![txn(1, 3)],
         ..durable(1, 1, &[])
     };

@@ -106,6 +106,10 @@ impl Peer {
                 }
                 Next::Stay
             }
+            Input::SnapshotSaved { zxid, bytes } => {
+                self.core.log.on_snapshot_saved(zxid, bytes);
+                Next::Stay
+            }
             Input::LogPurged { first_zxid } => {
                 self.core.log.purge(first_zxid);
                 Next::Stay

@@ -101,6 +101,8 @@ impl Cluster {
             current_epoch: n.current,
             snapshot_zxid: n.snapshot.0,
             log_index: tail.iter().map(|t| t.zxid).collect(),
+            log_bytes: tail.iter().map(|t| t.data.len() as u32).collect(),
+            snapshot_bytes: 0,
             log_tail: tail,
             needs_initial_sync: n.needs_initial_sync,
         }

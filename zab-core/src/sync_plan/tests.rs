@@ -11,6 +11,11 @@ fn z(e: u32, c: u32) -> Zxid {
     Zxid::new(Epoch(e), c)
 }
 
+/// Varied record sizes (10–70 bytes) so the snapshot-size rule cuts at different points.
+fn sizes_for(index: &[Zxid]) -> Vec<u32> {
+    index.iter().map(|z| 10 * (z.counter() % 7 + 1)).collect()
+}
+
 fn arb_zxid() -> impl Strategy<Value = Zxid> {
     (0u32..4, 0u32..6).prop_map(|(e, c)| z(e, c))
 }
@@ -31,9 +36,20 @@ proptest! {
     fn structural_rules_hold_for_every_ordering(
         (index, base, mem, limit) in arb_log(),
         peer_last in arb_zxid(),
+        snapshot_bytes in proptest::option::of(1u64..400),
+        factor in prop_oneof![Just(-1.0), Just(0.33), Just(1.0)],
     ) {
         let memory_first = index.get(mem).copied();
-        let log = LeaderLog { index: &index, base, memory_first, diff_from_log_limit: limit };
+        let sizes = sizes_for(&index);
+        let log = LeaderLog {
+            index: &index,
+            base,
+            memory_first,
+            sizes: &sizes,
+            diff_from_log_limit: limit,
+            snapshot_bytes,
+            snapshot_size_factor: factor,
+        };
         let plan = plan_sync(&log, peer_last);
         let check_source = |after: Zxid, source: DiffSource| {
             if let DiffSource::Log { upto, count } = source {
@@ -41,6 +57,16 @@ proptest! {
                 prop_assert!(upto > after && index.binary_search(&upto).is_ok());
                 let n = index.iter().filter(|x| **x > after && **x <= upto).count() as u64;
                 prop_assert_eq!(n, count);
+                // The snapshot-size rule (INV-3).
+                if let (Some(snap), true) = (snapshot_bytes, factor >= 0.0) {
+                    let bytes: u64 = index
+                        .iter()
+                        .zip(&sizes)
+                        .filter(|(x, _)| **x > after && **x <= upto)
+                        .map(|(_, b)| u64::from(*b))
+                        .sum();
+                    prop_assert!(bytes as f64 <= factor * snap as f64, "{} bytes over {}", bytes, snap);
+                }
                 // Everything after the range is in memory (INV-3).
                 if let Some(next) = index.iter().find(|x| **x > upto) {
                     prop_assert_eq!(Some(*next), memory_first);
@@ -113,7 +139,16 @@ proptest! {
         let keep_from = purge.min(leader.iter().filter(|x| **x <= base).count());
         let index: Vec<Zxid> = leader[keep_from..].to_vec();
         let memory_first = index.get(mem).copied();
-        let log = LeaderLog { index: &index, base, memory_first, diff_from_log_limit: limit };
+        let sizes = sizes_for(&index);
+        let log = LeaderLog {
+            index: &index,
+            base,
+            memory_first,
+            sizes: &sizes,
+            diff_from_log_limit: limit,
+            snapshot_bytes: Some(60),
+            snapshot_size_factor: if limit % 2 == 0 { 0.33 } else { -1.0 },
+        };
         let peer_last = learner.last().copied().unwrap_or(Zxid::ZERO);
         let result: Vec<Zxid> = match plan_sync(&log, peer_last) {
             SyncPlan::Diff { after, .. } => {
@@ -136,11 +171,15 @@ proptest! {
 #[test]
 fn table_of_seed_004() {
     let index = [z(1, 1), z(1, 2), z(1, 3), z(2, 1), z(2, 2)];
+    let sizes = [100; 5];
     let log = LeaderLog {
         index: &index,
         base: Zxid::ZERO,
         memory_first: Some(z(1, 3)),
+        sizes: &sizes,
         diff_from_log_limit: 100,
+        snapshot_bytes: None,
+        snapshot_size_factor: 0.33,
     };
     let mem = DiffSource::Memory;
     assert_eq!(
@@ -201,11 +240,15 @@ fn table_of_seed_004() {
 #[test]
 fn c17_empty_window_on_a_fresh_leader() {
     let index = [z(1, 1), z(1, 2), z(1, 3), z(1, 4), z(1, 5)];
+    let sizes = [100; 5];
     let fresh = LeaderLog {
         index: &index,
         base: Zxid::ZERO,
         memory_first: None,
+        sizes: &sizes,
         diff_from_log_limit: 100,
+        snapshot_bytes: None,
+        snapshot_size_factor: 0.33,
     };
     assert_eq!(
         plan_sync(&fresh, Zxid::ZERO),
@@ -228,7 +271,10 @@ fn c17_empty_window_on_a_fresh_leader() {
         index: &index[4..],
         base: z(1, 5),
         memory_first: None,
+        sizes: &sizes[4..],
         diff_from_log_limit: 100,
+        snapshot_bytes: None,
+        snapshot_size_factor: 0.33,
     };
     assert_eq!(plan_sync(&after_snapshot, Zxid::ZERO), SyncPlan::Snap);
     // Only a learner at the leader's tip gets the empty DIFF.
@@ -239,4 +285,61 @@ fn c17_empty_window_on_a_fresh_leader() {
             source: DiffSource::Memory
         }
     );
+}
+
+/// ZooKeeper's `snapshotSizeFactor`: a DIFF from the on-disk log that would stream more bytes
+/// than the factor times the newest snapshot's size becomes a SNAP; a DIFF from memory is never
+/// weighed, and the rule is off when the factor is negative or no snapshot size is known.
+#[test]
+fn snapshot_size_factor_turns_a_heavy_log_diff_into_a_snap() {
+    let index: Vec<Zxid> = (1..=10).map(|c| z(1, c)).collect();
+    let sizes = [100; 10];
+    let log = LeaderLog {
+        index: &index,
+        base: Zxid::ZERO,
+        memory_first: Some(z(1, 9)),
+        sizes: &sizes,
+        diff_from_log_limit: 100,
+        snapshot_bytes: Some(1_500),
+        snapshot_size_factor: 0.33,
+    };
+    // <1,5> needs <1,6>..<1,8> from disk: 300 bytes ≤ 0.33 × 1,500.
+    let light = SyncPlan::Diff {
+        after: z(1, 5),
+        source: DiffSource::Log {
+            upto: z(1, 8),
+            count: 3,
+        },
+    };
+    assert_eq!(plan_sync(&log, z(1, 5)), light);
+    // <1,1> needs <1,2>..<1,8>: 700 bytes, over 495.
+    assert_eq!(plan_sync(&log, z(1, 1)), SyncPlan::Snap);
+    // From memory: never weighed, however small the snapshot.
+    let tiny = LeaderLog {
+        snapshot_bytes: Some(1),
+        ..log
+    };
+    let from_memory = SyncPlan::Diff {
+        after: z(1, 8),
+        source: DiffSource::Memory,
+    };
+    assert_eq!(plan_sync(&tiny, z(1, 8)), from_memory);
+    // Off: a negative factor, or no snapshot size known.
+    let off = LeaderLog {
+        snapshot_size_factor: -1.0,
+        ..tiny
+    };
+    let unknown = LeaderLog {
+        snapshot_bytes: None,
+        ..tiny
+    };
+    for l in [off, unknown] {
+        assert!(matches!(
+            plan_sync(&l, z(1, 1)),
+            SyncPlan::Diff {
+                source: DiffSource::Log { count: 7, .. },
+                ..
+            }
+        ));
+    }
 }

@@ -13,6 +13,7 @@
 //! | `server.N` | `host:quorumPort:electionPort[:participant\|:observer][;[clientHost:]clientPort]` | at least one |
 //! | `snapCount` | txns, > 0 | 100000 |
 //! | `snapSizeLimitInKb` | KiB of txn log since the last snapshot; ≤ 0 disables | 4194304 (4 GiB) |
+//! | `snapshotSizeFactor` | a learner whose DIFF from the txn log would exceed this fraction of the newest snapshot's size gets a SNAP; negative disables | 0.33 |
 //! | `autopurge.snapRetainCount` | ≥ 3 | 3 |
 //! | `autopurge.purgeInterval` | hours, 0 = off | 0 |
 //! | `preAllocSize` | KiB, > 0 (as ZooKeeper) | 65536 (64 MiB) |
@@ -129,7 +130,7 @@ pub struct ExtraValue {
 }
 
 /// A parsed zoo.cfg.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {
     /// `tickTime`: the length of a tick in milliseconds.
     pub tick_ms: u64,
@@ -150,6 +151,10 @@ pub struct NodeConfig {
     /// `snapSizeLimitInKb` (given in KiB), in bytes: a snapshot is also taken once this many
     /// bytes of txn log were written since the last one; `None` when disabled (a value ≤ 0).
     pub snap_size_limit_bytes: Option<u64>,
+    /// `snapshotSizeFactor` (ZooKeeper's `zookeeper.snapshotSizeFactor`): the leader sends a
+    /// SNAP instead of a DIFF from its txn log when that DIFF would exceed this fraction of the
+    /// newest snapshot's size; negative disables the rule.
+    pub snapshot_size_factor: f64,
     /// `autopurge.snapRetainCount`: snapshots kept by purge.
     pub snap_retain_count: u32,
     /// `autopurge.purgeInterval`: hours between purges; 0 disables purging.
@@ -249,6 +254,7 @@ impl NodeConfig {
         cfg.tick_ms = self.tick_ms;
         cfg.init_limit_ticks = self.init_limit_ticks;
         cfg.sync_limit_ticks = self.sync_limit_ticks;
+        cfg.snapshot_size_factor = self.snapshot_size_factor;
         Ok(cfg)
     }
 
@@ -287,6 +293,7 @@ struct Builder {
     servers: BTreeMap<ServerId, (ServerAddr, usize)>,
     snap_count: Option<u64>,
     snap_size_limit_kib: Option<i64>,
+    snapshot_size_factor: Option<f64>,
     snap_retain_count: Option<u32>,
     purge_interval_hours: Option<u32>,
     pre_alloc_kib: Option<u64>,
@@ -331,6 +338,14 @@ impl Builder {
                     return Err(bad("size too large"));
                 }
                 self.snap_size_limit_kib = Some(kib);
+            }
+            "snapshotSizeFactor" => {
+                let f: f64 = value
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| f.is_finite())
+                    .ok_or_else(|| bad("expected a number (a negative value disables)"))?;
+                self.snapshot_size_factor = Some(f);
             }
             "autopurge.snapRetainCount" => {
                 let n: u32 = value.parse().map_err(|_| bad("expected an integer ≥ 3"))?;
@@ -472,6 +487,7 @@ impl Builder {
             .ok()
             .filter(|kib| *kib > 0)
             .map(|kib| kib * 1024),
+            snapshot_size_factor: self.snapshot_size_factor.unwrap_or(0.33),
             snap_retain_count: self.snap_retain_count.unwrap_or(3),
             purge_interval_hours: self.purge_interval_hours.unwrap_or(0),
             pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,

@@ -82,6 +82,23 @@ fn snap_size_limit_in_kb_parses_and_non_positive_disables() {
     assert!(e.to_string().contains("too large"), "{e}");
 }
 
+/// `snapshotSizeFactor` (ZooKeeper's `zookeeper.snapshotSizeFactor`): a number, 0.33 by
+/// default, negative disables; it reaches the core's sync plan.
+#[test]
+fn snapshot_size_factor_parses_and_reaches_the_core() {
+    let factor = |v: &str| parse(&with(&format!("snapshotSizeFactor={v}"))).unwrap();
+    assert_eq!(parse(&with("")).unwrap().snapshot_size_factor, 0.33);
+    assert_eq!(factor("0.5").snapshot_size_factor, 0.5);
+    let off = factor("-1");
+    assert_eq!(off.snapshot_size_factor, -1.0);
+    let sid = *off.servers.keys().next().unwrap();
+    assert_eq!(off.to_core(sid).unwrap().snapshot_size_factor, -1.0);
+    for bad in ["a third", "NaN", "inf"] {
+        let e = parse(&with(&format!("snapshotSizeFactor={bad}"))).unwrap_err();
+        assert!(e.to_string().contains("snapshotSizeFactor"), "{e}");
+    }
+}
+
 #[test]
 fn server_line_forms() {
     let p = ServerAddr::parse;

@@ -130,7 +130,7 @@ impl Driver {
             }
             Wake::Snap(done) => {
                 self.on_snapshot_done(done);
-                Ok(())
+                self.drain().await
             }
             Wake::Request(req) => self.on_request(req).await,
         }
@@ -191,9 +191,10 @@ impl Driver {
     fn on_snapshot_done(&mut self, done: SnapDone) {
         self.snapper.finished();
         match done {
-            Ok(zxid) => {
+            Ok((zxid, bytes)) => {
                 self.status.snapshots_taken += 1;
-                info!(%zxid, "background snapshot done");
+                info!(%zxid, bytes, "background snapshot done");
+                self.inputs.push_back(Input::SnapshotSaved { zxid, bytes });
                 self.publish();
             }
             Err(e) => warn!(error = %e, "background snapshot failed"),

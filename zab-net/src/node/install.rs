@@ -38,7 +38,7 @@ impl Driver {
         .await
         .map_err(|e| Fatal(format!("restoring the SNAP at {zxid}: {e}")))?;
         self.sm = Some(sm);
-        restored.map_err(Fatal)?;
+        let bytes = restored.map_err(Fatal)?;
         self.log
             .reset(zxid)
             .map_err(|e| Fatal(format!("txn log: {e}")))?;
@@ -47,6 +47,7 @@ impl Driver {
         self.snapper.installed();
         info!(%zxid, "SNAP installed");
         self.inputs.push_back(Input::SnapshotInstalled { zxid });
+        self.inputs.push_back(Input::SnapshotSaved { zxid, bytes });
         Ok(())
     }
 }
@@ -56,7 +57,7 @@ fn restore_from(
     snaps: &SnapDir,
     zxid: Zxid,
     sm: &mut dyn StateMachine,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let info = w
         .finish()
         .map_err(|e| format!("making the SNAP at {zxid} durable: {e}"))?;
@@ -67,5 +68,5 @@ fn restore_from(
         .map_err(|e| format!("state machine failed to restore the SNAP at {zxid}: {e}"))?;
     r.finish()
         .map_err(|e| format!("verifying {}: {e}", info.path.display()))?;
-    Ok(())
+    Ok(super::snap::file_bytes(&info.path))
 }

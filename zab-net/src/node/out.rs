@@ -40,7 +40,8 @@ use crate::transport::{Channel, PeerSender, SendError, Transport};
 /// How long a peer stays muted without the transport reporting its loss.
 pub(super) const MUTE_MAX: Duration = Duration::from_secs(3);
 
-/// Messages buffered between a stream's producer and its sender task.
+/// Batches buffered between a stream's producer and its sender task (a SNAP chunk is a batch
+/// of one; a DIFF batch holds `RANGE_BATCH` records).
 const STREAM_BUFFER: usize = 4;
 
 /// Most stream messages waiting in a link's outbox: SNAP chunks (up to `chunk_bytes` each)
@@ -301,7 +302,7 @@ impl OutQueues {
 /// Forwards a producer's messages with flow control (INV-3).
 async fn forward(
     sender: PeerSender,
-    mut rx: mpsc::Receiver<Result<Message, String>>,
+    mut rx: mpsc::Receiver<Result<Vec<Message>, String>>,
     stall: Duration,
     max_queued: usize,
 ) -> Result<(), String> {
@@ -313,51 +314,61 @@ async fn forward(
         let Some(item) = next else {
             return Ok(());
         };
-        let msg = item?;
-        timeout(stall, sender.send_within(msg, max_queued))
-            .await
-            .map_err(|_| format!("peer read nothing for {stall:?}"))?
-            .map_err(|e: SendError| e.to_string())?;
+        for msg in item? {
+            timeout(stall, sender.send_within(msg, max_queued))
+                .await
+                .map_err(|_| format!("peer read nothing for {stall:?}"))?
+                .map_err(|e: SendError| e.to_string())?;
+        }
     }
 }
 
-type Tx = mpsc::Sender<Result<Message, String>>;
+/// A stream's messages travel from the producer thread in batches: one hand-off (and at most
+/// one wake-up of each side) per batch rather than per message.
+type Tx = mpsc::Sender<Result<Vec<Message>, String>>;
+
+/// Log records per batch of a DIFF stream (two messages each).
+const RANGE_BATCH: usize = 128;
 
 fn produce_range(reader: &LogReader, after: Zxid, upto: Zxid, tx: &Tx) {
+    let fail = |e: String| {
+        let _ = tx.blocking_send(Err(e));
+    };
     let iter = match reader.iter(after, upto) {
         Ok(it) => it,
-        Err(e) => {
-            let _ = tx.blocking_send(Err(format!("DIFF from the log: {e}")));
-            return;
-        }
+        Err(e) => return fail(format!("DIFF from the log: {e}")),
     };
     let mut expected_last = after;
+    let mut batch = Vec::with_capacity(2 * RANGE_BATCH);
     for r in iter {
         match r {
             Ok(txn) => {
                 let zxid = txn.zxid;
                 expected_last = zxid;
-                if tx.blocking_send(Ok(Message::Proposal(txn))).is_err()
-                    || tx.blocking_send(Ok(Message::Commit { zxid })).is_err()
-                {
-                    return;
+                batch.push(Message::Proposal(txn));
+                batch.push(Message::Commit { zxid });
+                if batch.len() >= 2 * RANGE_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(2 * RANGE_BATCH));
+                    if tx.blocking_send(Ok(full)).is_err() {
+                        return;
+                    }
                 }
             }
-            Err(e) => {
-                let _ = tx.blocking_send(Err(format!("DIFF from the log: {e}")));
-                return;
-            }
+            Err(e) => return fail(format!("DIFF from the log: {e}")),
         }
     }
+    if !batch.is_empty() && tx.blocking_send(Ok(batch)).is_err() {
+        return;
+    }
     if expected_last != upto && upto > after {
-        let _ = tx.blocking_send(Err(format!(
+        fail(format!(
             "DIFF from the log ended at {expected_last}, expected {upto}"
-        )));
+        ));
     }
 }
 
 fn produce_snapshot(zxid: Zxid, source: Box<dyn SnapshotSource>, chunk: usize, tx: Tx) {
-    if tx.blocking_send(Ok(Message::Snap { zxid })).is_err() {
+    if tx.blocking_send(Ok(vec![Message::Snap { zxid }])).is_err() {
         return;
     }
     let mut w = ChunkWriter {
@@ -368,8 +379,8 @@ fn produce_snapshot(zxid: Zxid, source: Box<dyn SnapshotSource>, chunk: usize, t
     match source.write_to(&mut w) {
         Ok(()) => {
             let data = Bytes::from(std::mem::take(&mut w.buf));
-            let _ =
-                w.tx.blocking_send(Ok(Message::SnapChunk { data, last: true }));
+            let last = Message::SnapChunk { data, last: true };
+            let _ = w.tx.blocking_send(Ok(vec![last]));
         }
         Err(e) => {
             let _ =
@@ -396,7 +407,7 @@ impl Write for ChunkWriter {
                 last: false,
             };
             self.tx
-                .blocking_send(Ok(msg))
+                .blocking_send(Ok(vec![msg]))
                 .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stream abandoned"))?;
         }
         Ok(n)

@@ -27,8 +27,8 @@ use super::api::SnapshotSource;
 /// payload towards `snapSizeLimitInKb`.
 const RECORD_HEADER_LEN: u64 = 20;
 
-/// The end of a background snapshot: its zxid, or why it failed.
-pub(super) type SnapDone = Result<Zxid, String>;
+/// The end of a background snapshot: its zxid and size on disk, or why it failed.
+pub(super) type SnapDone = Result<(Zxid, u64), String>;
 
 /// Decides when to snapshot and runs the writes (INV-1, INV-2).
 pub(super) struct Snapper {
@@ -125,7 +125,7 @@ impl Snapper {
         self.running = Some(tokio::task::spawn_blocking(move || {
             let _enter = span.enter();
             let r = write_and_purge(&snaps, &log, cluster_id, zxid, source, retain);
-            let _ = done.send(r.map(|()| zxid));
+            let _ = done.send(r.map(|bytes| (zxid, bytes)));
         }));
     }
 
@@ -183,7 +183,7 @@ fn write_and_purge(
     zxid: Zxid,
     source: Box<dyn SnapshotSource>,
     retain: usize,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let mut w = snaps
         .create(zxid, cluster_id)
         .map_err(|e| format!("create snapshot {zxid}: {e}"))?;
@@ -194,8 +194,14 @@ fn write_and_purge(
         .finish()
         .map_err(|e| format!("finish snapshot {zxid}: {e}"))?;
     info!(file = %info.path.display(), "background snapshot written");
+    let bytes = file_bytes(&info.path);
     if let Err(e) = zab_store::purge(snaps, log, retain) {
         warn!(error = %e, "purge after snapshot failed");
     }
-    Ok(())
+    Ok(bytes)
+}
+
+/// A snapshot file's size, a hint for the leader's DIFF-or-SNAP choice (0 = unknown).
+pub(super) fn file_bytes(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }

@@ -40,6 +40,8 @@ pub struct Cluster {
     pub pre_alloc_kib: u64,
     /// `snapSizeLimitInKb`; `None` leaves the key out (ZooKeeper's 4 GiB default).
     pub snap_size_limit_kib: Option<i64>,
+    /// `snapshotSizeFactor`; `None` leaves the key out (0.33).
+    pub snapshot_size_factor: Option<f64>,
     pub opts: NodeOptions,
     pub nodes: BTreeMap<ServerId, Node>,
     pub kvs: BTreeMap<ServerId, Kv>,
@@ -65,6 +67,7 @@ impl Cluster {
             snap_count: 100_000,
             pre_alloc_kib: 1024,
             snap_size_limit_kib: None,
+            snapshot_size_factor: None,
             opts,
             nodes: BTreeMap::new(),
             kvs: BTreeMap::new(),
@@ -86,6 +89,9 @@ impl Cluster {
         );
         if let Some(kib) = self.snap_size_limit_kib {
             t += &format!("snapSizeLimitInKb={kib}\n");
+        }
+        if let Some(f) = self.snapshot_size_factor {
+            t += &format!("snapshotSizeFactor={f}\n");
         }
         // Placeholder ports, never bound: the nodes listen on ephemeral ports (NodeOptions).
         for s in self.sids() {

@@ -198,31 +198,6 @@ impl Cluster {
         l.children.restart(&l.exe, &l.layout, sid).map(|_| ())
     }
 
-    /// How node `sid` was brought up to date at its last start, from its log: `SNAP`,
-    /// `TRUNC`, or `DIFF` (neither logged); `n/a` without a log.
-    pub fn sync_kind(&self, sid: u64) -> String {
-        let Some(node) = self
-            .launched
-            .as_ref()
-            .and_then(|l| l.layout.nodes.iter().find(|n| n.sid == sid))
-        else {
-            return "n/a".to_owned();
-        };
-        let Ok(text) = fs::read_to_string(&node.log) else {
-            return "n/a".to_owned();
-        };
-        let last_start = text.rfind("=== fe-meta local-cluster starts").unwrap_or(0);
-        let run = &text[last_start..];
-        let kind = if run.contains("SNAP installed") {
-            "SNAP"
-        } else if run.contains("log truncated (TRUNC)") {
-            "TRUNC"
-        } else {
-            "DIFF"
-        };
-        format!("sync={kind} (from node {sid}'s log)")
-    }
-
     /// Stops a launched cluster and removes its folder (unless kept); nothing for an attached
     /// one.
     pub async fn shutdown(mut self) {

@@ -28,7 +28,7 @@ use super::load::connect;
 use super::report::Line;
 use super::{progress, Params};
 use crate::cli::Failure;
-use crate::client::{Client, ClientError, ClientOptions};
+use crate::client::{four_letter_word, Client, ClientError, ClientOptions};
 use crate::protocol::Mode;
 
 const PHASE: Duration = Duration::from_secs(60);
@@ -295,6 +295,7 @@ pub async fn catchup(
         next as f64 / write_s,
         errors.load(Ordering::Relaxed)
     ));
+    let sent_before = syncs_sent(&lep).await;
     let t0 = Instant::now();
     cluster.restart_node(follower)?;
     let (mut serving, mut done) = (None, None);
@@ -333,6 +334,45 @@ pub async fn catchup(
         .set("restart_to_serving_ms", ms0(serving))
         .set("restart_to_caught_up_ms", ms0(done));
     let mut sync = Line::new("W5-sync", label);
-    sync.set("info", cluster.sync_kind(follower));
+    sync.set("info", sync_sent_since(&lep, sent_before).await);
     Ok(vec![l, sync])
+}
+
+/// The leader's `mntr` counts of syncs sent: DIFF, TRUNC, SNAP.
+async fn syncs_sent(endpoint: &str) -> Option<[u64; 3]> {
+    let text = four_letter_word(endpoint, "mntr", Duration::from_secs(2))
+        .await
+        .ok()?;
+    let get = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('\t')?.trim().parse().ok())
+    };
+    Some([
+        get("fe_meta_sync_sent_diff")?,
+        get("fe_meta_sync_sent_trunc")?,
+        get("fe_meta_sync_sent_snap")?,
+    ])
+}
+
+/// Which kind of sync the leader sent since `before` (polled up to 2 s).
+async fn sync_sent_since(endpoint: &str, before: Option<[u64; 3]>) -> String {
+    let Some(before) = before else {
+        return "sync=n/a (no mntr from the leader)".to_owned();
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some(now) = syncs_sent(endpoint).await {
+            let kinds: Vec<&str> = ["DIFF", "TRUNC", "SNAP"]
+                .iter()
+                .zip(now.iter().zip(before))
+                .filter(|(_, (n, b))| **n > *b)
+                .map(|(k, _)| *k)
+                .collect();
+            if !kinds.is_empty() {
+                return format!("sync={} (leader's mntr)", kinds.join("+"));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    "sync=n/a (the leader's mntr counted none)".to_owned()
 }
