@@ -578,3 +578,33 @@ fn a_leader_that_finishes_its_election_last_is_established_within_an_info_resend
         "the new leader was established {established} ms after taking the lead"
     );
 }
+
+/// PITFALLS B7 (failover time of the election), with ZooKeeper's timing: the leader dies and
+/// the survivor with the better vote notices first; its LOOKING notification reaches the
+/// other survivor while that one still FOLLOWS the dead leader (which answers with its old
+/// state and keeps no record of the vote). When the second survivor goes LOOKING in the same
+/// round with a worse vote, the first one answers it at once (looking INV-7), so the election
+/// ends one finalize wait (200 ms) after the second survivor went LOOKING, not after a resend
+/// (another 200 ms) plus the finalize wait.
+#[test]
+fn a_survivor_that_goes_looking_late_learns_the_better_vote_at_once() {
+    let mut c = Cluster::with_timing(3, 0, (2000, 200));
+    c.run_until(30_000, |c| c.leader().is_some() && c.all_serving());
+    assert_eq!(c.leader(), Some(s(3)));
+    c.nodes.get_mut(&s(3)).unwrap().up = false;
+    c.links.retain(|(a, b), _| *a != s(3) && *b != s(3));
+    c.input(s(2), Input::ConnectionLost { peer: s(3) });
+    assert_eq!(c.nodes[&s(2)].peer.role(), Role::Looking);
+    while c.deliver_one() {}
+    assert_eq!(c.nodes[&s(1)].peer.role(), Role::Following);
+    let lost = c.now;
+    c.input(s(1), Input::ConnectionLost { peer: s(3) });
+    assert_eq!(c.nodes[&s(1)].peer.role(), Role::Looking);
+    c.run_until(2_000, |c| c.nodes[&s(2)].peer.role() == Role::Leading);
+    let elected = c.now - lost;
+    assert!(
+        elected <= 200 + 20,
+        "the election ended {elected} ms after both survivors were LOOKING"
+    );
+    c.run_until(1_000, |c| c.leader() == Some(s(2)) && c.all_serving());
+}
