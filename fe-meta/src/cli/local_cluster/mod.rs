@@ -196,8 +196,9 @@ pub(in crate::cli) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
     }
 }
 
-/// Whether every node has applied an entry of its current epoch.
-fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
+/// Whether every node has applied an entry of its current epoch (a learner applies nothing
+/// of a leader's epoch before its UPTODATE, so this one is synced and serving).
+pub(in crate::cli) fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
     statuses.iter().all(|s| {
         s.as_ref()
             .is_some_and(|s| s.applied_journal_id >> 32 == s.epoch)
