@@ -220,3 +220,39 @@ async fn watch(children: &mut Children) -> Result<(), Failure> {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(sid: u64, mode: Mode, epoch: u64, applied_epoch: u64) -> Option<StatusInfo> {
+        Some(StatusInfo {
+            sid,
+            mode,
+            leader_sid: Some(3),
+            epoch,
+            applied_journal_id: applied_epoch << 32 | 7,
+            last_timestamp_ms: 0,
+            staleness_ms: None,
+            entry_count: 0,
+            cluster_id: 1,
+            version: String::new(),
+        })
+    }
+
+    /// A restarted node reports FOLLOWING in the leader's epoch from LEADERINFO on, before its
+    /// sync: the cluster counts as elected then, but as steady (every node serving) only once
+    /// that node applied an entry of the epoch, after its UPTODATE.
+    #[test]
+    fn a_follower_still_syncing_is_elected_but_not_in_the_leaders_epoch() {
+        let mut statuses = vec![
+            status(1, Mode::Follower, 5, 5),
+            status(2, Mode::Follower, 5, 4),
+            status(3, Mode::Leader, 5, 5),
+        ];
+        assert!(elected(&statuses));
+        assert!(!in_leader_epoch(&statuses));
+        statuses[1] = status(2, Mode::Follower, 5, 5);
+        assert!(elected(&statuses) && in_leader_epoch(&statuses));
+    }
+}
