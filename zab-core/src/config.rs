@@ -28,6 +28,13 @@ pub struct Config {
     /// Fast leader election waits this long for a better vote before deciding (ZooKeeper's
     /// finalizeWait, 200 ms).
     pub finalize_wait_ms: u64,
+    /// A learner still waiting for LEADERINFO resends its FOLLOWERINFO (OBSERVERINFO) this
+    /// often. Voters finish the election at slightly different moments, so a learner often
+    /// sends its first info while its leader is still LOOKING, which drops it; the resend is
+    /// what reaches the leader, and its period adds straight to the failover time. Default
+    /// 50 ms (a duplicate info costs the leader a lookup); a driver that ticks less often
+    /// resends at its tick.
+    pub info_resend_ms: u64,
     /// How many recently committed txns the leader keeps in memory to DIFF learners from
     /// (ZooKeeper's committedLog, 500).
     pub committed_log_window: usize,
@@ -55,6 +62,7 @@ impl Config {
             sync_limit_ticks: 5,
             epoch_wait_ticks: 2,
             finalize_wait_ms: 200,
+            info_resend_ms: 50,
             committed_log_window: 500,
             diff_from_log_limit: 100_000,
             snapshot_size_factor: 0.33,

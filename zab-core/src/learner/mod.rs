@@ -9,6 +9,9 @@
 //! INV-4: client requests are forwarded only once serving (after UPTODATE); a forwarded write
 //! or sync is answered only once the learner applied the zxid the leader returned, so reads
 //! after it see it (read-your-writes on every node).
+//! INV-5: until LEADERINFO arrives, the info is resent every `Config::info_resend_ms`: the
+//! leader drops an info that reaches it while it is still LOOKING (it often finishes its
+//! election a little after its followers), and the resend period adds to every failover.
 
 mod broadcast;
 mod reconcile;
@@ -111,7 +114,7 @@ impl Learner {
             }
         };
         core.send(self.leader, msg);
-        self.next_info_ms = core.now_ms.saturating_add((core.cfg.tick_ms / 2).max(1));
+        self.next_info_ms = core.now_ms.saturating_add(core.cfg.info_resend_ms.max(1));
     }
 
     /// True after UPTODATE.

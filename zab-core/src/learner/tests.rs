@@ -314,3 +314,36 @@ fn a_follower_forwards_client_writes_and_never_appends_them() {
     let a = from_leader(&mut p, Message::Proposal(txn(2, 1))).unwrap();
     assert_eq!(a, vec![Action::AppendLog(txn(2, 1))]);
 }
+
+/// PITFALLS B7 (the failover-time side of discovery): a learner's first FOLLOWERINFO is often
+/// dropped because its leader has not finished its own election yet. With ZooKeeper's
+/// `tickTime` of 2000 ms, the learner still resends it within `info_resend_ms` (about one
+/// driver tick), not after half a tick (1 s, which used to add straight to every failover),
+/// and stops resending once LEADERINFO arrived.
+#[test]
+fn a_learner_in_discovery_resends_its_info_within_info_resend_ms() {
+    let mut p = follower(durable(1, 1, &[]));
+    let is_info = |m: &&Message| matches!(m, Message::FollowerInfo { .. });
+    let mut resent_at = None;
+    for now_ms in (30..=2000).step_by(10) {
+        p.step(Input::Tick { now_ms }).unwrap();
+        if sent(&p.take_actions()).iter().any(is_info) {
+            resent_at = Some(now_ms);
+            break;
+        }
+    }
+    let resent_at = resent_at.expect("FOLLOWERINFO never resent");
+    assert!(
+        resent_at <= 20 + 50 + 10,
+        "FOLLOWERINFO resent only at {resent_at} ms (first sent at 20 ms)"
+    );
+    from_leader(&mut p, leader_info(2)).unwrap();
+    for now_ms in (resent_at + 10..=resent_at + 1000).step_by(10) {
+        p.step(Input::Tick { now_ms }).unwrap();
+        let a = p.take_actions();
+        assert!(
+            !sent(&a).iter().any(is_info),
+            "info resent after LEADERINFO"
+        );
+    }
+}

@@ -5,8 +5,9 @@
 //! `(currentEpoch, last logged zxid, sid)` and tells every participant.
 //! INV-2: a peer that is not LOOKING answers every LOOKING sender with its current vote and
 //! state, so restarted peers and observers learn the established leader (B6); a LOOKING
-//! participant answers LOOKING senders of a lower round and LOOKING observers; nobody answers
-//! a notification that is not LOOKING, so answers never ping-pong.
+//! participant answers LOOKING senders of a lower round, LOOKING senders of its round with a
+//! worse vote (INV-7) and LOOKING observers; nobody answers a notification that is not
+//! LOOKING, so answers never ping-pong.
 //! INV-4: a leader or learner that sees a vote carrying a currentEpoch above the epoch it
 //! leads or follows leaves its role: a later epoch already passed discovery (this also catches
 //! a leader resumed after a long pause before any tick tells it the time).
@@ -18,8 +19,17 @@
 //! discovery INV-6).
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus jitter from the seeded generator) until a decision.
+//! INV-7: a LOOKING participant also answers a LOOKING participant of its own round whose vote
+//! is worse than its own. The sender adopts the better vote (and answers nothing, its vote is
+//! now ours), so this cannot ping-pong. It matters after a leader dies: the first survivor to
+//! go LOOKING tells the others while they are still FOLLOWING (they answer with their old
+//! state and keep no record of its vote); when they go LOOKING in the same round, nobody would
+//! tell them the better vote before the first resend (`finalize_wait_ms` later), and the
+//! election would take two finalize waits instead of one.
 
-use crate::election::{is_participant, Tally};
+use std::cmp::Ordering;
+
+use crate::election::{is_participant, vote_cmp, Tally};
 use crate::error::StepError;
 use crate::message::{ElectionState, Message, Notification};
 use crate::types::{Epoch, ServerId};
@@ -153,16 +163,19 @@ impl Peer {
             n,
             now,
         );
-        // Answer a LOOKING sender that is behind, or that cannot vote (an observer or an
-        // uninitialized peer learning); those never answer, so two LOOKING peers cannot
-        // ping-pong forever (INV-5).
+        // Answer a LOOKING sender that is behind (an older round, or a worse vote in our
+        // round: INV-7), or that cannot vote (an observer or an uninitialized peer learning);
+        // those never answer, so two LOOKING peers cannot ping-pong forever (INV-5).
         let i_vote = self.core.votes();
         let cannot_vote = !sender_votes || n.state == ElectionState::Uninitialized;
         let looking = matches!(
             n.state,
             ElectionState::Looking | ElectionState::Uninitialized
         );
-        if i_vote && looking && (n.round < before || cannot_vote) {
+        let worse_vote = tally == Tally::Nothing
+            && n.round == self.core.round
+            && vote_cmp(&self.core.vote, &n.vote) == Ordering::Greater;
+        if i_vote && looking && (n.round < before || cannot_vote || worse_vote) {
             let reply = self.core.notification(ElectionState::Looking);
             self.core.send(from, Message::Notification(reply));
         }

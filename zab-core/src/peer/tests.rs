@@ -35,12 +35,18 @@ pub(super) struct Cluster {
     pub nodes: BTreeMap<ServerId, Node>,
     pub links: BTreeMap<(ServerId, ServerId), VecDeque<Message>>,
     pub now: u64,
+    /// `(tick_ms, finalize_wait_ms)` of every peer.
+    pub timing: (u64, u64),
 }
 
-fn config(sid: ServerId, members: &BTreeMap<ServerId, LearnerType>) -> Config {
+fn config(
+    sid: ServerId,
+    members: &BTreeMap<ServerId, LearnerType>,
+    (tick_ms, finalize_wait_ms): (u64, u64),
+) -> Config {
     let mut c = Config::new(sid, members.clone());
-    c.tick_ms = 100;
-    c.finalize_wait_ms = 20;
+    c.tick_ms = tick_ms;
+    c.finalize_wait_ms = finalize_wait_ms;
     c.committed_log_window = 4;
     c.diff_from_log_limit = 100;
     c
@@ -48,6 +54,11 @@ fn config(sid: ServerId, members: &BTreeMap<ServerId, LearnerType>) -> Config {
 
 impl Cluster {
     pub fn new(participants: u64, observers: u64) -> Cluster {
+        Cluster::with_timing(participants, observers, (100, 20))
+    }
+
+    /// A cluster whose peers use `(tick_ms, finalize_wait_ms)`.
+    pub fn with_timing(participants: u64, observers: u64, timing: (u64, u64)) -> Cluster {
         let mut cfg = BTreeMap::new();
         for s in 1..=participants {
             cfg.insert(ServerId(s), LearnerType::Participant);
@@ -60,6 +71,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             links: BTreeMap::new(),
             now: 0,
+            timing,
         };
         for sid in c.cfg.keys().copied().collect::<Vec<_>>() {
             c.start(sid, DurableState::default());
@@ -68,7 +80,7 @@ impl Cluster {
     }
 
     pub fn start(&mut self, sid: ServerId, d: DurableState) {
-        let peer = Peer::new(config(sid, &self.cfg), d.clone(), self.now).unwrap();
+        let peer = Peer::new(config(sid, &self.cfg, self.timing), d.clone(), self.now).unwrap();
         let node = Node {
             peer,
             log: d.log_tail.clone(),
@@ -528,4 +540,73 @@ fn restarted_follower_joins_established_leader() {
     assert_eq!(c.nodes[&leader].peer.election_round(), round);
     let unique: BTreeSet<Epoch> = c.nodes.values().map(|n| n.peer.current_epoch()).collect();
     assert_eq!(unique.len(), 1);
+}
+
+/// PITFALLS B7 (failover time of discovery), with ZooKeeper's timing (tickTime 2000 ms,
+/// finalizeWait 200 ms): the leader is killed; of the two survivors, the follower-to-be ends
+/// its election first and its FOLLOWERINFO reaches the leader-to-be while that one is still
+/// LOOKING, which drops it. The new leader must still be established (serving, its follower
+/// too) within about one `info_resend_ms` of taking the lead, not after the half-tick (1 s)
+/// info resend that used to delay every such failover.
+#[test]
+fn a_leader_that_finishes_its_election_last_is_established_within_an_info_resend() {
+    let mut c = Cluster::with_timing(3, 0, (2000, 200));
+    c.run_until(30_000, |c| c.leader().is_some() && c.all_serving());
+    assert_eq!(c.leader(), Some(s(3)));
+    c.crash(s(3));
+    while c.deliver_one() {}
+    for sid in [s(1), s(2)] {
+        assert_eq!(c.nodes[&sid].peer.role(), Role::Looking);
+    }
+    // Node 1 finalizes first: it follows 2 and sends its FOLLOWERINFO ...
+    c.now += 200;
+    c.input(s(1), Input::Tick { now_ms: c.now });
+    assert_eq!(c.nodes[&s(1)].peer.role(), Role::Following);
+    assert_eq!(c.nodes[&s(1)].peer.leader(), Some(s(2)));
+    assert!(c.links[&(s(1), s(2))]
+        .iter()
+        .any(|m| matches!(m, Message::FollowerInfo { .. })));
+    // ... which node 2, still LOOKING, drops.
+    while c.deliver_one() {}
+    assert_eq!(c.nodes[&s(2)].peer.role(), Role::Looking);
+    c.now += 5;
+    c.input(s(2), Input::Tick { now_ms: c.now });
+    assert_eq!(c.nodes[&s(2)].peer.role(), Role::Leading);
+    let took_lead = c.now;
+    c.run_until(2_000, |c| c.leader() == Some(s(2)) && c.all_serving());
+    let established = c.now - took_lead;
+    assert!(
+        established <= 100,
+        "the new leader was established {established} ms after taking the lead"
+    );
+}
+
+/// PITFALLS B7 (failover time of the election), with ZooKeeper's timing: the leader dies and
+/// the survivor with the better vote notices first; its LOOKING notification reaches the
+/// other survivor while that one still FOLLOWS the dead leader (which answers with its old
+/// state and keeps no record of the vote). When the second survivor goes LOOKING in the same
+/// round with a worse vote, the first one answers it at once (looking INV-7), so the election
+/// ends one finalize wait (200 ms) after the second survivor went LOOKING, not after a resend
+/// (another 200 ms) plus the finalize wait.
+#[test]
+fn a_survivor_that_goes_looking_late_learns_the_better_vote_at_once() {
+    let mut c = Cluster::with_timing(3, 0, (2000, 200));
+    c.run_until(30_000, |c| c.leader().is_some() && c.all_serving());
+    assert_eq!(c.leader(), Some(s(3)));
+    c.nodes.get_mut(&s(3)).unwrap().up = false;
+    c.links.retain(|(a, b), _| *a != s(3) && *b != s(3));
+    c.input(s(2), Input::ConnectionLost { peer: s(3) });
+    assert_eq!(c.nodes[&s(2)].peer.role(), Role::Looking);
+    while c.deliver_one() {}
+    assert_eq!(c.nodes[&s(1)].peer.role(), Role::Following);
+    let lost = c.now;
+    c.input(s(1), Input::ConnectionLost { peer: s(3) });
+    assert_eq!(c.nodes[&s(1)].peer.role(), Role::Looking);
+    c.run_until(2_000, |c| c.nodes[&s(2)].peer.role() == Role::Leading);
+    let elected = c.now - lost;
+    assert!(
+        elected <= 200 + 20,
+        "the election ended {elected} ms after both survivors were LOOKING"
+    );
+    c.run_until(1_000, |c| c.leader() == Some(s(2)) && c.all_serving());
 }

@@ -19,7 +19,7 @@ use nix::sys::signal::Signal;
 
 use super::super::local_cluster::layout::{self, Layout};
 use super::super::local_cluster::procs::Children;
-use super::super::local_cluster::{elected, poll_endpoints, wait_for_leader};
+use super::super::local_cluster::{elected, in_leader_epoch, poll_endpoints, wait_for_leader};
 use super::super::Failure;
 use crate::protocol::{Mode, StatusInfo};
 
@@ -156,20 +156,23 @@ impl Cluster {
         poll_endpoints(&self.endpoints).await
     }
 
-    /// Waits (at most `wait`) until every node follows one leader in its epoch; the leader's
-    /// sid.
+    /// Waits (at most `wait`) until every node follows one leader in its epoch and has applied
+    /// an entry of that epoch, i.e. a restarted node is past its sync and serving, not merely
+    /// FOLLOWING (like the anchors' ZkBench, which waits for every server to be back in the
+    /// ensemble); the leader's sid.
     pub async fn wait_healthy(&self, wait: Duration) -> Result<u64, Failure> {
         let deadline = Instant::now() + wait;
         loop {
             let statuses = self.statuses().await;
-            if elected(&statuses) {
+            if elected(&statuses) && in_leader_epoch(&statuses) {
                 if let Some(l) = statuses.iter().flatten().find(|s| s.mode == Mode::Leader) {
                     return Ok(l.sid);
                 }
             }
             if Instant::now() >= deadline {
                 return Err(Failure::other(format!(
-                    "the cluster has no leader followed by every node after {wait:?}"
+                    "the cluster has no leader followed (and synced from) by every node after \
+                     {wait:?}"
                 )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,6 +1,7 @@
 //! The fault workloads, copies of the anchors' ZkBench `failover` (W4) and `catchup` (W5).
 //!
-//! W4, per trial: wait until every node follows one leader, 2 s of steady writes, SIGKILL the
+//! W4, per trial: wait until every node follows one leader and is synced (has applied an
+//! entry of the leader's epoch: `Cluster::wait_healthy`), 2 s of steady writes, SIGKILL the
 //! leader, then measure
 //! * `unavail_ms`: the already-connected writer's largest gap between two successful writes
 //!   around the kill (it reconnects to the next node when its connection is lost),
@@ -8,7 +9,7 @@
 //! * `fresh_client_first_write_ms`: kill → the first write committed by a client connecting
 //!   afresh to each survivor in turn (100 ms to connect),
 //!
-//! then restart the killed node and wait until it follows again.
+//! then restart the killed node and wait until it is synced and serving again.
 //!
 //! W5: SIGTERM a follower, write `txns` entries to the leader (≤ 1000 in flight), restart it,
 //! and time restart → serving (its STATUS says follower) and restart → caught up (its applied

@@ -196,8 +196,9 @@ pub(in crate::cli) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
     }
 }
 
-/// Whether every node has applied an entry of its current epoch.
-fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
+/// Whether every node has applied an entry of its current epoch (a learner applies nothing
+/// of a leader's epoch before its UPTODATE, so this one is synced and serving).
+pub(in crate::cli) fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
     statuses.iter().all(|s| {
         s.as_ref()
             .is_some_and(|s| s.applied_journal_id >> 32 == s.epoch)
@@ -217,5 +218,41 @@ async fn watch(children: &mut Children) -> Result<(), Failure> {
             return Err(Failure::other("every node has exited"));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(sid: u64, mode: Mode, epoch: u64, applied_epoch: u64) -> Option<StatusInfo> {
+        Some(StatusInfo {
+            sid,
+            mode,
+            leader_sid: Some(3),
+            epoch,
+            applied_journal_id: applied_epoch << 32 | 7,
+            last_timestamp_ms: 0,
+            staleness_ms: None,
+            entry_count: 0,
+            cluster_id: 1,
+            version: String::new(),
+        })
+    }
+
+    /// A restarted node reports FOLLOWING in the leader's epoch from LEADERINFO on, before its
+    /// sync: the cluster counts as elected then, but as steady (every node serving) only once
+    /// that node applied an entry of the epoch, after its UPTODATE.
+    #[test]
+    fn a_follower_still_syncing_is_elected_but_not_in_the_leaders_epoch() {
+        let mut statuses = vec![
+            status(1, Mode::Follower, 5, 5),
+            status(2, Mode::Follower, 5, 4),
+            status(3, Mode::Leader, 5, 5),
+        ];
+        assert!(elected(&statuses));
+        assert!(!in_leader_epoch(&statuses));
+        statuses[1] = status(2, Mode::Follower, 5, 5);
+        assert!(elected(&statuses) && in_leader_epoch(&statuses));
     }
 }
