@@ -178,6 +178,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         snapper,
         writes: BTreeMap::new(),
         syncs: BTreeMap::new(),
+        answers: Vec::new(),
         next_request: 0,
         status_tx,
         status,

@@ -17,6 +17,9 @@
 //! leader's commit point at the time of the call is applied here.
 //! INV-4: when `submit`/`sync` returns `Ok(zxid)`, [`Node::status`] already shows
 //! `last_applied >= zxid` (the driver publishes before it answers).
+//! INV-5: writes queued by [`Node::enqueue_write`] calls that follow one another are
+//! proposed in that order; each is answered on its own reply with what `submit` would return
+//! (without `submit`'s timeout: the caller bounds its wait).
 //!
 //! # Known limits
 //! - While a SNAP or a DIFF-from-log stream to a learner runs, later messages to that learner
@@ -48,7 +51,7 @@ pub use api::{
 
 use crate::config::NodeConfig;
 use crate::transport::{NetError, PeerAddrs};
-use driver::Reply;
+pub use driver::Reply;
 
 /// A request from the handle to the driver.
 pub(crate) enum Request {
@@ -136,6 +139,23 @@ impl Node {
     /// on any node: a learner forwards it to the leader.
     pub async fn submit(&self, payload: Bytes) -> Result<Zxid, SubmitError> {
         self.call(|reply| Request::Write { payload, reply }).await
+    }
+
+    /// Queues one write at the driver and returns once it is queued (INV-5); `reply` later
+    /// gets what [`Node::submit`] would return (the zxid once committed and applied here, or
+    /// the error), straight from the driver. Writes queued by calls that follow one another
+    /// are proposed in that order. If the node has stopped, `reply` is answered at once with
+    /// the reason. The caller bounds its wait for the answer (and may bound this call: it
+    /// waits while the driver's request channel is full; cancelling it queues nothing).
+    pub async fn enqueue_write(&self, payload: Bytes, reply: Reply) {
+        if let Some(f) = self.status.borrow().fatal.clone() {
+            let _ = reply.send(Err(SubmitError::Fatal(f)));
+            return;
+        }
+        let sent = self.requests.send(Request::Write { payload, reply }).await;
+        if let Err(mpsc::error::SendError(Request::Write { reply, .. })) = sent {
+            let _ = reply.send(Err(SubmitError::Shutdown));
+        }
     }
 
     /// A linearizable read point: once this returns `Ok(z)`, everything committed before the
