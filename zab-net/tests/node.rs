@@ -526,3 +526,45 @@ async fn queued_writes_keep_their_order_and_each_reply_names_its_own_zxid() {
     }
     c.shutdown().await;
 }
+
+/// Node `watch_role`: a task that reacts to elections (fe-meta's TIMESTAMP ticker) waits on the
+/// role watch, which must not wake it for writes: 200 committed writes change the full
+/// status watch but leave the role watch unchanged on every node; the leader's stop then
+/// changes the followers' role watch (they stop following it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_watch_ignores_writes_and_follows_elections() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let mut roles: Vec<_> = c
+        .sids()
+        .into_iter()
+        .map(|s| (s, c.node(s).watch_role()))
+        .collect();
+    let mut full = c.node(leader).watch();
+    for (_, w) in &mut roles {
+        w.borrow_and_update();
+    }
+    full.borrow_and_update();
+    c.put_many(leader, "w", 200, 20).await;
+    assert!(
+        full.has_changed().unwrap(),
+        "the full status follows the writes"
+    );
+    for (sid, w) in &roles {
+        assert!(
+            !w.has_changed().unwrap(),
+            "{sid}: role watch changed by writes"
+        );
+        assert_eq!(w.borrow().leader, Some(leader), "{sid}");
+    }
+    c.stop(leader).await;
+    for (sid, w) in &mut roles {
+        if *sid == leader {
+            continue;
+        }
+        let moved = tokio::time::timeout(STABLE, w.wait_for(|r| r.leader != Some(leader))).await;
+        assert!(moved.is_ok(), "{sid}: role watch did not see the leader go");
+    }
+    c.shutdown().await;
+}

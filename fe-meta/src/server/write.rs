@@ -325,7 +325,7 @@ impl Shared {
 /// learner after UPTODATE): from then on plain reads follow the staleness rule (staleness
 /// INV-3). Ends then, or when the node stops.
 pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
-    let mut w = shared.node.watch();
+    let mut w = shared.node.watch_role();
     if w.wait_for(|st| st.serving || st.stopped)
         .await
         .is_ok_and(|st| st.serving)
@@ -337,22 +337,25 @@ pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
 
 /// The leader's TIMESTAMP ticker: logs the wall clock on becoming a serving leader and then
 /// every half tolerance, while it leads. Runs until the node stops or the server shuts down.
+/// It waits on the node's role watch, which changes with elections, not with every write.
 pub async fn run_timestamps(shared: Arc<Shared>) {
-    let mut w = shared.node.watch();
+    let mut w = shared.node.watch_role();
     let interval = shared.cfg.timestamp_interval();
     let mut last: Option<(Epoch, Instant)> = None;
     let mut retry: Option<Instant> = None;
     loop {
-        let st = w.borrow_and_update().clone();
-        if st.stopped {
+        let role = w.borrow_and_update().clone();
+        if role.stopped {
             break;
         }
         let due = match last {
-            Some((epoch, at)) => epoch != st.epoch || at.elapsed() >= interval,
+            Some((epoch, at)) => epoch != role.epoch || at.elapsed() >= interval,
             None => true,
         };
         let backing_off = retry.is_some_and(|r| r > Instant::now());
-        if is_serving_leader(&st) && due && !backing_off {
+        let leading = role.role == Role::Leading && role.serving;
+        if leading && due && !backing_off {
+            let st = shared.node.status();
             let cmd = Command::Timestamp { wall_ms: wall_ms() };
             match shared.write_local(&cmd, &st).await {
                 Ok(_) => last = Some((st.epoch, Instant::now())),

@@ -30,7 +30,7 @@ use tracing::{debug, error, info, warn, Instrument, Span};
 use zab_core::{Action, Input, Message, Peer, RequestId, Zxid};
 use zab_store::{EpochFiles, EpochKind, LogEvent, LogReader, LogWriter, SyncThread};
 
-use super::api::{NodeStatus, StateMachine, SubmitError};
+use super::api::{NodeStatus, RoleStatus, StateMachine, SubmitError};
 use super::out::{OutQueues, Stream, StreamDone};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
@@ -91,6 +91,8 @@ pub(super) struct Driver {
     pub(super) answers: Vec<(Reply, Result<Zxid, SubmitError>)>,
     pub(super) next_request: u64,
     pub(super) status_tx: watch::Sender<NodeStatus>,
+    /// The role part of the status, sent only when it changes (`Node::watch_role`).
+    pub(super) role_tx: watch::Sender<RoleStatus>,
     pub(super) status: NodeStatus,
     pub(super) clock: Instant,
     pub(super) inputs: VecDeque<Input>,
@@ -477,6 +479,23 @@ impl Driver {
                 false
             }
         });
+        self.publish_role();
+    }
+
+    fn publish_role(&self) {
+        let s = &self.status;
+        self.role_tx.send_if_modified(|cur| {
+            let same = cur.role == s.role
+                && cur.leader == s.leader
+                && cur.epoch == s.epoch
+                && cur.serving == s.serving
+                && cur.fatal == s.fatal
+                && cur.stopped == s.stopped;
+            if !same {
+                *cur = s.role_status();
+            }
+            !same
+        });
     }
 
     /// Stops everything (INV-3).
@@ -514,7 +533,9 @@ impl Driver {
         }
         self.status.stopped = true;
         let status = self.status.clone();
+        let role = status.role_status();
         self.status_tx.send_replace(status);
+        self.role_tx.send_replace(role);
         info!("node stopped");
     }
 }

@@ -46,7 +46,8 @@ use tokio_util::sync::CancellationToken;
 use zab_core::{Peer, ServerId, Zxid};
 
 pub use api::{
-    ApplyError, NodeOptions, NodeStatus, SnapshotSource, StateMachine, SubmitError, SyncCounters,
+    ApplyError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine, SubmitError,
+    SyncCounters,
 };
 
 use crate::config::NodeConfig;
@@ -68,6 +69,7 @@ pub struct Node {
     sid: ServerId,
     requests: mpsc::Sender<Request>,
     status: watch::Receiver<NodeStatus>,
+    role: watch::Receiver<RoleStatus>,
     shutdown: CancellationToken,
     local: PeerAddrs,
     request_timeout: Duration,
@@ -114,11 +116,12 @@ impl Node {
             clock,
         })
         .await?;
-        let (local, req_tx, status_rx, shutdown) = launched;
+        let (local, req_tx, status_rx, role_rx, shutdown) = launched;
         Ok(Node {
             sid,
             requests: req_tx,
             status: status_rx,
+            role: role_rx,
             shutdown,
             local,
             request_timeout: opts.request_timeout,
@@ -172,6 +175,12 @@ impl Node {
     /// A watch of the status (role, leader, epoch, last applied zxid, serving, ...).
     pub fn watch(&self) -> watch::Receiver<NodeStatus> {
         self.status.clone()
+    }
+
+    /// A watch of the role part of the status ([`RoleStatus`]): it changes with elections and
+    /// the stop, not with every write, so a task waiting on it is not woken per commit.
+    pub fn watch_role(&self) -> watch::Receiver<RoleStatus> {
+        self.role.clone()
     }
 
     /// Tells the node where `peer` listens now (for peers on run-time ports).
