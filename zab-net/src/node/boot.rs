@@ -187,6 +187,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         status,
         clock: p.clock,
         inputs: VecDeque::new(),
+        taken: VecDeque::new(),
         shutdown: shutdown.clone(),
         span: node_span(sid, Role::Looking, 0),
         tick: Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50)),

@@ -15,7 +15,8 @@
 //! in `NodeStatus::fatal`, nothing more is applied.
 //! INV-4 (coalescing): after the event that woke it, the driver also takes what is already
 //! queued on its log, transport and request channels (at most [`WAKE_BATCH`] items, no
-//! waiting) and feeds it all in arrival order per channel; the status is published once per
+//! waiting) and feeds it all in arrival order per channel, each transport event and request
+//! handled only once everything taken before it was fed (as if it had just arrived); the status is published once per
 //! such batch and the batch's answers to clients are sent after that publish, so a caller
 //! that got its zxid sees it applied in `Node::status` (mod INV-4) and many writes cost one
 //! status notification instead of one each.
@@ -41,6 +42,13 @@ const LOG_WAIT: Duration = Duration::from_secs(60);
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
 pub(super) const WAKE_BATCH: usize = 256;
+
+/// A transport event or client request taken by `gather`, turned into inputs only when
+/// everything before it was fed (INV-4).
+pub(super) enum Taken {
+    Net(Event),
+    Request(Request),
+}
 
 /// What woke the driver up.
 enum Wake {
@@ -96,6 +104,8 @@ pub(super) struct Driver {
     pub(super) status: NodeStatus,
     pub(super) clock: Instant,
     pub(super) inputs: VecDeque<Input>,
+    /// Events and requests taken ahead by `gather`, in arrival order (INV-4).
+    pub(super) taken: VecDeque<Taken>,
     pub(super) shutdown: CancellationToken,
     pub(super) tick: Duration,
     pub(super) span: Span,
@@ -138,12 +148,12 @@ impl Driver {
             Wake::Tick => self.on_tick().await,
             Wake::Log(ev) => {
                 self.defer_log_event(ev)?;
-                self.gather(inbox).await?;
+                self.gather(inbox)?;
                 self.drain().await
             }
             Wake::Net(ev) => {
                 self.on_transport(ev);
-                self.gather(inbox).await?;
+                self.gather(inbox)?;
                 self.drain().await
             }
             Wake::Stream(done) => {
@@ -156,15 +166,17 @@ impl Driver {
             }
             Wake::Request(req) => {
                 self.on_request(req).await;
-                self.gather(inbox).await?;
+                self.gather(inbox)?;
                 self.drain().await
             }
         }
     }
 
-    /// Queues as inputs what is already waiting on the log, transport and request channels
-    /// (at most [`WAKE_BATCH`] items, without waiting: INV-4).
-    async fn gather(&mut self, inbox: &mut Inbox) -> Result<(), Fatal> {
+    /// Takes what is already waiting on the log, transport and request channels (at most
+    /// [`WAKE_BATCH`] items, without waiting: INV-4). Log events become inputs at once (as
+    /// `wait_log` defers them); transport events and requests wait in `taken` until
+    /// everything before them was fed, so each is handled as if it had just arrived.
+    fn gather(&mut self, inbox: &mut Inbox) -> Result<(), Fatal> {
         let mut budget = WAKE_BATCH;
         while budget > 0 {
             let before = budget;
@@ -173,11 +185,11 @@ impl Driver {
                 budget -= 1;
             }
             if let Ok(ev) = inbox.events.try_recv() {
-                self.on_transport(ev);
+                self.taken.push_back(Taken::Net(ev));
                 budget = budget.saturating_sub(1);
             }
             if let Ok(req) = inbox.requests.try_recv() {
-                self.on_request(req).await;
+                self.taken.push_back(Taken::Request(req));
                 budget = budget.saturating_sub(1);
             }
             if budget == before {
@@ -306,16 +318,23 @@ impl Driver {
     }
 
     async fn feed(&mut self) -> Result<(), Fatal> {
-        // Bounded: each input's actions produce finitely many follow-up inputs.
-        while let Some(input) = self.inputs.pop_front() {
-            self.peer
-                .step(input)
-                .map_err(|e| Fatal(format!("protocol core: {e}")))?;
-            for action in self.peer.take_actions() {
-                self.execute(action).await?;
+        // Bounded: each input's actions produce finitely many follow-up inputs, and `taken`
+        // holds at most `WAKE_BATCH` items.
+        loop {
+            while let Some(input) = self.inputs.pop_front() {
+                self.peer
+                    .step(input)
+                    .map_err(|e| Fatal(format!("protocol core: {e}")))?;
+                for action in self.peer.take_actions() {
+                    self.execute(action).await?;
+                }
+            }
+            match self.taken.pop_front() {
+                Some(Taken::Net(ev)) => self.on_transport(ev),
+                Some(Taken::Request(req)) => self.on_request(req).await,
+                None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Carries out one action (INV-1).
@@ -512,6 +531,14 @@ impl Driver {
                 SubmitError::Fatal(msg)
             }
         };
+        for taken in std::mem::take(&mut self.taken) {
+            match taken {
+                Taken::Request(Request::Write { reply, .. } | Request::Sync { reply }) => {
+                    let _ = reply.send(Err(reason.clone()));
+                }
+                Taken::Request(_) | Taken::Net(_) => {}
+            }
+        }
         for (_, reply) in std::mem::take(&mut self.writes)
             .into_iter()
             .chain(std::mem::take(&mut self.syncs))
