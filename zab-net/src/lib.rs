@@ -26,7 +26,7 @@ pub mod node;
 pub mod transport;
 
 pub use node::{
-    ApplyError, Node, NodeOptions, NodeStatus, SnapshotSource, StateMachine, SubmitError,
-    SyncCounters,
+    ApplyError, Node, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
+    SubmitError, SyncCounters,
 };
 pub use transport::NetError;

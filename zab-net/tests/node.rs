@@ -8,6 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use common::Cluster;
 use zab_core::{Role, ServerId, Zxid};
 use zab_net::SubmitError;
@@ -510,5 +512,90 @@ async fn a_learner_stopped_during_a_snap_keeps_its_old_state_and_recovers() {
     assert_eq!(tmp, 0, "unfinished snapshot files are removed at start");
     c.wait_applied(lag, last, Duration::from_secs(20)).await;
     assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    c.shutdown().await;
+}
+
+/// PITFALLS D1 / node INV-4, INV-5 (batched submission): writes queued one after another with
+/// `enqueue_write` — many per driver wake-up, answered once per batch — are proposed in queue
+/// order, each reply carries its own write's zxid (consecutive counters, in queue order), and
+/// when a reply arrives the node's status and state machine already show that write applied,
+/// on the leader and through a follower alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_writes_keep_their_order_and_each_reply_names_its_own_zxid() {
+    const N: usize = 300;
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let follower = c.followers(leader)[0];
+    for sid in [leader, follower] {
+        let node = c.node(sid);
+        let mut replies = Vec::with_capacity(N);
+        for i in 0..N {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            node.enqueue_write(Bytes::from(format!("q{}-{i}={i}", sid.0)), tx)
+                .await;
+            replies.push(rx);
+        }
+        let mut first: Option<Zxid> = None;
+        for (i, rx) in replies.into_iter().enumerate() {
+            let z = tokio::time::timeout(STABLE, rx)
+                .await
+                .expect("answered in time")
+                .expect("reply sent")
+                .expect("committed");
+            let first = *first.get_or_insert(z);
+            assert_eq!(z.epoch(), first.epoch(), "write {i} at {z}");
+            assert_eq!(
+                u64::from(z.counter()),
+                u64::from(first.counter()) + i as u64,
+                "write {i} of {sid} got {z}, not the zxid after its predecessor's"
+            );
+            let key = format!("q{}-{i}", sid.0);
+            assert_eq!(c.kvs[&sid].get(&key), Some(i.to_string()), "{key} at {z}");
+            assert!(c.status(sid).last_applied >= z, "{sid} status behind {z}");
+        }
+    }
+    c.shutdown().await;
+}
+
+/// Node `watch_role`: a task that reacts to elections (fe-meta's TIMESTAMP ticker) waits on the
+/// role watch, which must not wake it for writes: 200 committed writes change the full
+/// status watch but leave the role watch unchanged on every node; the leader's stop then
+/// changes the followers' role watch (they stop following it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_watch_ignores_writes_and_follows_elections() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let mut roles: Vec<_> = c
+        .sids()
+        .into_iter()
+        .map(|s| (s, c.node(s).watch_role()))
+        .collect();
+    let mut full = c.node(leader).watch();
+    for (_, w) in &mut roles {
+        w.borrow_and_update();
+    }
+    full.borrow_and_update();
+    c.put_many(leader, "w", 200, 20).await;
+    assert!(
+        full.has_changed().unwrap(),
+        "the full status follows the writes"
+    );
+    for (sid, w) in &roles {
+        assert!(
+            !w.has_changed().unwrap(),
+            "{sid}: role watch changed by writes"
+        );
+        assert_eq!(w.borrow().leader, Some(leader), "{sid}");
+    }
+    c.stop(leader).await;
+    for (sid, w) in &mut roles {
+        if *sid == leader {
+            continue;
+        }
+        let moved = tokio::time::timeout(STABLE, w.wait_for(|r| r.leader != Some(leader))).await;
+        assert!(moved.is_ok(), "{sid}: role watch did not see the leader go");
+    }
     c.shutdown().await;
 }

@@ -193,7 +193,7 @@ impl Server {
             opts.bootstrap = cfg.bootstrap;
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
             let node = Arc::new(node);
-            let (writer, queue) = write::Writer::new(crate::Catalog::clone(&catalog.load()));
+            let writer = write::Writer::new(crate::Catalog::clone(&catalog.load()));
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
@@ -216,7 +216,6 @@ impl Server {
                 tokio::spawn(
                     hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone()),
                 ),
-                tokio::spawn(write::run_submitter(node, queue).instrument(here.clone())),
                 tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
                 tokio::spawn(
                     write::mark_synced_when_serving(shared.clone()).instrument(here.clone()),

@@ -2,30 +2,31 @@
 //!
 //! On the leader: [`Planner`] validates the command against the speculative catalog (a refusal
 //! is a typed error and nothing is logged), then the entry is handed to the submitter task in
-//! plan order, which calls `Node::submit`; the answer is `Written { journal_id = zxid }` once
+//! plan order, queued at the node; the answer is `Written { journal_id = zxid }` once
 //! the node reports it committed *and applied here*. On any other node: the request is
 //! forwarded once to the leader's client address ([`super::peer`]), and the answer waits until
 //! this node's applied journal id reaches the returned id (read-your-writes on every node,
 //! waited with no lock held: PITFALLS E11).
 //!
-//! INV-1 (order): entries are submitted in the order they were planned — the planner lock is
-//! held while an entry is queued to the single submitter task, which starts each submit (its
-//! first poll enqueues it at the node) in queue order.
+//! INV-1 (order): entries are submitted in the order they were planned — the planner lock (an
+//! async mutex) is held while an entry is queued at the node's driver
+//! (`Node::enqueue_write`, whose calls that follow one another are proposed in that order:
+//! zab-net node INV-5). The driver answers the waiting request directly, and takes all queued
+//! writes per wake-up, so concurrent writes are batched without a task in between.
 //! INV-2 (planner): the speculative catalog is reset to the applied one when the epoch changes,
 //! when a submit fails, and whenever nothing is in flight.
 //! INV-3 (bounded): a write ends within `leader_wait_ms` + `write_timeout_ms`: with no leader it
 //! fails with QUORUM_UNAVAILABLE after `leader_wait_ms`; a forwarded write is forwarded at most
 //! once (peer INV-2); a failed write is never retried under a new epoch (PITFALLS E1).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Mutex};
 use tracing::{debug, warn};
-use zab_core::{Epoch, Role, ServerId, Zxid};
-use zab_net::{Node, NodeStatus, SubmitError};
+use zab_core::{Epoch, Role, ServerId};
+use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::wall_ms;
 use super::peer::CallError;
@@ -39,45 +40,21 @@ enum Retry {
     Final(ErrorReply),
 }
 
-type SubmitReply = oneshot::Sender<Result<Zxid, SubmitError>>;
-
 struct PlanState {
     planner: Planner,
     epoch: Option<Epoch>,
     in_flight: usize,
 }
 
-/// The leader's planner and the queue to the submitter task.
+/// The leader's planner (INV-1, INV-2).
 pub struct Writer {
     plan: Mutex<PlanState>,
-    queue: mpsc::UnboundedSender<(Bytes, SubmitReply)>,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").finish_non_exhaustive()
     }
-}
-
-/// The submitter task (INV-1): runs until the queue's sender is dropped.
-pub async fn run_submitter(node: Arc<Node>, mut rx: mpsc::UnboundedReceiver<(Bytes, SubmitReply)>) {
-    let mut running = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            item = rx.recv() => match item {
-                Some((payload, reply)) => {
-                    let node = node.clone();
-                    running.push(async move {
-                        let r = node.submit(payload).await;
-                        let _ = reply.send(r);
-                    });
-                }
-                None => break,
-            },
-            Some(()) = running.next(), if !running.is_empty() => {}
-        }
-    }
-    while running.next().await.is_some() {}
 }
 
 fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
@@ -88,25 +65,16 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
 }
 
 impl Writer {
-    /// A writer whose planner starts from `applied`, and the submitter queue's receiver.
-    pub fn new(applied: crate::Catalog) -> (Writer, mpsc::UnboundedReceiver<(Bytes, SubmitReply)>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// A writer whose planner starts from `applied`.
+    pub fn new(applied: crate::Catalog) -> Writer {
         let plan = PlanState {
             planner: Planner::new(applied),
             epoch: None,
             in_flight: 0,
         };
-        (
-            Writer {
-                plan: Mutex::new(plan),
-                queue: tx,
-            },
-            rx,
-        )
-    }
-
-    fn plan(&self) -> MutexGuard<'_, PlanState> {
-        self.plan.lock().unwrap_or_else(|e| e.into_inner())
+        Writer {
+            plan: Mutex::new(plan),
+        }
     }
 }
 
@@ -224,8 +192,9 @@ impl Shared {
         cmd: &Command,
         st: &NodeStatus,
     ) -> Result<(u64, Option<u64>), ErrorReply> {
+        let limit = self.cfg.write_timeout;
         let (rx, created_id) = {
-            let mut p = self.writer.plan();
+            let mut p = self.writer.plan.lock().await;
             if p.epoch != Some(st.epoch) || p.in_flight == 0 {
                 let applied = crate::Catalog::clone(&self.catalog.load());
                 p.planner.reset(applied);
@@ -234,20 +203,21 @@ impl Shared {
             let planned = p.planner.plan(cmd).map_err(|e| ErrorReply::from(&e))?;
             let (tx, rx) = oneshot::channel();
             let payload = Bytes::from(planned.entry.encode());
-            if self.writer.queue.send((payload, tx)).is_err() {
-                return Err(err(ErrorKind::Internal, "the server is shutting down"));
+            let queued = self.node.enqueue_write(payload, tx);
+            if tokio::time::timeout(limit, queued).await.is_err() {
+                p.planner.reset(crate::Catalog::clone(&self.catalog.load()));
+                return Err(self.submit_error(SubmitError::Timeout(limit)));
             }
             p.in_flight += 1;
             (rx, planned.created_id)
         };
-        let limit = self.cfg.write_timeout;
         let result = match tokio::time::timeout(limit, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(SubmitError::Shutdown),
             Err(_) => Err(SubmitError::Timeout(limit)),
         };
         {
-            let mut p = self.writer.plan();
+            let mut p = self.writer.plan.lock().await;
             p.in_flight = p.in_flight.saturating_sub(1);
             if result.is_err() || p.in_flight == 0 {
                 let applied = crate::Catalog::clone(&self.catalog.load());
@@ -355,7 +325,7 @@ impl Shared {
 /// learner after UPTODATE): from then on plain reads follow the staleness rule (staleness
 /// INV-3). Ends then, or when the node stops.
 pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
-    let mut w = shared.node.watch();
+    let mut w = shared.node.watch_role();
     if w.wait_for(|st| st.serving || st.stopped)
         .await
         .is_ok_and(|st| st.serving)
@@ -367,22 +337,25 @@ pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
 
 /// The leader's TIMESTAMP ticker: logs the wall clock on becoming a serving leader and then
 /// every half tolerance, while it leads. Runs until the node stops or the server shuts down.
+/// It waits on the node's role watch, which changes with elections, not with every write.
 pub async fn run_timestamps(shared: Arc<Shared>) {
-    let mut w = shared.node.watch();
+    let mut w = shared.node.watch_role();
     let interval = shared.cfg.timestamp_interval();
     let mut last: Option<(Epoch, Instant)> = None;
     let mut retry: Option<Instant> = None;
     loop {
-        let st = w.borrow_and_update().clone();
-        if st.stopped {
+        let role = w.borrow_and_update().clone();
+        if role.stopped {
             break;
         }
         let due = match last {
-            Some((epoch, at)) => epoch != st.epoch || at.elapsed() >= interval,
+            Some((epoch, at)) => epoch != role.epoch || at.elapsed() >= interval,
             None => true,
         };
         let backing_off = retry.is_some_and(|r| r > Instant::now());
-        if is_serving_leader(&st) && due && !backing_off {
+        let leading = role.role == Role::Leading && role.serving;
+        if leading && due && !backing_off {
+            let st = shared.node.status();
             let cmd = Command::Timestamp { wall_ms: wall_ms() };
             match shared.write_local(&cmd, &st).await {
                 Ok(_) => last = Some((st.epoch, Instant::now())),

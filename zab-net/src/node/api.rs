@@ -96,7 +96,38 @@ pub struct NodeStatus {
     pub stopped: bool,
 }
 
+/// The part of [`NodeStatus`] that changes only with elections, the initial sync and the
+/// node's stop: a separate watch ([`super::Node::watch_role`]) for tasks that must react to
+/// those changes but not wake up for every committed write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleStatus {
+    /// Its role.
+    pub role: Role,
+    /// The leader it follows or is, when known.
+    pub leader: Option<ServerId>,
+    /// The epoch being led or followed.
+    pub epoch: Epoch,
+    /// True when it serves clients.
+    pub serving: bool,
+    /// The fatal error that stopped the node, if any.
+    pub fatal: Option<String>,
+    /// True once the driver has stopped.
+    pub stopped: bool,
+}
+
 impl NodeStatus {
+    /// Its [`RoleStatus`] part.
+    pub fn role_status(&self) -> RoleStatus {
+        RoleStatus {
+            role: self.role,
+            leader: self.leader,
+            epoch: self.epoch,
+            serving: self.serving,
+            fatal: self.fatal.clone(),
+            stopped: self.stopped,
+        }
+    }
+
     pub(crate) fn new(sid: ServerId) -> NodeStatus {
         NodeStatus {
             sid,

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use zab_core::{Peer, Role};
 use zab_store::{DataDir, EpochKind, LogOptions, LogWriter};
 
-use super::api::{NodeOptions, NodeStatus, StateMachine};
+use super::api::{NodeOptions, NodeStatus, RoleStatus, StateMachine};
 use super::driver::{node_span, Driver, Inbox};
 use super::out::OutQueues;
 use super::snap::Snapper;
@@ -134,6 +134,7 @@ pub(super) type Launched = (
     PeerAddrs,
     mpsc::Sender<Request>,
     watch::Receiver<NodeStatus>,
+    watch::Receiver<RoleStatus>,
     CancellationToken,
 );
 
@@ -164,6 +165,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let mut status = NodeStatus::new(sid);
     status.initialized = !p.peer.needs_initial_sync();
     let (status_tx, status_rx) = watch::channel(status.clone());
+    let (role_tx, role_rx) = watch::channel(status.role_status());
     let shutdown = CancellationToken::new();
     let driver = Driver {
         peer: p.peer,
@@ -178,11 +180,14 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         snapper,
         writes: BTreeMap::new(),
         syncs: BTreeMap::new(),
+        answers: Vec::new(),
         next_request: 0,
         status_tx,
+        role_tx,
         status,
         clock: p.clock,
         inputs: VecDeque::new(),
+        taken: VecDeque::new(),
         shutdown: shutdown.clone(),
         span: node_span(sid, Role::Looking, 0),
         tick: Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50)),
@@ -194,5 +199,5 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         requests,
     };
     tokio::spawn(driver.run(inbox));
-    Ok((local, req_tx, status_rx, shutdown))
+    Ok((local, req_tx, status_rx, role_rx, shutdown))
 }

@@ -13,6 +13,13 @@
 //! INV-3: a fatal condition (core `StepError`, a failed apply/restore, the log thread failing,
 //! an epoch file not written) stops the driver: pending requests fail, the reason is published
 //! in `NodeStatus::fatal`, nothing more is applied.
+//! INV-4 (coalescing): after the event that woke it, the driver also takes what is already
+//! queued on its log, transport and request channels (at most [`WAKE_BATCH`] items, no
+//! waiting) and feeds it all in arrival order per channel, each transport event and request
+//! handled only once everything taken before it was fed (as if it had just arrived); the status is published once per
+//! such batch and the batch's answers to clients are sent after that publish, so a caller
+//! that got its zxid sees it applied in `Node::status` (mod INV-4) and many writes cost one
+//! status notification instead of one each.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -24,7 +31,7 @@ use tracing::{debug, error, info, warn, Instrument, Span};
 use zab_core::{Action, Input, Message, Peer, RequestId, Zxid};
 use zab_store::{EpochFiles, EpochKind, LogEvent, LogReader, LogWriter, SyncThread};
 
-use super::api::{NodeStatus, StateMachine, SubmitError};
+use super::api::{NodeStatus, RoleStatus, StateMachine, SubmitError};
 use super::out::{OutQueues, Stream, StreamDone};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
@@ -32,6 +39,16 @@ use crate::transport::{Event, Transport};
 
 /// How long a synchronous log command (truncate, reset) may take before the node gives up.
 const LOG_WAIT: Duration = Duration::from_secs(60);
+
+/// Most queued items taken without waiting after a wake-up (INV-4).
+pub(super) const WAKE_BATCH: usize = 256;
+
+/// A transport event or client request taken by `gather`, turned into inputs only when
+/// everything before it was fed (INV-4).
+pub(super) enum Taken {
+    Net(Event),
+    Request(Request),
+}
 
 /// What woke the driver up.
 enum Wake {
@@ -54,7 +71,8 @@ pub(super) fn node_span(sid: zab_core::ServerId, role: zab_core::Role, epoch: u3
 /// A fatal condition (INV-3).
 pub(super) struct Fatal(pub(super) String);
 
-pub(super) type Reply = oneshot::Sender<Result<Zxid, SubmitError>>;
+/// Where the driver sends a write's or a sync's answer.
+pub type Reply = oneshot::Sender<Result<Zxid, SubmitError>>;
 
 /// Channels the driver selects over.
 pub(super) struct Inbox {
@@ -77,11 +95,17 @@ pub(super) struct Driver {
     pub(super) snapper: Snapper,
     pub(super) writes: BTreeMap<u64, Reply>,
     pub(super) syncs: BTreeMap<u64, Reply>,
+    /// Answers decided while feeding the current batch, sent after its publish (INV-4).
+    pub(super) answers: Vec<(Reply, Result<Zxid, SubmitError>)>,
     pub(super) next_request: u64,
     pub(super) status_tx: watch::Sender<NodeStatus>,
+    /// The role part of the status, sent only when it changes (`Node::watch_role`).
+    pub(super) role_tx: watch::Sender<RoleStatus>,
     pub(super) status: NodeStatus,
     pub(super) clock: Instant,
     pub(super) inputs: VecDeque<Input>,
+    /// Events and requests taken ahead by `gather`, in arrival order (INV-4).
+    pub(super) taken: VecDeque<Taken>,
     pub(super) shutdown: CancellationToken,
     pub(super) tick: Duration,
     pub(super) span: Span,
@@ -111,7 +135,7 @@ impl Driver {
                 Some(req) = inbox.requests.recv() => Wake::Request(req),
             };
             let span = self.span.clone();
-            if let Err(f) = self.handle(wake).instrument(span).await {
+            if let Err(f) = self.handle(wake, &mut inbox).instrument(span).await {
                 break Err(f);
             }
         };
@@ -119,11 +143,19 @@ impl Driver {
         self.stop(result).instrument(span).await;
     }
 
-    async fn handle(&mut self, wake: Wake) -> Result<(), Fatal> {
+    async fn handle(&mut self, wake: Wake, inbox: &mut Inbox) -> Result<(), Fatal> {
         match wake {
             Wake::Tick => self.on_tick().await,
-            Wake::Log(ev) => self.on_log_event(ev).await,
-            Wake::Net(ev) => self.on_transport(ev).await,
+            Wake::Log(ev) => {
+                self.defer_log_event(ev)?;
+                self.gather(inbox)?;
+                self.drain().await
+            }
+            Wake::Net(ev) => {
+                self.on_transport(ev);
+                self.gather(inbox)?;
+                self.drain().await
+            }
             Wake::Stream(done) => {
                 self.out.on_done(&self.transport, done);
                 Ok(())
@@ -132,8 +164,39 @@ impl Driver {
                 self.on_snapshot_done(done);
                 self.drain().await
             }
-            Wake::Request(req) => self.on_request(req).await,
+            Wake::Request(req) => {
+                self.on_request(req).await;
+                self.gather(inbox)?;
+                self.drain().await
+            }
         }
+    }
+
+    /// Takes what is already waiting on the log, transport and request channels (at most
+    /// [`WAKE_BATCH`] items, without waiting: INV-4). Log events become inputs at once (as
+    /// `wait_log` defers them); transport events and requests wait in `taken` until
+    /// everything before them was fed, so each is handled as if it had just arrived.
+    fn gather(&mut self, inbox: &mut Inbox) -> Result<(), Fatal> {
+        let mut budget = WAKE_BATCH;
+        while budget > 0 {
+            let before = budget;
+            if let Ok(ev) = self.log_events.try_recv() {
+                self.defer_log_event(ev)?;
+                budget -= 1;
+            }
+            if let Ok(ev) = inbox.events.try_recv() {
+                self.taken.push_back(Taken::Net(ev));
+                budget = budget.saturating_sub(1);
+            }
+            if let Ok(req) = inbox.requests.try_recv() {
+                self.taken.push_back(Taken::Request(req));
+                budget = budget.saturating_sub(1);
+            }
+            if budget == before {
+                break;
+            }
+        }
+        Ok(())
     }
 
     async fn on_tick(&mut self) -> Result<(), Fatal> {
@@ -148,7 +211,8 @@ impl Driver {
         self.step(Input::Tick { now_ms }).await
     }
 
-    async fn on_transport(&mut self, ev: Event) -> Result<(), Fatal> {
+    /// Turns a transport event into an input (fed by the next `drain`).
+    fn on_transport(&mut self, ev: Event) {
         match ev {
             Event::Message { from, msg } => {
                 let c = &mut self.status.syncs_received;
@@ -158,21 +222,16 @@ impl Driver {
                     Message::Snap { .. } => c.snap += 1,
                     _ => {}
                 }
-                self.step(Input::Message { from, msg }).await
+                self.inputs.push_back(Input::Message { from, msg });
             }
             Event::ConnectionLost { peer } => {
                 if self.out.connection_lost(&self.transport, peer) {
                     debug!(peer = peer.0, "connection closed at the core's request");
-                    return Ok(());
+                    return;
                 }
-                self.step(Input::ConnectionLost { peer }).await
+                self.inputs.push_back(Input::ConnectionLost { peer });
             }
         }
-    }
-
-    async fn on_log_event(&mut self, ev: LogEvent) -> Result<(), Fatal> {
-        self.defer_log_event(ev)?;
-        self.drain().await
     }
 
     /// Turns a log event into a later input (INV-2).
@@ -201,46 +260,45 @@ impl Driver {
         }
     }
 
-    async fn on_request(&mut self, req: Request) -> Result<(), Fatal> {
+    /// Turns a client request into an input (fed by the next `drain`); the other requests
+    /// take effect at once.
+    async fn on_request(&mut self, req: Request) {
         match req {
-            Request::Write { payload, reply } => {
-                let max = zab_core::codec::MAX_DATA_LEN;
-                if payload.len() > max {
-                    let len = payload.len();
-                    let _ = reply.send(Err(SubmitError::TooLarge { len, max }));
-                    return Ok(());
-                }
-                self.next_request += 1;
-                let id = self.next_request;
-                self.writes.insert(id, reply);
-                let request_id = RequestId(id);
-                self.step(Input::ClientWrite {
-                    request_id,
-                    payload,
-                })
-                .await
-            }
+            Request::Write { payload, reply } => self.queue_write(payload, reply),
             Request::Sync { reply } => {
                 self.next_request += 1;
                 let id = self.next_request;
                 self.syncs.insert(id, reply);
-                self.step(Input::ClientSync {
+                self.inputs.push_back(Input::ClientSync {
                     request_id: RequestId(id),
-                })
-                .await
+                });
             }
             Request::Pause { duration } => {
                 warn!(?duration, "driver paused (fault injection)");
                 tokio::time::sleep(duration).await;
-                Ok(())
             }
             Request::SetPeerAddrs { sid, addrs } => {
                 if let Err(e) = self.transport.set_peer_addrs(sid, addrs) {
                     warn!(error = %e, "set_peer_addrs");
                 }
-                Ok(())
             }
         }
+    }
+
+    fn queue_write(&mut self, payload: bytes::Bytes, reply: Reply) {
+        let max = zab_core::codec::MAX_DATA_LEN;
+        if payload.len() > max {
+            let len = payload.len();
+            let _ = reply.send(Err(SubmitError::TooLarge { len, max }));
+            return;
+        }
+        self.next_request += 1;
+        let id = self.next_request;
+        self.writes.insert(id, reply);
+        self.inputs.push_back(Input::ClientWrite {
+            request_id: RequestId(id),
+            payload,
+        });
     }
 
     /// Feeds `input` and everything that follows from it (INV-2).
@@ -249,18 +307,35 @@ impl Driver {
         self.drain().await
     }
 
+    /// Feeds every queued input, then publishes the status once and sends the answers the
+    /// inputs decided (INV-4; also when a fatal condition ends the batch early).
     async fn drain(&mut self) -> Result<(), Fatal> {
-        // Bounded: each input's actions produce finitely many follow-up inputs.
-        while let Some(input) = self.inputs.pop_front() {
-            self.peer
-                .step(input)
-                .map_err(|e| Fatal(format!("protocol core: {e}")))?;
-            for action in self.peer.take_actions() {
-                self.execute(action).await?;
+        let result = self.feed().await;
+        self.publish();
+        for (reply, outcome) in self.answers.drain(..) {
+            let _ = reply.send(outcome);
+        }
+        result
+    }
+
+    async fn feed(&mut self) -> Result<(), Fatal> {
+        // Bounded: each input's actions produce finitely many follow-up inputs, and `taken`
+        // holds at most `WAKE_BATCH` items.
+        loop {
+            while let Some(input) = self.inputs.pop_front() {
+                self.peer
+                    .step(input)
+                    .map_err(|e| Fatal(format!("protocol core: {e}")))?;
+                for action in self.peer.take_actions() {
+                    self.execute(action).await?;
+                }
+            }
+            match self.taken.pop_front() {
+                Some(Taken::Net(ev)) => self.on_transport(ev),
+                Some(Taken::Request(req)) => self.on_request(req).await,
+                None => return Ok(()),
             }
         }
-        self.publish();
-        Ok(())
     }
 
     /// Carries out one action (INV-1).
@@ -333,22 +408,21 @@ impl Driver {
         self.out.send(&self.transport, to, msg);
     }
 
-    /// Answers a client; the status is published first, so a caller that got its zxid sees it
-    /// applied in `Node::status` too.
+    /// Decides a client's answer; it is sent after the batch's publish (INV-4).
     fn answer(
         &mut self,
         write: bool,
         id: RequestId,
         outcome: Result<Zxid, zab_core::RequestError>,
     ) {
-        self.publish();
         let pending = if write {
             &mut self.writes
         } else {
             &mut self.syncs
         };
         if let Some(reply) = pending.remove(&id.0) {
-            let _ = reply.send(outcome.map_err(SubmitError::from));
+            self.answers
+                .push((reply, outcome.map_err(SubmitError::from)));
         }
     }
 
@@ -425,6 +499,23 @@ impl Driver {
                 false
             }
         });
+        self.publish_role();
+    }
+
+    fn publish_role(&self) {
+        let s = &self.status;
+        self.role_tx.send_if_modified(|cur| {
+            let same = cur.role == s.role
+                && cur.leader == s.leader
+                && cur.epoch == s.epoch
+                && cur.serving == s.serving
+                && cur.fatal == s.fatal
+                && cur.stopped == s.stopped;
+            if !same {
+                *cur = s.role_status();
+            }
+            !same
+        });
     }
 
     /// Stops everything (INV-3).
@@ -441,6 +532,14 @@ impl Driver {
                 SubmitError::Fatal(msg)
             }
         };
+        for taken in std::mem::take(&mut self.taken) {
+            match taken {
+                Taken::Request(Request::Write { reply, .. } | Request::Sync { reply }) => {
+                    let _ = reply.send(Err(reason.clone()));
+                }
+                Taken::Request(_) | Taken::Net(_) => {}
+            }
+        }
         for (_, reply) in std::mem::take(&mut self.writes)
             .into_iter()
             .chain(std::mem::take(&mut self.syncs))
@@ -462,7 +561,9 @@ impl Driver {
         }
         self.status.stopped = true;
         let status = self.status.clone();
+        let role = status.role_status();
         self.status_tx.send_replace(status);
+        self.role_tx.send_replace(role);
         info!("node stopped");
     }
 }

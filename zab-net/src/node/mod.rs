@@ -17,6 +17,9 @@
 //! leader's commit point at the time of the call is applied here.
 //! INV-4: when `submit`/`sync` returns `Ok(zxid)`, [`Node::status`] already shows
 //! `last_applied >= zxid` (the driver publishes before it answers).
+//! INV-5: writes queued by [`Node::enqueue_write`] calls that follow one another are
+//! proposed in that order; each is answered on its own reply with what `submit` would return
+//! (without `submit`'s timeout: the caller bounds its wait).
 //!
 //! # Known limits
 //! - While a SNAP or a DIFF-from-log stream to a learner runs, later messages to that learner
@@ -43,12 +46,13 @@ use tokio_util::sync::CancellationToken;
 use zab_core::{Peer, ServerId, Zxid};
 
 pub use api::{
-    ApplyError, NodeOptions, NodeStatus, SnapshotSource, StateMachine, SubmitError, SyncCounters,
+    ApplyError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine, SubmitError,
+    SyncCounters,
 };
 
 use crate::config::NodeConfig;
 use crate::transport::{NetError, PeerAddrs};
-use driver::Reply;
+pub use driver::Reply;
 
 /// A request from the handle to the driver.
 pub(crate) enum Request {
@@ -65,6 +69,7 @@ pub struct Node {
     sid: ServerId,
     requests: mpsc::Sender<Request>,
     status: watch::Receiver<NodeStatus>,
+    role: watch::Receiver<RoleStatus>,
     shutdown: CancellationToken,
     local: PeerAddrs,
     request_timeout: Duration,
@@ -111,11 +116,12 @@ impl Node {
             clock,
         })
         .await?;
-        let (local, req_tx, status_rx, shutdown) = launched;
+        let (local, req_tx, status_rx, role_rx, shutdown) = launched;
         Ok(Node {
             sid,
             requests: req_tx,
             status: status_rx,
+            role: role_rx,
             shutdown,
             local,
             request_timeout: opts.request_timeout,
@@ -138,6 +144,23 @@ impl Node {
         self.call(|reply| Request::Write { payload, reply }).await
     }
 
+    /// Queues one write at the driver and returns once it is queued (INV-5); `reply` later
+    /// gets what [`Node::submit`] would return (the zxid once committed and applied here, or
+    /// the error), straight from the driver. Writes queued by calls that follow one another
+    /// are proposed in that order. If the node has stopped, `reply` is answered at once with
+    /// the reason. The caller bounds its wait for the answer (and may bound this call: it
+    /// waits while the driver's request channel is full; cancelling it queues nothing).
+    pub async fn enqueue_write(&self, payload: Bytes, reply: Reply) {
+        if let Some(f) = self.status.borrow().fatal.clone() {
+            let _ = reply.send(Err(SubmitError::Fatal(f)));
+            return;
+        }
+        let sent = self.requests.send(Request::Write { payload, reply }).await;
+        if let Err(mpsc::error::SendError(Request::Write { reply, .. })) = sent {
+            let _ = reply.send(Err(SubmitError::Shutdown));
+        }
+    }
+
     /// A linearizable read point: once this returns `Ok(z)`, everything committed before the
     /// call is applied here (INV-3), so a local read of the state machine is linearizable.
     pub async fn sync(&self) -> Result<Zxid, SubmitError> {
@@ -152,6 +175,12 @@ impl Node {
     /// A watch of the status (role, leader, epoch, last applied zxid, serving, ...).
     pub fn watch(&self) -> watch::Receiver<NodeStatus> {
         self.status.clone()
+    }
+
+    /// A watch of the role part of the status ([`RoleStatus`]): it changes with elections and
+    /// the stop, not with every write, so a task waiting on it is not woken per commit.
+    pub fn watch_role(&self) -> watch::Receiver<RoleStatus> {
+        self.role.clone()
     }
 
     /// Tells the node where `peer` listens now (for peers on run-time ports).
