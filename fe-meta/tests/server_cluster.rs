@@ -208,3 +208,38 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     assert!(call(addr, RequestBody::Status).await.is_ok());
     c.stop_all().await;
 }
+
+/// Answers completing together on one connection (conn: one writer, answers in completion
+/// order): none is lost or duplicated. 3,000 requests (plain reads, which answer at once on many runtime
+/// threads, interleaved with writes) are sent back to back on one connection, then every
+/// answer is read: each id exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_pipelined_answers_on_one_connection_are_each_written_once() {
+    let mut c = Cluster::new(1, "meta_delay_toleration_second=60");
+    c.start_all().await;
+    c.wait_stable(Duration::from_secs(20)).await;
+    let mut client = Client::connect(c.addr(1)).await;
+    let mut ids = Vec::new();
+    for i in 0..3_000 {
+        let body = if i % 10 == 0 {
+            RequestBody::CreateDb {
+                name: format!("pipelined{i}"),
+            }
+        } else {
+            RequestBody::ShowBackends(PLAIN)
+        };
+        ids.push(client.send(body).await);
+    }
+    let mut seen = Vec::with_capacity(ids.len());
+    for _ in 0..ids.len() {
+        let r = tokio::time::timeout(Duration::from_secs(20), client.recv())
+            .await
+            .expect("an answer within 20 s")
+            .expect("the connection stays open");
+        assert!(r.result.is_ok(), "{r:?}");
+        seen.push(r.id);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, ids);
+    c.stop_all().await;
+}
