@@ -83,23 +83,24 @@ impl DataDir {
             .map_or(0, |m| m.len());
         let reader = self.log.reader();
         let last = reader.last_zxid().unwrap_or(reader.floor());
-        if last < snapshot_zxid && reader.last_zxid().is_none() {
-            // No record at all: the log was reset to a received SNAP and nothing was appended
-            // before the node stopped (or the log is new). Nothing was lost.
-            tracing::info!(
-                dir = %reader.dir().display(),
-                snapshot = %snapshot_zxid,
-                "the txn log is empty: it starts at the newest snapshot"
-            );
-            self.log.reset(snapshot_zxid)?;
-        } else if last < snapshot_zxid {
-            tracing::warn!(
-                dir = %reader.dir().display(),
-                log_last = %last,
-                snapshot = %snapshot_zxid,
-                "the txn log ends before the newest snapshot (records the snapshot covers were \
-                 not synced before a crash): the log restarts at the snapshot"
-            );
+        if last < snapshot_zxid {
+            if reader.last_zxid().is_none() {
+                // No record at all: the log was reset to a received SNAP and nothing was
+                // appended before the node stopped (or the log is new). Nothing was lost.
+                tracing::info!(
+                    dir = %reader.dir().display(),
+                    snapshot = %snapshot_zxid,
+                    "the txn log is empty: it starts at the newest snapshot"
+                );
+            } else {
+                tracing::warn!(
+                    dir = %reader.dir().display(),
+                    log_last = %last,
+                    snapshot = %snapshot_zxid,
+                    "the txn log ends before the newest snapshot (records the snapshot covers \
+                     were not synced before a crash): the log restarts at the snapshot"
+                );
+            }
             self.log.reset(snapshot_zxid)?;
         }
         let reader = self.log.reader();

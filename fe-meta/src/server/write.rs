@@ -1,8 +1,8 @@
 //! The write path, SYNC, and the leader's TIMESTAMP ticker.
 //!
 //! On the leader: [`Planner`] validates the command against the speculative catalog (a refusal
-//! is a typed error and nothing is logged), then the entry is handed to the submitter task in
-//! plan order, queued at the node; the answer is `Written { journal_id = zxid }` once
+//! is a typed error and nothing is logged), then the entry is queued at the node in plan
+//! order; the answer is `Written { journal_id = zxid }` once
 //! the node reports it committed *and applied here*. On any other node: the request is
 //! forwarded once to the leader's client address ([`super::peer`]), and the answer waits until
 //! this node's applied journal id reaches the returned id (read-your-writes on every node,

@@ -503,18 +503,13 @@ impl Driver {
     }
 
     fn publish_role(&self) {
-        let s = &self.status;
+        let next = self.status.role_status();
         self.role_tx.send_if_modified(|cur| {
-            let same = cur.role == s.role
-                && cur.leader == s.leader
-                && cur.epoch == s.epoch
-                && cur.serving == s.serving
-                && cur.fatal == s.fatal
-                && cur.stopped == s.stopped;
-            if !same {
-                *cur = s.role_status();
+            let changed = *cur != next;
+            if changed {
+                *cur = next;
             }
-            !same
+            changed
         });
     }
 
