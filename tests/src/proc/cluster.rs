@@ -39,6 +39,8 @@ pub struct ClusterSpec {
     pub pre_alloc_kib: u64,
     /// More zoo.cfg lines (`key=value`), e.g. fe-meta's `leader_wait_ms=1000`.
     pub extra: Vec<String>,
+    /// More zoo.cfg lines for one node only (sid → lines), e.g. its own `dataLogDir`.
+    pub node_extra: BTreeMap<u64, Vec<String>>,
 }
 
 impl Default for ClusterSpec {
@@ -52,6 +54,7 @@ impl Default for ClusterSpec {
             snap_count: None,
             pre_alloc_kib: 4096,
             extra: Vec::new(),
+            node_extra: BTreeMap::new(),
         }
     }
 }
@@ -140,7 +143,11 @@ impl ProcCluster {
             if let Some(k) = s.snap_count {
                 t += &format!("snapCount={k}\n");
             }
-            for line in &s.extra {
+            for line in s
+                .extra
+                .iter()
+                .chain(s.node_extra.get(&n.sid()).into_iter().flatten())
+            {
                 t += line;
                 t.push('\n');
             }

@@ -236,6 +236,30 @@ impl ProcNode {
         })
     }
 
+    /// Waits up to `within` for the process to exit by itself (no signal sent) and reaps it;
+    /// returns its exit code (`None`: ended by a signal).
+    pub async fn wait_exit(&mut self, within: Duration) -> Result<Option<i32>, ProcError> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            match &mut self.child {
+                None => return Err(ProcError::NotRunning(self.sid)),
+                Some(c) => {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        self.child = None;
+                        self.paused = false;
+                        return Ok(status.code());
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(ProcError::Timeout {
+            what: format!("node {} exiting by itself", self.sid),
+            within,
+            detail: String::new(),
+        })
+    }
+
     /// Deletes everything in the data dir (the node must not run); the next start writes
     /// `myid` again, as an operator would.
     pub fn wipe(&mut self) -> Result<(), ProcError> {
