@@ -1,11 +1,13 @@
 //! A node whose disk fills up stops, and exits (real `fe-meta server` processes).
 //!
-//! Node 3's txn log (`dataLogDir`) sits on a small tmpfs the test mounts, with a filler file
-//! that leaves a little more than one log segment (`preAllocSize`) free. Under write load the
+//! One node's txn log (`dataLogDir`) sits on a small tmpfs the test mounts, with a filler file
+//! that leaves a little more than one log segment (`preAllocSize`) free: node 3 (the first
+//! leader of a new cluster: equal zxids, highest sid) in one test, node 1 (a follower) in the
+//! other. Under write load the
 //! node's log fills its first segment, cannot preallocate the next one (`No space left on
 //! device`) and the node must: exit with status 4 within a bound, leaving one ERROR line that
 //! names the file and says to free space there; the two other nodes keep serving writes and
-//! reads; once the filler is deleted and node 3 started again it catches up, and the
+//! reads; once the filler is deleted and the node started again it catches up, and the
 //! harness's end checks hold (equal digests, every acknowledged write readable on every node,
 //! no journal id answered backwards, no panic).
 //!
@@ -24,8 +26,6 @@ use std::time::{Duration, Instant};
 use fe_meta::client::{four_letter_word, ClientOptions};
 use tests::proc::{fill, ClusterSpec, Load, ProcCluster, SmallFs};
 
-/// The node whose log disk fills up.
-const FULL: u64 = 3;
 /// `preAllocSize`, KiB: each log segment's size.
 const SEGMENT_KIB: u64 = 256;
 /// Free space left on the small filesystem: the first segment fits, the next does not.
@@ -46,10 +46,20 @@ const READ: ClientOptions = ClientOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_log_disk_exits_the_node_and_it_catches_up_after_space_is_freed() {
-    let small = match SmallFs::mount("disk_full", FS_BYTES).unwrap() {
+    disk_full("disk_full_leader", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_log_disk_of_a_follower_exits_it_and_it_catches_up_after_space_is_freed() {
+    disk_full("disk_full_follower", 1).await;
+}
+
+/// The scenario of the module docs, with node `full`'s log on the small filesystem.
+async fn disk_full(name: &str, full: u64) {
+    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
         Ok(fs) => fs,
         Err(why) => {
-            println!("SKIP full_log_disk_exits_the_node: {why}");
+            println!("SKIP {name}: {why}");
             return;
         }
     };
@@ -59,32 +69,32 @@ async fn full_log_disk_exits_the_node_and_it_catches_up_after_space_is_freed() {
     let spec = ClusterSpec {
         pre_alloc_kib: SEGMENT_KIB,
         extra: vec!["leader_wait_ms=2000".into(), "write_timeout_ms=5000".into()],
-        node_extra: BTreeMap::from([(FULL, vec![format!("dataLogDir={}", log_dir.display())])]),
+        node_extra: BTreeMap::from([(full, vec![format!("dataLogDir={}", log_dir.display())])]),
         ..ClusterSpec::default()
     };
-    let mut c = ProcCluster::start("disk_full", spec).await.unwrap();
+    let mut c = ProcCluster::start(name, spec).await.unwrap();
     let leader_before = c.leader(Duration::from_secs(20)).await.unwrap();
 
     // Fill it: 3 writers, one per node, until node 3 exits.
     let load = Load::start(&c, 3, VALUE_LEN, EXIT_WITHIN);
     let started = Instant::now();
-    let code = c.node_mut(FULL).unwrap().wait_exit(EXIT_WITHIN).await;
+    let code = c.node_mut(full).unwrap().wait_exit(EXIT_WITHIN).await;
     let exited_after = started.elapsed();
     let code = match code {
         Ok(code) => code,
         Err(e) => {
             c.keep_dir();
-            panic!("node {FULL} did not exit with its log disk full: {e}");
+            panic!("node {full} did not exit with its log disk full: {e}");
         }
     };
     assert_eq!(
         code,
         Some(4),
-        "node {FULL} must exit with status 4 (fatal node error)"
+        "node {full} must exit with status 4 (fatal node error)"
     );
 
     // One clear line: what failed, which file, what to do.
-    let log = std::fs::read_to_string(c.node(FULL).unwrap().log_path()).unwrap();
+    let log = std::fs::read_to_string(c.node(full).unwrap().log_path()).unwrap();
     let lines: Vec<&str> = log.lines().filter(|l| l.contains(FATAL_LINE)).collect();
     assert_eq!(lines.len(), 1, "one fatal line expected, found {lines:?}");
     let line = lines[0];
@@ -103,9 +113,9 @@ async fn full_log_disk_exits_the_node_and_it_catches_up_after_space_is_freed() {
     );
 
     // The two others keep serving writes and reads while node 3 is down.
-    let others: Vec<u64> = c.sids().into_iter().filter(|s| *s != FULL).collect();
+    let others: Vec<u64> = c.sids().into_iter().filter(|s| *s != full).collect();
     let leader_after = c.leader(Duration::from_secs(30)).await.unwrap();
-    assert_ne!(leader_after, FULL);
+    assert_ne!(leader_after, full);
     for sid in &others {
         let n = fill(
             &c,
@@ -137,9 +147,9 @@ async fn full_log_disk_exits_the_node_and_it_catches_up_after_space_is_freed() {
     // Free the space, start node 3 again: it rejoins and catches up with nothing lost.
     let filler = small.filler_len();
     small.free_space().unwrap();
-    c.restart(FULL).unwrap();
+    c.restart(full).unwrap();
     let restarted = Instant::now();
-    let addr = c.client_addr(FULL);
+    let addr = c.client_addr(full);
     let mut answered = false;
     while restarted.elapsed() < Duration::from_secs(30) && !answered {
         answered = four_letter_word(&addr, "ruok", Duration::from_secs(1))
@@ -149,11 +159,11 @@ async fn full_log_disk_exits_the_node_and_it_catches_up_after_space_is_freed() {
     }
     assert!(
         answered,
-        "node {FULL} restarted on freed space does not answer ruok"
+        "node {full} restarted on freed space does not answer ruok"
     );
     let end = c.finish().await.unwrap();
     println!(
-        "RECOVERY scenario=disk_full leader_before={leader_before} leader_after={leader_after} \
+        "RECOVERY scenario={name} full_node={full} leader_before={leader_before} leader_after={leader_after} \
          exit_after_load_ms={} load_acked={} load_failed={} filler_bytes={filler} \
          caught_up_ms={} journal_id={:#x} acked_checked={}",
         exited_after.as_millis(),
