@@ -11,6 +11,10 @@
 //! harness's end checks hold (equal digests, every acknowledged write readable on every node,
 //! no journal id answered backwards, no panic).
 //!
+//! A third test embeds one server in the test process (`Server::start_with`, as a library
+//! user would) to watch the moment itself: once the node reports the error its client port
+//! refuses connections and a connection opened earlier gets no read or STATUS answered.
+//!
 //! Without the right to mount a tmpfs (not root, or a sandbox) the test prints a SKIP line
 //! and passes. The mount is undone also when the test fails (`SmallFs` drops after the
 //! cluster, whose drop kills the nodes).
@@ -172,5 +176,100 @@ async fn disk_full(name: &str, full: u64) {
         restarted.elapsed().as_millis(),
         end.journal_id,
         end.acked_writes
+    );
+}
+
+/// The same stop seen from inside a process that embeds the server (`Server::start_with`): once
+/// the node reports the fatal error, the client port closes (new connections are refused) and
+/// a connection opened before gets no answer from the catalog, while the `Server` value still
+/// exists; `Server::shutdown` then completes. One voter, its log on the small filesystem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_server_closes_its_client_port_when_its_log_disk_fills() {
+    use fe_meta::client::Client;
+    use fe_meta::server::{Server, ServerConfig};
+
+    let name = "disk_full_embedded";
+    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("SKIP {name}: {why}");
+            return;
+        }
+    };
+    let log_dir = small.path().join("log");
+    std::fs::create_dir(&log_dir).unwrap();
+    small.leave_free(FREE_KIB << 10).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data_dir = root.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    std::fs::write(data_dir.join("myid"), "1\n").unwrap();
+    let base = tests::proc::ports::free_block().unwrap();
+    let (client_port, quorum, election) = (base, base + 1, base + 2);
+    let cfg_path = root.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=yes\npreAllocSize={SEGMENT_KIB}\n\
+             dataDir={}\ndataLogDir={}\nclientPort={client_port}\nclusterId=0xd15cf011\n\
+             server.1=127.0.0.1:{quorum}:{election};127.0.0.1:{client_port}\n",
+            data_dir.display(),
+            log_dir.display()
+        ),
+    )
+    .unwrap();
+    let mut cfg = ServerConfig::load(&cfg_path).unwrap();
+    cfg.bootstrap = true;
+    let server = Server::start_with(cfg, zab_net::NodeOptions::default())
+        .await
+        .unwrap();
+    let addr = server.client_addr().to_string();
+
+    // A connection opened before the disk fills, and a writer until the node stops.
+    let before = Client::connect_with(&addr, READ).await.unwrap();
+    let writer = Client::connect_with(&addr, READ).await.unwrap();
+    let value = tests::proc::load::value_of("fill", VALUE_LEN);
+    let start = Instant::now();
+    let mut written = 0u64;
+    while server.node_status().fatal.is_none() && start.elapsed() < EXIT_WITHIN {
+        if writer
+            .set_var(&format!("fill-{written}"), &value)
+            .await
+            .is_ok()
+        {
+            written += 1;
+        }
+    }
+    let fatal = server.node_status().fatal;
+    let fatal = fatal.unwrap_or_else(|| panic!("no fatal error after {written} writes"));
+    assert!(fatal.contains("No space left on device"), "{fatal}");
+    assert!(fatal.contains(&log_dir.display().to_string()), "{fatal}");
+
+    // The port closes at once: new connections are refused.
+    let closing = Instant::now();
+    while tokio::net::TcpStream::connect(&addr).await.is_ok() {
+        assert!(
+            closing.elapsed() < Duration::from_secs(2),
+            "the client port still accepts connections {:?} after the fatal error",
+            closing.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The old connection answers no read (closed, or refused naming the error).
+    let read = before.get_var("fill-0", false).await;
+    assert!(
+        read.is_err(),
+        "a plain read was answered after the fatal error: {read:?}"
+    );
+    let status = before.status().await;
+    assert!(
+        status.is_err(),
+        "STATUS was answered after the fatal error: {status:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), server.shutdown())
+        .await
+        .expect("shutdown after the fatal error took over 10 s");
+    println!(
+        "RECOVERY scenario={name} writes_before_fatal={written} port_closed_after_ms={}",
+        closing.elapsed().as_millis()
     );
 }
