@@ -11,7 +11,9 @@
 //! harness's end checks hold (equal digests, every acknowledged write readable on every node,
 //! no journal id answered backwards, no panic).
 //!
-//! A third test embeds one server in the test process (`Server::start_with`, as a library
+//! A third test puts a node's whole dataDir on the small filesystem, fills it to the last
+//! byte and forces an election: the epoch file write fails, with the same exit and line.
+//! A fourth test embeds one server in the test process (`Server::start_with`, as a library
 //! user would) to watch the moment itself: once the node reports the error its client port
 //! refuses connections and a connection opened earlier gets no read or STATUS answered.
 //!
@@ -173,6 +175,103 @@ async fn disk_full(name: &str, full: u64) {
         exited_after.as_millis(),
         report.acked,
         report.failed,
+        restarted.elapsed().as_millis(),
+        end.journal_id,
+        end.acked_writes
+    );
+}
+
+/// An epoch file that cannot be written is fatal too. Node 1's whole dataDir (epoch files,
+/// log, snapshots) sits on the small filesystem, which is filled to the last byte once some
+/// writes are acknowledged (its current log segment is preallocated, so nothing fails yet);
+/// the two other nodes are then killed and started again, and node 1's epoch file write in
+/// the new election fails: it exits with status 4 and one line naming the epoch file and its
+/// dir. The two others elect and serve; after the filler is deleted and node 1 started again
+/// the cluster converges with every acknowledged write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_data_dir_makes_the_next_epoch_file_write_fatal() {
+    let (name, full) = ("disk_full_epoch", 1);
+    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("SKIP {name}: {why}");
+            return;
+        }
+    };
+    let data_dir = small.path().join("data");
+    let spec = ClusterSpec {
+        pre_alloc_kib: SEGMENT_KIB,
+        extra: vec!["leader_wait_ms=2000".into(), "write_timeout_ms=5000".into()],
+        data_dirs: BTreeMap::from([(full, data_dir.clone())]),
+        ..ClusterSpec::default()
+    };
+    let mut c = ProcCluster::start(name, spec).await.unwrap();
+    let leader = c.leader(Duration::from_secs(20)).await.unwrap();
+    let n = fill(&c, leader, "before-", 100, 200, 8, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(n, 100);
+    small.leave_free(0).unwrap();
+
+    let others: Vec<u64> = c.sids().into_iter().filter(|s| *s != full).collect();
+    for sid in &others {
+        c.kill(*sid).unwrap();
+    }
+    let killed = Instant::now();
+    for sid in &others {
+        c.restart(*sid).unwrap();
+    }
+    let code = c.node_mut(full).unwrap().wait_exit(EXIT_WITHIN).await;
+    let exited_after = killed.elapsed();
+    let code = match code {
+        Ok(code) => code,
+        Err(e) => {
+            c.keep_dir();
+            panic!("node {full} did not exit with its data dir full: {e}");
+        }
+    };
+    assert_eq!(code, Some(4), "node {full} must exit with status 4");
+    let log = std::fs::read_to_string(c.node(full).unwrap().log_path()).unwrap();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(FATAL_LINE)).collect();
+    assert_eq!(lines.len(), 1, "one fatal line expected, found {lines:?}");
+    let line = lines[0];
+    let dir = data_dir.display().to_string();
+    assert!(line.contains("No space left on device"), "{line}");
+    assert!(
+        line.contains(&format!("{dir}/acceptedEpoch"))
+            || line.contains(&format!("{dir}/currentEpoch")),
+        "names no epoch file: {line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "free space on the filesystem of {dir}, then start it again"
+        )),
+        "{line}"
+    );
+
+    let leader_after = c.leader(Duration::from_secs(30)).await.unwrap();
+    let n = fill(
+        &c,
+        leader_after,
+        "while-down-",
+        50,
+        64,
+        8,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 50, "the two others must keep taking writes");
+
+    small.free_space().unwrap();
+    c.restart(full).unwrap();
+    let restarted = Instant::now();
+    let end = c.finish().await.unwrap();
+    println!(
+        "RECOVERY scenario={name} full_node={full} leader_before={leader} \
+         leader_after={leader_after} exit_after_restart_of_others_ms={} caught_up_ms={} \
+         journal_id={:#x} acked_checked={}",
+        exited_after.as_millis(),
         restarted.elapsed().as_millis(),
         end.journal_id,
         end.acked_writes

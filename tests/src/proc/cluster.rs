@@ -41,6 +41,9 @@ pub struct ClusterSpec {
     pub extra: Vec<String>,
     /// More zoo.cfg lines for one node only (sid → lines), e.g. its own `dataLogDir`.
     pub node_extra: BTreeMap<u64, Vec<String>>,
+    /// A node's dataDir elsewhere than `<test dir>/data<sid>` (e.g. on a filesystem the test
+    /// made); the harness still writes its `myid` there.
+    pub data_dirs: BTreeMap<u64, PathBuf>,
 }
 
 impl Default for ClusterSpec {
@@ -55,6 +58,7 @@ impl Default for ClusterSpec {
             pre_alloc_kib: 4096,
             extra: Vec::new(),
             node_extra: BTreeMap::new(),
+            data_dirs: BTreeMap::new(),
         }
     }
 }
@@ -97,7 +101,8 @@ impl ProcCluster {
                 quorum: p + 1,
                 election: p + 2,
             };
-            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), &bin));
+            let data_dir = spec.data_dirs.get(&sid).map(PathBuf::as_path);
+            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), data_dir, &bin));
         }
         let mut c = ProcCluster {
             name: name.to_owned(),
