@@ -26,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::Receiver;
-use tracing::error;
+use tracing::warn;
 use zab_core::{Txn, Zxid};
 
 use crate::error::{Result, StoreError};
@@ -278,7 +278,10 @@ fn run<F: FnMut(LogEvent)>(mut log: TxnLog, queue: &Queue, mut on_event: F) -> R
     let mut batch = Vec::new();
     while next_batch(queue, &mut batch) {
         if let Err(e) = run_batch(&mut log, &mut batch, &mut on_event) {
-            error!(dir = %log.dir().display(), error = %e, "txn log sync thread stops");
+            // WARN, not ERROR: the error itself goes to the owner in `LogEvent::Failed`
+            // (INV-3), which decides what it means and reports it once (fe-meta: one ERROR
+            // line saying what to do).
+            warn!(dir = %log.dir().display(), error = %e, "txn log sync thread stops");
             let report = StoreError::WriterStopped {
                 path: log.dir().to_path_buf(),
             };

@@ -16,6 +16,10 @@ pub enum ExitCode {
     Usage,
     /// 3: cannot connect, or the connection was lost.
     Connection,
+    /// 4: `fe-meta server`: the node stopped on a fatal error (txn log, epoch file, SNAP
+    /// install, state machine); fix what the ERROR line names and start it again
+    /// ([`crate::server::FATAL_EXIT_STATUS`]).
+    NodeFatal,
     /// 5: an answer that does not decode.
     Protocol,
     /// 11: NOT_LEADER.
@@ -44,6 +48,7 @@ impl ExitCode {
             ExitCode::Other => 1,
             ExitCode::Usage => 2,
             ExitCode::Connection => 3,
+            ExitCode::NodeFatal => crate::server::FATAL_EXIT_STATUS,
             ExitCode::Protocol => 5,
             ExitCode::NotLeader => 11,
             ExitCode::Stale => 12,

@@ -39,6 +39,8 @@ Exit codes:
   1   other failure (local I/O, a node of local-cluster failed to start, ...)
   2   bad command line
   3   cannot connect to the server, or the connection was lost
+  4   server: the node stopped on a fatal error (disk full, I/O error, ...); the ERROR line
+      says what failed, which file, and what to do; fix it and start the node again
   5   malformed answer from the server
   11  NOT_LEADER          the node has no leader now (or forwarding failed): retry
   12  STALE               the node's catalog is too far behind: retry later or elsewhere

@@ -5,14 +5,22 @@
 //! Ctrl-C (SIGINT) or SIGTERM stops the node cleanly.
 //!
 //! INV: the process exits 0 after a clean stop, 1 with one line on stderr when the node cannot
-//! start or fails.
+//! start, and 4 ([`crate::server::FATAL_EXIT_STATUS`]) when the node stopped on a fatal error
+//! (the ERROR log line says what failed, which file and what to do; a supervisor restarts it
+//! once that is fixed). The exit does not wait more than a few seconds for threads stuck on a
+//! failed disk.
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::time::Duration;
 
 use tracing_subscriber::EnvFilter;
 
-use super::{runtime, Failure};
+use super::{runtime, ExitCode, Failure};
+use crate::server::Stopped;
+
+/// How long the runtime's leftover blocking tasks may delay the exit.
+const RUNTIME_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// Runs the node configured by `config` until Ctrl-C or SIGTERM.
 pub(super) fn run(config: &Path, bootstrap: bool) -> Result<(), Failure> {
@@ -24,8 +32,19 @@ pub(super) fn run(config: &Path, bootstrap: bool) -> Result<(), Failure> {
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let rt = runtime()?;
-    rt.block_on(crate::server::run(config, bootstrap, shutdown_signal()))
-        .map_err(|e| Failure::other(format!("server {}: {e}", config.display())))
+    let ended = rt.block_on(crate::server::run(config, bootstrap, shutdown_signal()));
+    rt.shutdown_timeout(RUNTIME_STOP_WAIT);
+    match ended {
+        Ok(Stopped::Requested) => Ok(()),
+        Ok(Stopped::Fatal(_)) => Err(Failure {
+            code: ExitCode::NodeFatal,
+            message: format!(
+                "server {}: the node stopped on a fatal error (see the ERROR line above)",
+                config.display()
+            ),
+        }),
+        Err(e) => Err(Failure::other(format!("server {}: {e}", config.display()))),
+    }
 }
 
 /// Resolves on the first Ctrl-C (SIGINT) or SIGTERM.

@@ -5,6 +5,10 @@
 //! `Mode`, `Node count` = catalog entries; `zk_*` keys in `mntr`); fe-meta's own fields carry
 //! `fe_meta_` prefixes in `mntr`. Full output format: `docs/PROTOCOL.md` §8.
 //!
+//! A node that stopped on a fatal error (it is about to exit) answers `ruok` with nothing and
+//! `srvr`, `stat` and `mntr` with one line saying so and why, as ZooKeeper answers a server
+//! that is not running: a monitor that waits for `imok` or parses `Mode:` sees no healthy node.
+//!
 //! INV-1: rendering is a pure function of [`ServerStats`]; the output is ASCII, one field per
 //! line, `\n` line ends.
 
@@ -15,7 +19,7 @@ use zab_net::SyncCounters;
 /// A four-letter word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FourLetterWord {
-    /// `ruok`: answers `imok`.
+    /// `ruok`: answers `imok` (nothing once the node stopped on a fatal error).
     Ruok,
     /// `srvr`: server summary.
     Srvr,
@@ -139,16 +143,41 @@ pub struct ServerStats {
     pub syncs_sent: SyncCounters,
     /// How this node was brought in sync as a learner (since the process started).
     pub syncs_received: SyncCounters,
+    /// The fatal error the node stopped on (the process is exiting), if any.
+    pub fatal: Option<String>,
 }
 
 /// The text answer to `word`.
 pub fn render(word: FourLetterWord, s: &ServerStats) -> String {
+    if let Some(reason) = &s.fatal {
+        return match word {
+            FourLetterWord::Ruok => String::new(),
+            FourLetterWord::Srvr | FourLetterWord::Stat | FourLetterWord::Mntr => {
+                not_serving(reason)
+            }
+        };
+    }
     match word {
         FourLetterWord::Ruok => "imok".to_owned(),
         FourLetterWord::Srvr => summary(s, false),
         FourLetterWord::Stat => summary(s, true),
         FourLetterWord::Mntr => mntr(s),
     }
+}
+
+/// The answer of a node that stopped on a fatal error: one line, ASCII only (INV-1).
+fn not_serving(reason: &str) -> String {
+    let reason: String = reason
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    format!("This fe-meta node is not serving requests: it stopped on a fatal error and is exiting: {reason}\n")
 }
 
 fn summary(s: &ServerStats, with_clients: bool) -> String {
@@ -251,6 +280,27 @@ mod tests {
             },
             syncs_received: SyncCounters::default(),
             initialized: true,
+            fatal: None,
+        }
+    }
+
+    #[test]
+    fn a_stopped_node_says_so_and_never_imok() {
+        let mut s = stats();
+        s.fatal = Some("txn log failed: preallocate /d/log.1.tmp: No space left on device".into());
+        assert_eq!(render(FourLetterWord::Ruok, &s), "");
+        for word in [
+            FourLetterWord::Srvr,
+            FourLetterWord::Stat,
+            FourLetterWord::Mntr,
+        ] {
+            let text = render(word, &s);
+            assert_eq!(
+                text,
+                "This fe-meta node is not serving requests: it stopped on a fatal error and is \
+                 exiting: txn log failed: preallocate /d/log.1.tmp: No space left on device\n"
+            );
+            assert!(!text.contains("Mode") && !text.contains("zk_server_state"));
         }
     }
 

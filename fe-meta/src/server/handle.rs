@@ -3,8 +3,11 @@
 //!
 //! Reads: with the sync flag, the node first syncs (then the data is fresh, so the staleness
 //! guard is not consulted); otherwise a non-leader refuses data reads with STALE when its lag
-//! is over the tolerance. STATUS, DIGEST and SHOW FRONTENDS are diagnostics and are always
-//! answered (DIGEST carries its journal id).
+//! is over the tolerance. STATUS, DIGEST and SHOW FRONTENDS are diagnostics and are answered
+//! whatever the lag (DIGEST carries its journal id).
+//!
+//! A node that stopped on a fatal error answers no read, STATUS or DIGEST: its catalog is
+//! frozen while the cluster moves on (`fatal` INV-1); each gets INTERNAL naming the error.
 //!
 //! SHOW FRONTENDS: the members are the `server.N` lines (plus frontends registered in the
 //! catalog). A node learns the others' progress by asking each one's STATUS over its client
@@ -64,12 +67,31 @@ impl Shared {
         if body.kind().is_write() {
             return self.write(body, forwarded).await;
         }
-        match body {
+        self.refuse_if_fatal()?;
+        let answer = match body {
             RequestBody::Status => Ok(ResponseBody::Status(self.status_info())),
             RequestBody::Sync => Ok(ResponseBody::Synced {
                 journal_id: self.sync().await?,
             }),
             _ => self.read(body).await,
+        };
+        // Again after the catalog was read: an answer whose catalog version was taken after
+        // the node stopped is never sent (`fatal` INV-1).
+        self.refuse_if_fatal()?;
+        answer
+    }
+
+    /// INTERNAL naming the error once the node stopped on a fatal error (`fatal` INV-1).
+    fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
+        match self.node.status().fatal {
+            None => Ok(()),
+            Some(reason) => Err(ErrorReply {
+                kind: ErrorKind::Internal,
+                message: format!(
+                    "node {} stopped on a fatal error and is exiting; ask another node: {reason}",
+                    self.cfg.sid
+                ),
+            }),
         }
     }
 
@@ -195,7 +217,7 @@ impl Shared {
     pub async fn server_stats(&self) -> ServerStats {
         let st = self.node.status();
         let catalog = self.catalog.load();
-        let followers = if st.role == Role::Leading {
+        let followers = if st.role == Role::Leading && st.fatal.is_none() {
             let peers = self.peer_statuses().await;
             let learners: Vec<&StatusInfo> = peers
                 .values()
@@ -232,6 +254,7 @@ impl Shared {
             syncs_sent: st.syncs_sent,
             syncs_received: st.syncs_received,
             initialized: st.initialized,
+            fatal: st.fatal,
         }
     }
 }

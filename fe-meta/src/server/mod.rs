@@ -10,7 +10,8 @@
 //!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
 //! ```
 //!
-//! Use [`run`] from a binary (it returns when the shutdown future completes), or
+//! Use [`run`] from a binary (it returns when the shutdown future completes, or when the node
+//! stops on a fatal error: [`Stopped::Fatal`], after which the process must exit), or
 //! [`Server::start`] / [`Server::start_with`] in-process (tests), then [`Server::shutdown`].
 //! Configuration keys: [`config`]. Logs go through `tracing`, every task inside a `fe_meta`
 //! span carrying the node's `sid`; the binary installs the subscriber.
@@ -20,11 +21,14 @@
 //! with the reason and nothing listens.
 //! INV-2: losing the quorum never stops the process: writes and syncs fail with
 //! QUORUM_UNAVAILABLE within `leader_wait_ms`, reads go on under the staleness guard. Only a
-//! fatal state-machine error stops the node; writes then fail with INTERNAL naming it.
+//! fatal node error (txn log, epoch file, SNAP install, state machine apply, protocol core)
+//! stops the node; from then on nothing is answered from the catalog, the listener closes and
+//! [`run`] returns [`Stopped::Fatal`] after one error line ([`fatal`] INV-1, INV-2).
 //! INV-3: no library code here panics; every loop is bounded by a timeout or by shutdown.
 
 pub mod config;
 mod conn;
+pub mod fatal;
 mod handle;
 pub mod machine;
 mod peer;
@@ -40,12 +44,13 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn, Instrument};
+use tracing::{error, info, warn, Instrument};
 use zab_core::ServerId;
 use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus};
 
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
+pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
 pub use peer::FORWARDED_BIT;
 
@@ -110,19 +115,57 @@ pub struct Server {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Runs the server of `config_path` until `shutdown` completes, then stops it cleanly.
-/// `bootstrap`: an empty data dir is a member of a new cluster ([`ServerConfig::bootstrap`]).
+/// How a server run by [`run`] ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The shutdown future completed; the server stopped cleanly.
+    Requested,
+    /// The node stopped on a fatal error (logged at ERROR); the process should exit with
+    /// [`FATAL_EXIT_STATUS`] so that a supervisor restarts it once the cause is fixed.
+    Fatal(FatalStop),
+}
+
+/// How long the stop after a fatal error may take before [`run`] returns anyway (the node's
+/// threads may be stuck on the failed disk).
+const FATAL_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs the server of `config_path` until `shutdown` completes or the node stops on a fatal
+/// error, then stops it. `bootstrap`: an empty data dir is a member of a new cluster
+/// ([`ServerConfig::bootstrap`]).
 pub async fn run(
     config_path: &Path,
     bootstrap: bool,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), MetaError> {
+) -> Result<Stopped, MetaError> {
     let mut cfg = ServerConfig::load(config_path)?;
     cfg.bootstrap = bootstrap;
+    let (sid, data_dir, data_log_dir) = (
+        cfg.sid,
+        cfg.node.data_dir.clone(),
+        cfg.node.data_log_dir.clone(),
+    );
     let server = Server::start_with(cfg, NodeOptions::default()).await?;
-    shutdown.await;
-    server.shutdown().await;
-    Ok(())
+    let node = server.shared.node.clone();
+    let reason = tokio::select! {
+        () = shutdown => None,
+        Some(reason) = fatal::wait_fatal(&node) => Some(reason),
+    };
+    let Some(reason) = reason else {
+        server.shutdown().await;
+        return Ok(Stopped::Requested);
+    };
+    let stop = FatalStop::new(reason, &data_dir, &data_log_dir);
+    error!(sid, "{stop}");
+    if tokio::time::timeout(FATAL_STOP_WAIT, server.shutdown())
+        .await
+        .is_err()
+    {
+        warn!(
+            sid,
+            "the node's threads did not stop within {FATAL_STOP_WAIT:?}; exiting anyway"
+        );
+    }
+    Ok(Stopped::Fatal(stop))
 }
 
 /// How often a node whose data dir awaits its first sync repeats the hint while it finds
@@ -219,6 +262,9 @@ impl Server {
                 tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
                 tokio::spawn(
                     write::mark_synced_when_serving(shared.clone()).instrument(here.clone()),
+                ),
+                tokio::spawn(
+                    fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone()),
                 ),
                 tokio::spawn(
                     conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here),

@@ -39,6 +39,11 @@ pub struct ClusterSpec {
     pub pre_alloc_kib: u64,
     /// More zoo.cfg lines (`key=value`), e.g. fe-meta's `leader_wait_ms=1000`.
     pub extra: Vec<String>,
+    /// More zoo.cfg lines for one node only (sid → lines), e.g. its own `dataLogDir`.
+    pub node_extra: BTreeMap<u64, Vec<String>>,
+    /// A node's dataDir elsewhere than `<test dir>/data<sid>` (e.g. on a filesystem the test
+    /// made); the harness still writes its `myid` there.
+    pub data_dirs: BTreeMap<u64, PathBuf>,
 }
 
 impl Default for ClusterSpec {
@@ -52,6 +57,8 @@ impl Default for ClusterSpec {
             snap_count: None,
             pre_alloc_kib: 4096,
             extra: Vec::new(),
+            node_extra: BTreeMap::new(),
+            data_dirs: BTreeMap::new(),
         }
     }
 }
@@ -94,7 +101,8 @@ impl ProcCluster {
                 quorum: p + 1,
                 election: p + 2,
             };
-            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), &bin));
+            let data_dir = spec.data_dirs.get(&sid).map(PathBuf::as_path);
+            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), data_dir, &bin));
         }
         let mut c = ProcCluster {
             name: name.to_owned(),
@@ -140,7 +148,11 @@ impl ProcCluster {
             if let Some(k) = s.snap_count {
                 t += &format!("snapCount={k}\n");
             }
-            for line in &s.extra {
+            for line in s
+                .extra
+                .iter()
+                .chain(s.node_extra.get(&n.sid()).into_iter().flatten())
+            {
                 t += line;
                 t.push('\n');
             }

@@ -21,7 +21,8 @@
 //! wipe, file paths), [`cluster`] (the nodes, the slot that serializes clusters, leader
 //! discovery, convergence, four-letter words), [`monitor`] (background journal-id poller),
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
-//! times), [`checks`] (the end-of-test checks every scenario runs).
+//! times), [`checks`] (the end-of-test checks every scenario runs), [`small_fs`] (a
+//! size-limited tmpfs for a node's disk to fill up).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
 //! read back from every node; all nodes report the same digest at the same journal id; no
@@ -47,12 +48,14 @@ pub mod load;
 pub mod monitor;
 pub mod node;
 pub mod ports;
+pub mod small_fs;
 
 pub use checks::CheckFailure;
 pub use cluster::{ClusterSpec, ProcCluster};
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
 pub use node::{NodePorts, ProcNode, SyncCounts};
+pub use small_fs::SmallFs;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! One `fe-meta server` process: its ports and files, and the faults a test applies to it.
 //!
 //! The node's files: `<root>/node<sid>.cfg` (its zoo.cfg), `<root>/data<sid>/` (dataDir: myid,
-//! VERSION, ROLE, `log.*` segments, `snapshot.*`) and `<root>/node<sid>.log` (stdout and
+//! VERSION, ROLE, `log.*` segments, `snapshot.*`; elsewhere if the cluster's spec says so) and `<root>/node<sid>.log` (stdout and
 //! stderr of every incarnation, appended, each start headed by a `=== harness:` line).
 //!
 //! INV-1: signals go only to the pid of this node's own child, and only while it has not been
@@ -47,6 +47,7 @@ pub struct ProcNode {
     sid: u64,
     ports: NodePorts,
     root: PathBuf,
+    data_dir: PathBuf,
     bin: PathBuf,
     child: Option<Child>,
     paused: bool,
@@ -54,11 +55,19 @@ pub struct ProcNode {
 }
 
 impl ProcNode {
-    pub(crate) fn new(sid: u64, ports: NodePorts, root: &Path, bin: &Path) -> ProcNode {
+    /// Node `sid` with its files in `root`; its dataDir is `data_dir`, or `<root>/data<sid>`.
+    pub(crate) fn new(
+        sid: u64,
+        ports: NodePorts,
+        root: &Path,
+        data_dir: Option<&Path>,
+        bin: &Path,
+    ) -> ProcNode {
         ProcNode {
             sid,
             ports,
             root: root.to_path_buf(),
+            data_dir: data_dir.map_or_else(|| root.join(format!("data{sid}")), Path::to_path_buf),
             bin: bin.to_path_buf(),
             child: None,
             paused: false,
@@ -83,7 +92,7 @@ impl ProcNode {
 
     /// Its dataDir.
     pub fn data_dir(&self) -> PathBuf {
-        self.root.join(format!("data{}", self.sid))
+        self.data_dir.clone()
     }
 
     /// Its zoo.cfg.
@@ -231,6 +240,30 @@ impl ProcNode {
         }
         Err(ProcError::Timeout {
             what: format!("node {} exiting after SIGTERM", self.sid),
+            within,
+            detail: String::new(),
+        })
+    }
+
+    /// Waits up to `within` for the process to exit by itself (no signal sent) and reaps it;
+    /// returns its exit code (`None`: ended by a signal).
+    pub async fn wait_exit(&mut self, within: Duration) -> Result<Option<i32>, ProcError> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            match &mut self.child {
+                None => return Err(ProcError::NotRunning(self.sid)),
+                Some(c) => {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        self.child = None;
+                        self.paused = false;
+                        return Ok(status.code());
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(ProcError::Timeout {
+            what: format!("node {} exiting by itself", self.sid),
             within,
             detail: String::new(),
         })

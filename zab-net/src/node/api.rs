@@ -6,7 +6,8 @@
 //! node's driver task; `snapshot` is called between two applies and must only capture a view
 //! (an `Arc` clone of an immutable version), never copy or serialise the state there.
 //! INV-2: an `apply` or `restore` error is fatal for the node: it stops and reports the error in
-//! [`NodeStatus::fatal`]; nothing after the failed txn is applied.
+//! [`NodeStatus::fatal`]; nothing after the failed txn is applied. The node does not exit the
+//! process: the embedder does (see [`NodeStatus::fatal`]).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -96,7 +97,13 @@ pub struct NodeStatus {
     pub syncs_received: SyncCounters,
     /// Background snapshots written.
     pub snapshots_taken: u64,
-    /// The fatal error that stopped the node, if any.
+    /// The fatal error that stopped the node, if any: the txn log failed (disk full, an
+    /// fsync error; zab-store's message names the file), an epoch file was not written, a
+    /// SNAP was not installed, the state machine failed to apply, or the core refused an
+    /// input. The node then applies nothing more and its state machine is frozen while the
+    /// cluster moves on: an embedding process should stop serving from it at once and exit
+    /// with a non-zero status, so that a supervisor restarts it once the cause is fixed (it
+    /// then rejoins and catches up), as `fe-meta server` does (exit status 4).
     pub fatal: Option<String>,
     /// True once the driver has stopped (shutdown or fatal error).
     pub stopped: bool,

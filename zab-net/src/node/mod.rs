@@ -64,6 +64,11 @@ pub(crate) enum Request {
 
 /// A running ZAB node (see the module docs). Dropping it stops the node without waiting; call
 /// [`Node::shutdown`] to wait for a clean stop.
+///
+/// A node that cannot keep its durability promise (its txn log or an epoch file cannot be
+/// written, a SNAP not installed, an apply failed) stops by itself and reports why in
+/// [`NodeStatus::fatal`] (watch it with [`Node::watch_role`]); the process embedding it should
+/// then stop serving from its state machine and exit non-zero, as `fe-meta server` does.
 #[derive(Debug)]
 pub struct Node {
     sid: ServerId,
