@@ -283,6 +283,64 @@ mod tests {
     }
 
     #[test]
+    fn an_ignored_entry_reports_a_typed_conflict() {
+        use crate::catalog::{Column, ColumnType, Table};
+        let mut c = Catalog::new();
+        assert_eq!(
+            apply_entry(&mut c, 1, &db(10_000, "a")).unwrap(),
+            Outcome::Applied
+        );
+        let taken = apply_entry(&mut c, 2, &db(10_001, "a")).unwrap();
+        assert_eq!(
+            taken,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::AlreadyExists,
+                why: "database name already used"
+            })
+        );
+        let same_id = apply_entry(&mut c, 3, &db(10_000, "b")).unwrap();
+        assert!(matches!(
+            same_id,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::AlreadyExists,
+                ..
+            })
+        ));
+        let table = |db_id| {
+            Op::CreateTable(Table {
+                id: 20_000,
+                db_id,
+                name: "t".into(),
+                columns: vec![Column {
+                    name: "k".into(),
+                    ty: ColumnType::Int,
+                    nullable: false,
+                    is_key: true,
+                    default: None,
+                }],
+            })
+            .to_entry()
+        };
+        let no_db = apply_entry(&mut c, 4, &table(99)).unwrap();
+        assert!(matches!(
+            no_db,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::NotFound,
+                ..
+            })
+        ));
+        let gone = apply_entry(&mut c, 5, &Op::DropDb { db_id: 99 }.to_entry()).unwrap();
+        assert!(matches!(
+            gone,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::NotFound,
+                ..
+            })
+        ));
+        assert_eq!(c.databases().count(), 1);
+    }
+
+    #[test]
     fn batch_publishes_the_prefix_before_an_error() {
         let shared = SharedCatalog::default();
         let bad = JournalEntry {

@@ -220,4 +220,35 @@ mod tests {
         );
         assert_eq!(*seen.lock().unwrap(), vec![5, 6]);
     }
+
+    #[test]
+    fn an_ignored_entry_is_recorded_before_its_version_is_published() {
+        use crate::outcomes::{Lookup, RecentOutcomes};
+        use crate::replay::{ConflictKind, Outcome};
+        let shared = Arc::new(SharedCatalog::default());
+        let outcomes = Arc::new(RecentOutcomes::default());
+        let mut sm = MetaState::new(shared);
+        sm.set_outcomes(outcomes.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s2, o2) = (seen.clone(), outcomes.clone());
+        sm.set_on_applied(Box::new(move |c| {
+            s2.lock().unwrap().push(o2.lookup(c.journal_id()));
+        }));
+        let db = |id, name: &str| {
+            Op::CreateDb(Database {
+                id,
+                name: name.into(),
+            })
+            .to_entry()
+            .encode()
+        };
+        sm.apply(1, &db(10_000, "d")).unwrap();
+        sm.apply(2, &db(10_001, "d")).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen[0], Lookup::Known(Outcome::Applied));
+        assert!(
+            matches!(seen[1], Lookup::Known(Outcome::Ignored(c)) if c.kind == ConflictKind::AlreadyExists),
+            "{seen:?}"
+        );
+    }
 }
