@@ -190,7 +190,14 @@ impl Shared {
             .await
             .map_err(|e| match e {
                 NotQueued::Refused(e) => ErrorReply::from(&e),
-                NotQueued::QueueFull(limit) => self.submit_error(SubmitError::Timeout(limit)),
+                NotQueued::QueueFull(limit) => err(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the node's request queue stayed full for {} ms; the write was not \
+                         queued and will not be logged",
+                        limit.as_millis()
+                    ),
+                ),
             })?;
         let created_id = submitted.created_id();
         let zxid = submitted
