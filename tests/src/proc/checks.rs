@@ -118,6 +118,7 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
     until_synced(&client)
         .await
         .map_err(|e| vec![format!("node {sid}: still refuses plain reads: {e}")])?;
+    let mut problems = databases_back(cluster, &client, sid).await?;
     let expected = cluster.ledger().snapshot();
     let found: BTreeMap<String, Option<String>> =
         if cluster.ledger().value_bytes() <= SHOW_VARS_BYTES_MAX {
@@ -135,7 +136,6 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
                 .await
                 .map_err(|e| vec![format!("node {sid}: {e}")])?
         };
-    let mut problems = databases_back(cluster, &client, sid).await?;
     for (name, acked) in &expected {
         match found.get(name).cloned().flatten() {
             Some(v) if v == acked.value => {}
