@@ -165,7 +165,7 @@ async fn write_loop(
             },
         };
         seq += 1;
-        let answer = if seq % CREATE_EVERY == 0 {
+        let answer = if seq.is_multiple_of(CREATE_EVERY) {
             let name = format!("load-db-{i}-{seq}");
             c.create_db(&name).await.and_then(|written| {
                 let id = written.created_id.ok_or_else(|| {
