@@ -135,5 +135,18 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
     for (sid, dbs) in &catalogs {
         assert_eq!(dbs, &catalogs[0].1, "node {sid} differs");
     }
+    // Everything settled (the timed-out entry too, by the node's late answer): the planner is
+    // back on the applied catalog, and a new create gets an id no one has.
+    let Ok(ResponseBody::Written {
+        created_id: Some(id),
+        ..
+    }) = call(c.addr(leader), create_db("third")).await
+    else {
+        panic!("a create after everything settled must succeed");
+    };
+    assert!(!ids.contains(&id), "id {id} reused");
+    assert!(databases(&c, follower)
+        .await
+        .contains(&("third".to_string(), id)));
     c.stop_all().await;
 }
