@@ -22,9 +22,12 @@
 //!   `restore`); its `on_applied` hook wakes read-your-writes waiters (`journal_id >= target`)
 //!   and, when `last_timestamp_ms` changed, calls [`staleness::StalenessGuard::observe`].
 //! - Writes on the leader: `Planner::plan(cmd)` → submit `planned.entry.encode()` → on commit
-//!   answer `Written { journal_id: zxid, created_id }` once the local catalog reached it;
-//!   `Planner::reset(shared.load())` on a failed submit, on becoming leader, and when nothing
-//!   is in flight. Elsewhere: forward, then wait for the returned journal id (no locks held).
+//!   answer with what replay did ([`state_machine::MetaState::set_outcomes`],
+//!   [`outcomes::RecentOutcomes`]): `Written { journal_id: zxid, created_id }` if applied, the
+//!   conflict's typed error if ignored. An entry stays pending in the planner until the node
+//!   answers it (`Planner::settled` / `Planner::failed`) or the epoch changes
+//!   (`Planner::new_epoch`), never because a client gave up. Elsewhere: forward, then wait for
+//!   the returned journal id (no locks held).
 //! - Reads: [`protocol::answer_catalog_read`] after the sync flag and the staleness check;
 //!   STATUS, SHOW_FRONTENDS, SYNC and the four-letter words need node facts.
 //! - Start-up: [`meta_dir::MetaDir::open`] before anything else; refuse to start on error.
@@ -44,6 +47,7 @@ pub mod error;
 pub mod image;
 pub mod journal;
 pub mod meta_dir;
+pub mod outcomes;
 pub mod protocol;
 pub mod replay;
 pub mod server;

@@ -14,6 +14,11 @@
 //! catalog's journal id is refused with [`ReplayError::OutOfOrder`] and changes nothing.
 //! INV-5 (ids): an entry that creates an entity raises the id allocator past the entity's id,
 //! even when ignored, so ids are never reused.
+//! INV-6 (outcome): [`apply_entry`] reports what replay did with the entry as an [`Outcome`]:
+//! applied, or ignored with a typed [`Conflict`] — `AlreadyExists` when what it creates (or
+//! the address it moves to) is taken, `NotFound` when what it names is missing. The class is
+//! decided from the entry and the catalog alone, so it is the same on every replica; the
+//! server answers the write's client with it (`server::write` INV-4).
 //!
 //! Rules per op (the entity must otherwise satisfy `catalog` INV-1..3):
 //!
@@ -76,12 +81,58 @@ impl ReplayError {
     }
 }
 
+/// Why replay ignored an entry, as a client is told (INV-6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConflictKind {
+    /// What the entry creates (a name, an id, an address) is already taken.
+    AlreadyExists,
+    /// What the entry names (a database, table, backend, frontend) does not exist.
+    NotFound,
+}
+
+/// An entry that replay ignored: its class and the catalog's reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// The class (INV-6).
+    pub kind: ConflictKind,
+    /// The catalog's reason, e.g. "database name already used".
+    pub why: &'static str,
+}
+
+/// What replay did with one entry (INV-6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The catalog changed (or already held exactly this).
+    Applied,
+    /// The entry conflicted with the catalog and changed nothing but the id allocator.
+    Ignored(Conflict),
+}
+
+impl Outcome {
+    /// The catalog-level [`Change`] this outcome stands for.
+    pub fn change(self) -> Change {
+        match self {
+            Outcome::Applied => Change::Applied,
+            Outcome::Ignored(c) => Change::Ignored(c.why),
+        }
+    }
+}
+
 /// Applies the committed entry `entry` with id `journal_id` to `state` (see the module docs).
 pub fn apply(
     state: &mut Catalog,
     journal_id: u64,
     entry: &JournalEntry,
 ) -> Result<Change, ReplayError> {
+    apply_entry(state, journal_id, entry).map(Outcome::change)
+}
+
+/// [`apply`], reporting the typed [`Outcome`] (INV-6).
+pub fn apply_entry(
+    state: &mut Catalog,
+    journal_id: u64,
+    entry: &JournalEntry,
+) -> Result<Outcome, ReplayError> {
     if journal_id <= state.journal_id() {
         return Err(ReplayError::OutOfOrder {
             journal_id,
@@ -94,12 +145,40 @@ pub fn apply(
         op: entry.op,
         source,
     })?;
-    let change = apply_op(state, &op);
-    if let Change::Ignored(why) = change {
-        warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
-    }
+    let outcome = match apply_op(state, &op) {
+        Change::Applied => Outcome::Applied,
+        Change::Ignored(why) => {
+            warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
+            Outcome::Ignored(Conflict {
+                kind: conflict_kind(state, &op),
+                why,
+            })
+        }
+    };
     state.set_journal_id(journal_id);
-    Ok(change)
+    Ok(outcome)
+}
+
+/// The class of a conflict of `op`, read from the catalog it was ignored by (an ignored op
+/// changed nothing it looks at). Creates conflict on something taken; drops on something
+/// missing; a table's database and a modified backend can be missing too.
+fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
+    match op {
+        Op::CreateTable(t) if state.database(t.db_id).is_none() => ConflictKind::NotFound,
+        Op::ModifyBackend(be) if state.backend(be.id).is_none() => ConflictKind::NotFound,
+        Op::CreateDb(_)
+        | Op::CreateTable(_)
+        | Op::AddBackend(_)
+        | Op::ModifyBackend(_)
+        | Op::AddFrontend(_) => ConflictKind::AlreadyExists,
+        Op::DropDb { .. }
+        | Op::DropTable { .. }
+        | Op::DropBackend { .. }
+        | Op::DropFrontend { .. }
+        | Op::SaveNextId { .. }
+        | Op::SetGlobalVariable { .. }
+        | Op::Timestamp { .. } => ConflictKind::NotFound,
+    }
 }
 
 /// Applies a decoded op without journal-id bookkeeping. Used by [`apply`], and by the leader's
@@ -201,6 +280,64 @@ mod tests {
         assert_eq!(c.next_id(), 20_001);
         assert_eq!(c.journal_id(), 2);
         c.check().unwrap();
+    }
+
+    #[test]
+    fn an_ignored_entry_reports_a_typed_conflict() {
+        use crate::catalog::{Column, ColumnType, Table};
+        let mut c = Catalog::new();
+        assert_eq!(
+            apply_entry(&mut c, 1, &db(10_000, "a")).unwrap(),
+            Outcome::Applied
+        );
+        let taken = apply_entry(&mut c, 2, &db(10_001, "a")).unwrap();
+        assert_eq!(
+            taken,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::AlreadyExists,
+                why: "database name already used"
+            })
+        );
+        let same_id = apply_entry(&mut c, 3, &db(10_000, "b")).unwrap();
+        assert!(matches!(
+            same_id,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::AlreadyExists,
+                ..
+            })
+        ));
+        let table = |db_id| {
+            Op::CreateTable(Table {
+                id: 20_000,
+                db_id,
+                name: "t".into(),
+                columns: vec![Column {
+                    name: "k".into(),
+                    ty: ColumnType::Int,
+                    nullable: false,
+                    is_key: true,
+                    default: None,
+                }],
+            })
+            .to_entry()
+        };
+        let no_db = apply_entry(&mut c, 4, &table(99)).unwrap();
+        assert!(matches!(
+            no_db,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::NotFound,
+                ..
+            })
+        ));
+        let gone = apply_entry(&mut c, 5, &Op::DropDb { db_id: 99 }.to_entry()).unwrap();
+        assert!(matches!(
+            gone,
+            Outcome::Ignored(Conflict {
+                kind: ConflictKind::NotFound,
+                ..
+            })
+        ));
+        assert_eq!(c.databases().count(), 1);
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! INV-4: the `on_applied` hook runs after every publish with the version just published, on
 //! the applying thread, holding no lock (PITFALLS E11); it is how the server wakes
 //! read-your-writes waiters and stamps the local clock when a TIMESTAMP lands (E14).
+//! INV-5: an entry that replay ignored is recorded in the [`RecentOutcomes`] (if one is set)
+//! before the version that holds it is published (`outcomes` INV-1); a restore tells it which
+//! ids the image covers (`outcomes` INV-3).
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use tracing::debug;
 use crate::catalog::{Catalog, SharedCatalog};
 use crate::image::{read_image, write_image, ImageError};
 use crate::journal::JournalEntry;
-use crate::replay::{apply, ReplayError};
+use crate::outcomes::RecentOutcomes;
+use crate::replay::{apply_entry, Outcome, ReplayError};
 
 /// A hook called with each newly published version.
 pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
@@ -33,6 +37,7 @@ pub struct MetaState {
     shared: Arc<SharedCatalog>,
     current: Catalog,
     on_applied: Option<AppliedHook>,
+    outcomes: Option<Arc<RecentOutcomes>>,
 }
 
 impl std::fmt::Debug for MetaState {
@@ -72,7 +77,13 @@ impl MetaState {
             shared,
             current,
             on_applied: None,
+            outcomes: None,
         }
+    }
+
+    /// Sets where ignored entries are recorded (INV-5).
+    pub fn set_outcomes(&mut self, outcomes: Arc<RecentOutcomes>) {
+        self.outcomes = Some(outcomes);
     }
 
     /// Sets the hook called after each publish (INV-4).
@@ -92,7 +103,10 @@ impl MetaState {
             op: op_of(data),
             source,
         })?;
-        apply(&mut self.current, zxid, &entry)?;
+        let outcome = apply_entry(&mut self.current, zxid, &entry)?;
+        if let (Outcome::Ignored(conflict), Some(outcomes)) = (outcome, &self.outcomes) {
+            outcomes.record(zxid, conflict);
+        }
         self.publish(self.current.clone());
         Ok(())
     }
@@ -118,6 +132,9 @@ impl MetaState {
                 "image older than its snapshot zxid"
             );
             catalog.set_journal_id(zxid);
+        }
+        if let Some(outcomes) = &self.outcomes {
+            outcomes.restored(zxid);
         }
         self.current = catalog.clone();
         let published = Arc::new(catalog);
@@ -202,5 +219,36 @@ mod tests {
             "a failed restore changes nothing"
         );
         assert_eq!(*seen.lock().unwrap(), vec![5, 6]);
+    }
+
+    #[test]
+    fn an_ignored_entry_is_recorded_before_its_version_is_published() {
+        use crate::outcomes::{Lookup, RecentOutcomes};
+        use crate::replay::{ConflictKind, Outcome};
+        let shared = Arc::new(SharedCatalog::default());
+        let outcomes = Arc::new(RecentOutcomes::default());
+        let mut sm = MetaState::new(shared);
+        sm.set_outcomes(outcomes.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s2, o2) = (seen.clone(), outcomes.clone());
+        sm.set_on_applied(Box::new(move |c| {
+            s2.lock().unwrap().push(o2.lookup(c.journal_id()));
+        }));
+        let db = |id, name: &str| {
+            Op::CreateDb(Database {
+                id,
+                name: name.into(),
+            })
+            .to_entry()
+            .encode()
+        };
+        sm.apply(1, &db(10_000, "d")).unwrap();
+        sm.apply(2, &db(10_001, "d")).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen[0], Lookup::Known(Outcome::Applied));
+        assert!(
+            matches!(seen[1], Lookup::Known(Outcome::Ignored(c)) if c.kind == ConflictKind::AlreadyExists),
+            "{seen:?}"
+        );
     }
 }

@@ -15,7 +15,7 @@ fn run(
     replayed: &mut Catalog,
     cmd: Command,
 ) -> Result<Option<u64>, CommandError> {
-    let planned = planner.plan(&cmd)?;
+    let (_, planned) = planner.plan(&cmd)?;
     let next = replayed.journal_id() + 1;
     apply(replayed, next, &planned.entry).unwrap();
     Ok(planned.created_id)
@@ -220,22 +220,24 @@ fn invalid_commands_are_refused_with_typed_errors() {
 }
 
 #[test]
-fn pipelined_writes_see_each_other_and_reset_forgets_them() {
+fn pipelined_writes_see_each_other_and_failed_ones_are_forgotten() {
     let replayed = Catalog::new();
     let mut p = Planner::new(replayed.clone());
-    let first = p.plan(&Command::CreateDb { name: "d".into() }).unwrap();
+    let (t1, first) = p.plan(&Command::CreateDb { name: "d".into() }).unwrap();
     // Not yet applied anywhere: a second create of the same name must still be refused...
     let err = p.plan(&Command::CreateDb { name: "d".into() }).unwrap_err();
     assert_eq!(err, CommandError::DatabaseExists("d".into()));
     // ...a table in it is accepted, and ids never collide.
-    let second = p.plan(&table("d", "t", &["a"])).unwrap();
+    let (t2, second) = p.plan(&table("d", "t", &["a"])).unwrap();
     assert_ne!(first.created_id, second.created_id);
     match Op::from_entry(&second.entry).unwrap() {
         Op::CreateTable(t) => assert_eq!(Some(t.db_id), first.created_id),
         other => panic!("unexpected {other:?}"),
     }
-    // The submit failed (leadership lost): forget the speculation.
-    p.reset(replayed);
+    // Both were never proposed (the node said so): forget them.
+    p.failed(t1, || replayed.clone());
+    p.failed(t2, || replayed.clone());
+    assert_eq!(p.pending(), 0);
     assert!(p.plan(&Command::CreateDb { name: "d".into() }).is_ok());
 }
 

@@ -54,7 +54,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             .iter()
             .map(|c| {
                 zxid += 1;
-                (zxid, planner.plan(c).unwrap().entry)
+                (zxid, planner.plan(c).unwrap().1.entry)
             })
             .collect();
         fe_meta::replay::apply_batch(&shared, entries).unwrap();
@@ -67,7 +67,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(zxid, &planner.plan(&set).unwrap().entry.encode())
+        sm.apply(zxid, &planner.plan(&set).unwrap().1.entry.encode())
             .unwrap();
     }
     drop(sm);

@@ -23,7 +23,7 @@ fn record(cmds: &[Command]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
     let mut replayed = Catalog::new();
     let mut journal = Vec::new();
     for cmd in cmds {
-        let Ok(planned) = planner.plan(cmd) else {
+        let Ok((_, planned)) = planner.plan(cmd) else {
             continue;
         };
         let zxid = (1u64 << 32) | (journal.len() as u64 + 1);

@@ -15,7 +15,7 @@ use fe_meta::state_machine::MetaState;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
 fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &Command) {
-    let entry = planner.plan(cmd).unwrap().entry;
+    let entry = planner.plan(cmd).unwrap().1.entry;
     sm.apply(zxid, &entry.encode()).unwrap();
 }
 

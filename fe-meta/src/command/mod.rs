@@ -8,10 +8,10 @@
 //! raises `next_id` past it (replay INV-5), so allocation is deterministic and needs no
 //! separate SAVE_NEXTID (which remains for reserving id ranges, [`Command::ReserveIds`]).
 //! INV-3 (pipelining): the leader validates against [`Planner`]'s *speculative* catalog — the
-//! replayed catalog plus every entry planned but not yet applied — so two writes in flight
-//! cannot both take the same name or id. The speculative catalog must be [`Planner::reset`] to
-//! the replayed one whenever a submit fails or leadership changes, since in-flight entries may
-//! then never commit.
+//! replayed catalog plus every entry planned but not yet settled — so two entries that may
+//! both commit cannot take the same name or id. An entry leaves it only when the node reports
+//! it applied or never proposed, or the epoch changes; never on a client's timeout
+//! (`planner` INV-1..4).
 //! INV-4: every entry produced is at most `journal::ENTRY_LEN_MAX` bytes.
 
 use std::fmt;
@@ -20,11 +20,12 @@ use thiserror::Error;
 
 use crate::catalog::{BackendState, Catalog, Column, Frontend};
 use crate::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
-use crate::replay::apply_op;
 
 mod plan;
+mod planner;
 
 use plan::plan_op;
+pub use planner::{Planner, Ticket};
 
 /// Most ids one [`Command::ReserveIds`] may reserve.
 pub const RESERVE_IDS_MAX: u64 = 1_000_000;
@@ -247,38 +248,4 @@ pub fn validate(catalog: &Catalog, cmd: &Command) -> Result<Planned, CommandErro
         entry,
         created_id,
     })
-}
-
-/// The leader's planner: validates against a speculative catalog that includes every entry
-/// planned but not yet replayed (INV-3).
-#[derive(Clone, Debug)]
-pub struct Planner {
-    speculative: Catalog,
-}
-
-impl Planner {
-    /// A planner whose speculative catalog is `applied` (the replayed catalog).
-    pub fn new(applied: Catalog) -> Planner {
-        Planner {
-            speculative: applied,
-        }
-    }
-
-    /// Validates `cmd` against the speculative catalog and, on success, applies it there.
-    pub fn plan(&mut self, cmd: &Command) -> Result<Planned, CommandError> {
-        let planned = validate(&self.speculative, cmd)?;
-        apply_op(&mut self.speculative, &planned.op);
-        Ok(planned)
-    }
-
-    /// Forgets every planned entry: the speculative catalog becomes `applied`. Call this when a
-    /// submit fails, when this node becomes leader, and whenever nothing is in flight.
-    pub fn reset(&mut self, applied: Catalog) {
-        self.speculative = applied;
-    }
-
-    /// The speculative catalog.
-    pub fn speculative(&self) -> &Catalog {
-        &self.speculative
-    }
 }

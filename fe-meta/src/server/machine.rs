@@ -8,6 +8,9 @@
 //! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (the high
 //! 32 bits of its journal id) for the offset-corrected age at apply and the server's monotonic
 //! clock for the time since (PITFALLS E14).
+//! INV-3: [`Progress::outcome`] tells what replay did with an applied journal id: the state
+//! machine records every ignored entry before it publishes (`state_machine` INV-5), so the
+//! write path, answered by the node once the entry is applied, reads a settled outcome.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +21,7 @@ use zab_core::Zxid;
 use zab_net::{ApplyError, SnapshotSource, StateMachine};
 
 use crate::catalog::{Catalog, SharedCatalog};
+use crate::outcomes::{Lookup, RecentOutcomes};
 use crate::staleness::{Stale, StalenessGuard};
 use crate::state_machine::{CatalogSnapshot, MetaState};
 
@@ -27,6 +31,7 @@ pub struct Progress {
     applied: watch::Sender<u64>,
     guard: Mutex<StalenessGuard>,
     started: Instant,
+    outcomes: Arc<RecentOutcomes>,
 }
 
 impl Progress {
@@ -36,7 +41,13 @@ impl Progress {
             applied: watch::Sender::new(journal_id),
             guard: Mutex::new(StalenessGuard::new(tolerance_ms)),
             started: Instant::now(),
+            outcomes: Arc::default(),
         }
+    }
+
+    /// What replay did with `journal_id`, which the caller knows was applied here (INV-3).
+    pub fn outcome(&self, journal_id: u64) -> Lookup {
+        self.outcomes.lookup(journal_id)
     }
 
     /// The applied journal id (INV-1).
@@ -111,6 +122,7 @@ impl MetaMachine {
     /// A machine publishing to `shared` and reporting to `progress`.
     pub fn new(shared: Arc<SharedCatalog>, progress: Arc<Progress>) -> MetaMachine {
         let mut state = MetaState::new(shared);
+        state.set_outcomes(progress.outcomes.clone());
         let mut last_ts = 0;
         state.set_on_applied(Box::new(move |c| progress.on_published(c, &mut last_ts)));
         MetaMachine { state }

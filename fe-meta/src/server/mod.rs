@@ -32,6 +32,7 @@ pub mod fatal;
 mod handle;
 pub mod machine;
 mod peer;
+mod pending;
 mod stats;
 mod write;
 
@@ -100,7 +101,7 @@ pub(crate) struct Shared {
     node: Arc<Node>,
     catalog: Arc<SharedCatalog>,
     progress: Arc<Progress>,
-    writer: write::Writer,
+    writer: pending::Writer,
     peers: peer::PeerPool,
     stats: stats::Stats,
     frontends: handle::FrontendCache,
@@ -236,7 +237,7 @@ impl Server {
             opts.bootstrap = cfg.bootstrap;
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
             let node = Arc::new(node);
-            let writer = write::Writer::new(crate::Catalog::clone(&catalog.load()));
+            let writer = pending::Writer::new(catalog.clone());
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
@@ -299,6 +300,13 @@ impl Server {
     /// The last applied journal id.
     pub fn applied_journal_id(&self) -> u64 {
         self.shared.progress.applied()
+    }
+
+    /// Fault injection for tests: this node's ZAB driver stands still for `duration` (no
+    /// ticks, no messages, no requests handled, like a stopped process whose sockets stay
+    /// open), while the client port keeps taking requests.
+    pub async fn pause_node(&self, duration: std::time::Duration) {
+        self.shared.node.pause(duration).await;
     }
 
     /// Stops accepting clients, closes the connections, stops the node and waits for it.

@@ -1,60 +1,50 @@
 //! The write path, SYNC, and the leader's TIMESTAMP ticker.
 //!
-//! On the leader: [`Planner`] validates the command against the speculative catalog (a refusal
+//! On the leader: the speculative planner ([`super::pending`]) validates the command (a refusal
 //! is a typed error and nothing is logged), then the entry is queued at the node in plan
-//! order; the answer is `Written { journal_id = zxid }` once
-//! the node reports it committed *and applied here*. On any other node: the request is
-//! forwarded once to the leader's client address ([`super::peer`]), and the answer waits until
-//! this node's applied journal id reaches the returned id (read-your-writes on every node,
-//! waited with no lock held: PITFALLS E11).
+//! order; once the node reports it committed *and applied here*, the answer is what replay
+//! did with it: `Written { journal_id = zxid, created_id }` if it was applied, the typed error
+//! of its conflict if replay ignored it. On any other node: the request is forwarded once to
+//! the leader's client address ([`super::peer`]); the leader's answer, `Written` or error, is
+//! the answer, and a `Written` one waits until this node's applied journal id reaches the
+//! returned id (read-your-writes on every node, waited with no lock held: PITFALLS E11).
 //!
 //! INV-1 (order): entries are submitted in the order they were planned — the planner lock (an
 //! async mutex) is held while an entry is queued at the node's driver
 //! (`Node::enqueue_write`, whose calls that follow one another are proposed in that order:
 //! zab-net node INV-5). The driver answers the waiting request directly, and takes all queued
 //! writes per wake-up, so concurrent writes are batched without a task in between.
-//! INV-2 (planner): the speculative catalog is reset to the applied one when the epoch changes,
-//! when a submit fails, and whenever nothing is in flight.
+//! INV-2 (planner): an entry stays in the speculative catalog until the node answers it
+//! (applied here, or never proposed) or the epoch changes; a client's timeout never removes
+//! it, so a write planned after a timed-out one sees it (`pending` INV-2).
 //! INV-3 (bounded): a write ends within `leader_wait_ms` + `write_timeout_ms`: with no leader it
 //! fails with QUORUM_UNAVAILABLE after `leader_wait_ms`; a forwarded write is forwarded at most
 //! once (peer INV-2); a failed write is never retried under a new epoch (PITFALLS E1).
+//! INV-4 (answers reflect replay): `Written` is answered only for an entry that replay applied
+//! (`machine::Progress::outcome`); an entry that replay ignored is answered ALREADY_EXISTS or
+//! NOT_FOUND (its `replay::Conflict`); if the outcome is no longer known, TIMEOUT (check with
+//! a read). A forwarded write carries the leader's answer unchanged.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::sync::{oneshot, Mutex};
 use tracing::{debug, warn};
 use zab_core::{Epoch, Role, ServerId};
 use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::wall_ms;
 use super::peer::CallError;
+use super::pending::NotQueued;
 use super::Shared;
-use crate::command::{Command, Planner};
+use crate::command::Command;
+use crate::outcomes::Lookup;
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+use crate::replay::{Conflict, ConflictKind, Outcome};
 
 /// How a forward failed: not sent (another leader may be tried) or final.
 enum Retry {
     Unsent(String),
     Final(ErrorReply),
-}
-
-struct PlanState {
-    planner: Planner,
-    epoch: Option<Epoch>,
-    in_flight: usize,
-}
-
-/// The leader's planner (INV-1, INV-2).
-pub struct Writer {
-    plan: Mutex<PlanState>,
-}
-
-impl std::fmt::Debug for Writer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").finish_non_exhaustive()
-    }
 }
 
 fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
@@ -64,18 +54,19 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
     }
 }
 
-impl Writer {
-    /// A writer whose planner starts from `applied`.
-    pub fn new(applied: crate::Catalog) -> Writer {
-        let plan = PlanState {
-            planner: Planner::new(applied),
-            epoch: None,
-            in_flight: 0,
-        };
-        Writer {
-            plan: Mutex::new(plan),
-        }
-    }
+/// The answer to a write that committed but that replay ignored (INV-4): the typed error of
+/// its conflict, never `Written`.
+fn ignored(journal_id: u64, conflict: Conflict) -> ErrorReply {
+    let kind = match conflict.kind {
+        ConflictKind::AlreadyExists => ErrorKind::AlreadyExists,
+        ConflictKind::NotFound => ErrorKind::NotFound,
+    };
+    let message = format!(
+        "the write was logged as journal id {journal_id:#x} but not applied: {} (an earlier \
+         write took effect first); the catalog is unchanged by it",
+        conflict.why
+    );
+    err(kind, message)
 }
 
 /// Whether `st` is an established leader that serves.
@@ -186,47 +177,44 @@ impl Shared {
         })
     }
 
-    /// Plans, submits and waits for a write on the leader (INV-1, INV-2).
+    /// Plans, submits and waits for a write on the leader (INV-1, INV-2, INV-4).
     pub async fn write_local(
         &self,
         cmd: &Command,
         st: &NodeStatus,
     ) -> Result<(u64, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
-        let (rx, created_id) = {
-            let mut p = self.writer.plan.lock().await;
-            if p.epoch != Some(st.epoch) || p.in_flight == 0 {
-                let applied = crate::Catalog::clone(&self.catalog.load());
-                p.planner.reset(applied);
-                p.epoch = Some(st.epoch);
-            }
-            let planned = p.planner.plan(cmd).map_err(|e| ErrorReply::from(&e))?;
-            let (tx, rx) = oneshot::channel();
-            let payload = Bytes::from(planned.entry.encode());
-            let queued = self.node.enqueue_write(payload, tx);
-            if tokio::time::timeout(limit, queued).await.is_err() {
-                p.planner.reset(crate::Catalog::clone(&self.catalog.load()));
-                return Err(self.submit_error(SubmitError::Timeout(limit)));
-            }
-            p.in_flight += 1;
-            (rx, planned.created_id)
-        };
-        let result = match tokio::time::timeout(limit, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(SubmitError::Shutdown),
-            Err(_) => Err(SubmitError::Timeout(limit)),
-        };
-        {
-            let mut p = self.writer.plan.lock().await;
-            p.in_flight = p.in_flight.saturating_sub(1);
-            if result.is_err() || p.in_flight == 0 {
-                let applied = crate::Catalog::clone(&self.catalog.load());
-                p.planner.reset(applied);
-            }
-        }
-        match result {
-            Ok(zxid) => Ok((zxid.0, created_id)),
-            Err(e) => Err(self.submit_error(e)),
+        let submitted = self
+            .writer
+            .submit(&self.node, st.epoch, cmd, limit)
+            .await
+            .map_err(|e| match e {
+                NotQueued::Refused(e) => ErrorReply::from(&e),
+                NotQueued::QueueFull(limit) => err(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the node's request queue stayed full for {} ms; the write was not \
+                         queued and will not be logged",
+                        limit.as_millis()
+                    ),
+                ),
+            })?;
+        let created_id = submitted.created_id();
+        let zxid = submitted
+            .wait(limit)
+            .await
+            .map_err(|e| self.submit_error(e))?;
+        match self.progress.outcome(zxid.0) {
+            Lookup::Known(Outcome::Applied) => Ok((zxid.0, created_id)),
+            Lookup::Known(Outcome::Ignored(conflict)) => Err(ignored(zxid.0, conflict)),
+            Lookup::Unknown => Err(err(
+                ErrorKind::Timeout,
+                format!(
+                    "the write committed as journal id {:#x}, but whether replay applied it is \
+                     no longer known here; check with a read",
+                    zxid.0
+                ),
+            )),
         }
     }
 

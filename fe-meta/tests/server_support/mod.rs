@@ -40,6 +40,9 @@ pub struct Cluster {
     pub n: u64,
     pub ports: BTreeMap<u64, (u16, u16, u16)>,
     pub extra: String,
+    /// zoo.cfg `syncLimit` (ticks of 100 ms); 5 unless a test needs a node to stand still
+    /// longer without its peers giving up on it.
+    pub sync_limit: u32,
     pub servers: BTreeMap<u64, Server>,
 }
 
@@ -54,6 +57,7 @@ impl Cluster {
             n,
             ports,
             extra: extra.to_string(),
+            sync_limit: 5,
             servers: BTreeMap::new(),
         }
     }
@@ -68,8 +72,9 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("myid"), format!("{sid}\n")).unwrap();
         let mut t = format!(
-            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize=1024\n\
+            "tickTime=100\ninitLimit=20\nsyncLimit={}\nforceSync=no\npreAllocSize=1024\n\
              dataDir={}\nclientPort={}\nclusterId={cluster_id}\n{}\n",
+            self.sync_limit,
             dir.display(),
             self.ports[&sid].2,
             self.extra

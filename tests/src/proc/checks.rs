@@ -5,7 +5,9 @@
 //! 2. every node serves plain reads (within 10 s: a restarted node may match the others' data
 //!    a moment before its sync completes), and every write in the [`Ledger`](super::Ledger) reads back, with its value, from every node
 //!    (SHOW_VARS for small ledgers; GET_VAR per name, pipelined, for large ones, since a
-//!    SHOW_VARS answer is bounded by the frame size);
+//!    SHOW_VARS answer is bounded by the frame size); every acknowledged CREATE_DB is there on
+//!    every node under its name *with the id its `Written` answer gave* (an answer stands
+//!    for what replay did, not for an entry replay ignored);
 //! 3. no node answered a read at a lower journal id than an earlier read (the monitor, which
 //!    must have read from every node after convergence);
 //! 4. no node's log says `panicked at`.
@@ -116,6 +118,7 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
     until_synced(&client)
         .await
         .map_err(|e| vec![format!("node {sid}: still refuses plain reads: {e}")])?;
+    let mut problems = databases_back(cluster, &client, sid).await?;
     let expected = cluster.ledger().snapshot();
     let found: BTreeMap<String, Option<String>> =
         if cluster.ledger().value_bytes() <= SHOW_VARS_BYTES_MAX {
@@ -133,7 +136,6 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
                 .await
                 .map_err(|e| vec![format!("node {sid}: {e}")])?
         };
-    let mut problems = Vec::new();
     for (name, acked) in &expected {
         match found.get(name).cloned().flatten() {
             Some(v) if v == acked.value => {}
@@ -150,6 +152,42 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+/// Checks that every acknowledged database is on node `sid` with the id it was answered.
+async fn databases_back(
+    cluster: &ProcCluster,
+    client: &Client,
+    sid: u64,
+) -> Result<Vec<String>, Vec<String>> {
+    let expected = cluster.ledger().databases();
+    if expected.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found: BTreeMap<String, u64> = client
+        .show_databases(false)
+        .await
+        .map_err(|e| vec![format!("node {sid}: SHOW_DATABASES: {e}")])?
+        .value
+        .into_iter()
+        .map(|d| (d.name, d.id))
+        .collect();
+    let mut problems = Vec::new();
+    for (name, acked) in &expected {
+        match found.get(name) {
+            Some(id) if *id == acked.id => {}
+            Some(id) => problems.push(format!(
+                "node {sid}: database {name} was answered Written with id {} (journal id \
+                 {:#x}) but has id {id}",
+                acked.id, acked.journal_id
+            )),
+            None => problems.push(format!(
+                "node {sid}: acknowledged database {name} (id {}, journal id {:#x}) is missing",
+                acked.id, acked.journal_id
+            )),
+        }
+    }
+    Ok(problems)
 }
 
 /// Waits until node `client` serves plain reads: right after a restart it answers that it

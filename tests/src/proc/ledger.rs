@@ -1,8 +1,10 @@
-//! The writes clients saw acknowledged: global variables (`SET_VAR name = value`) with unique
-//! names, so the end checks can read each one back from every node.
+//! The writes clients saw acknowledged: global variables (`SET_VAR name = value`) and created
+//! databases (`CREATE_DB name` → the id answered), each with a unique name, so the end checks
+//! can read each one back from every node — the value of a variable, the answered id of a
+//! database: a `Written` answer must stand for an effect that replay made.
 //!
 //! INV: a write enters the ledger only after its `Written` answer arrived; a write whose
-//! outcome is unknown (timeout, lost connection) never does.
+//! outcome is unknown (timeout, lost connection) or that was refused never does.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,6 +19,16 @@ pub struct Ledger {
 struct Inner {
     vars: BTreeMap<String, Acked>,
     value_bytes: u64,
+    databases: BTreeMap<String, AckedCreate>,
+}
+
+/// One acknowledged create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckedCreate {
+    /// The id the `Written` answer said was created.
+    pub id: u64,
+    /// The journal id the write was acknowledged with.
+    pub journal_id: u64,
 }
 
 /// One acknowledged write.
@@ -46,9 +58,16 @@ impl Ledger {
         }
     }
 
-    /// Acknowledged writes so far.
+    /// Records an acknowledged `CREATE_DB name` that answered `id` at `journal_id`.
+    pub fn record_database(&self, name: &str, id: u64, journal_id: u64) {
+        let acked = AckedCreate { id, journal_id };
+        self.lock().databases.insert(name.to_owned(), acked);
+    }
+
+    /// Acknowledged writes so far (variables and databases).
     pub fn len(&self) -> usize {
-        self.lock().vars.len()
+        let g = self.lock();
+        g.vars.len() + g.databases.len()
     }
 
     /// Whether nothing was acknowledged.
@@ -63,16 +82,19 @@ impl Ledger {
 
     /// The highest journal id acknowledged.
     pub fn max_journal_id(&self) -> u64 {
-        self.lock()
-            .vars
-            .values()
-            .map(|a| a.journal_id)
-            .max()
-            .unwrap_or(0)
+        let g = self.lock();
+        let vars = g.vars.values().map(|a| a.journal_id);
+        let dbs = g.databases.values().map(|a| a.journal_id);
+        vars.chain(dbs).max().unwrap_or(0)
     }
 
-    /// A copy of every acknowledged write, by name.
+    /// A copy of every acknowledged variable write, by name.
     pub fn snapshot(&self) -> BTreeMap<String, Acked> {
         self.lock().vars.clone()
+    }
+
+    /// A copy of every acknowledged database create, by name.
+    pub fn databases(&self) -> BTreeMap<String, AckedCreate> {
+        self.lock().databases.clone()
     }
 }

@@ -1,6 +1,8 @@
 //! Bounded write load: writer tasks, one connection each, spread over the nodes, writing
-//! `SET_VAR load-<client>-<seq>` one after the other and recording what was acknowledged
-//! (in the [`Ledger`]) and when (for recovery times). Plus [`fill`], a pipelined bulk load.
+//! `SET_VAR load-<client>-<seq>` one after the other — every [`CREATE_EVERY`]-th write a
+//! `CREATE_DB load-db-<client>-<seq>` instead, whose answered id is recorded — and recording
+//! what was acknowledged (in the [`Ledger`]) and when (for recovery times). Plus [`fill`], a
+//! pipelined bulk load.
 //!
 //! INV-1: every writer stops by itself at its deadline, or earlier on [`Load::stop`].
 //! INV-2: a writer whose node is down or frozen keeps trying (new connection after a failure,
@@ -21,6 +23,9 @@ pub const LOAD_CLIENT: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(5),
 };
+
+/// Every this many writes of a writer, one creates a database instead of setting a variable.
+pub const CREATE_EVERY: u64 = 8;
 
 /// Running writers; [`Load::stop`] ends them and reports.
 #[derive(Debug)]
@@ -160,11 +165,24 @@ async fn write_loop(
             },
         };
         seq += 1;
-        let name = format!("load-{i}-{seq}");
-        let value = value_of(&name, value_len);
-        match c.set_var(&name, &value).await {
-            Ok(written) => {
+        let answer = if seq.is_multiple_of(CREATE_EVERY) {
+            let name = format!("load-db-{i}-{seq}");
+            c.create_db(&name).await.and_then(|written| {
+                let id = written.created_id.ok_or_else(|| {
+                    ClientError::Protocol(format!("CREATE_DB {name}: Written without an id"))
+                })?;
+                ledger.record_database(&name, id, written.journal_id);
+                Ok(written)
+            })
+        } else {
+            let name = format!("load-{i}-{seq}");
+            let value = value_of(&name, value_len);
+            c.set_var(&name, &value).await.inspect(|written| {
                 ledger.record(&name, &value, written.journal_id);
+            })
+        };
+        match answer {
+            Ok(written) => {
                 w.report.acked += 1;
                 w.report.acks.push(Ack {
                     at: Instant::now(),

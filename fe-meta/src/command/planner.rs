@@ -1,0 +1,170 @@
+//! The leader's speculative planner: validates each command against the applied catalog plus
+//! every entry planned but not yet settled, so two entries that may both commit never take the
+//! same name or id.
+//!
+//! An entry is *pending* from [`Planner::plan`] until the node says what became of it:
+//! [`Planner::settled`] (committed and applied here: the applied catalog now holds its effect)
+//! or [`Planner::failed`] (the node says for certain it was never proposed). Nothing else
+//! removes it — in particular not a client's timeout: an entry whose client gave up is still
+//! in the node's pipeline and may commit ahead of anything planned next. Only
+//! [`Planner::new_epoch`] drops every pending entry at once: under a new epoch an old entry
+//! either committed before the leader served (the applied catalog holds it) or never will.
+//!
+//! INV-1: the speculative catalog is the applied catalog (as of the last reset) with every
+//! pending entry applied in plan order; an entry is validated against it and then applied to
+//! it.
+//! INV-2: pending entries are identified by a [`Ticket`] that is never reused, across epochs
+//! too: a late word about an entry of an older epoch finds nothing and changes nothing.
+//! INV-3: when the last pending entry settles or fails, the speculative catalog becomes the
+//! applied one (which holds every settled entry), so drift from replay cannot accumulate.
+//! INV-4: when an entry fails while others are pending, the speculative catalog is rebuilt as
+//! the applied catalog plus the remaining pending entries. Some of those may already be
+//! applied whose answers are not in yet; re-applying them is harmless for the idempotent ops
+//! and, where it is not, the worst case is a plan that replay ignores — which its client is
+//! told (`server::write` INV-4), never acknowledged.
+
+use std::collections::BTreeMap;
+
+use super::{validate, Command, CommandError, Planned};
+use crate::catalog::Catalog;
+use crate::journal::Op;
+use crate::replay::apply_op;
+
+/// Names one planned entry until it settles or fails (INV-2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+/// The leader's planner (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Planner {
+    speculative: Catalog,
+    pending: BTreeMap<Ticket, Op>,
+    next_ticket: u64,
+}
+
+impl Planner {
+    /// A planner whose speculative catalog is `applied` (the replayed catalog).
+    pub fn new(applied: Catalog) -> Planner {
+        Planner {
+            speculative: applied,
+            pending: BTreeMap::new(),
+            next_ticket: 0,
+        }
+    }
+
+    /// Validates `cmd` against the speculative catalog and, on success, applies it there and
+    /// keeps it pending under the returned ticket (INV-1).
+    pub fn plan(&mut self, cmd: &Command) -> Result<(Ticket, Planned), CommandError> {
+        let planned = validate(&self.speculative, cmd)?;
+        apply_op(&mut self.speculative, &planned.op);
+        self.next_ticket += 1;
+        let ticket = Ticket(self.next_ticket);
+        self.pending.insert(ticket, planned.op.clone());
+        Ok((ticket, planned))
+    }
+
+    /// The entry of `ticket` committed and is applied here; `applied` is read only when it
+    /// was the last pending one (INV-3).
+    pub fn settled(&mut self, ticket: Ticket, applied: impl FnOnce() -> Catalog) {
+        if self.pending.remove(&ticket).is_some() && self.pending.is_empty() {
+            self.speculative = applied();
+        }
+    }
+
+    /// The entry of `ticket` will never commit (INV-3, INV-4).
+    pub fn failed(&mut self, ticket: Ticket, applied: impl FnOnce() -> Catalog) {
+        if self.pending.remove(&ticket).is_none() {
+            return;
+        }
+        let mut rebuilt = applied();
+        for op in self.pending.values() {
+            apply_op(&mut rebuilt, op);
+        }
+        self.speculative = rebuilt;
+    }
+
+    /// A new epoch: every pending entry is forgotten and the speculative catalog is `applied`.
+    pub fn new_epoch(&mut self, applied: Catalog) {
+        self.pending.clear();
+        self.speculative = applied;
+    }
+
+    /// How many entries are pending.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The speculative catalog.
+    pub fn speculative(&self) -> &Catalog {
+        &self.speculative
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Database;
+    use crate::replay::apply;
+
+    fn create(name: &str) -> Command {
+        Command::CreateDb { name: name.into() }
+    }
+
+    fn commit(applied: &mut Catalog, journal_id: u64, planned: &Planned) {
+        apply(applied, journal_id, &planned.entry).unwrap();
+    }
+
+    #[test]
+    fn a_pending_entry_keeps_its_name_and_id_until_it_settles() {
+        let mut applied = Catalog::new();
+        let mut p = Planner::new(applied.clone());
+        let (t1, a) = p.plan(&create("a")).unwrap();
+        // The client of `a` gave up; nothing tells the planner, so `a` stays pending.
+        assert_eq!(
+            p.plan(&create("a")).unwrap_err(),
+            CommandError::DatabaseExists("a".into())
+        );
+        let (t2, b) = p.plan(&create("b")).unwrap();
+        assert_ne!(a.created_id, b.created_id);
+        commit(&mut applied, 1, &a);
+        commit(&mut applied, 2, &b);
+        p.settled(t2, || applied.clone());
+        assert_eq!(p.pending(), 1);
+        p.settled(t1, || applied.clone());
+        assert_eq!(p.pending(), 0);
+        assert_eq!(p.speculative(), &applied);
+    }
+
+    #[test]
+    fn a_failed_entry_is_forgotten_and_the_rest_replanned_on_the_applied_catalog() {
+        let applied = Catalog::new();
+        let mut p = Planner::new(applied.clone());
+        let (t1, _) = p.plan(&create("a")).unwrap();
+        let (_t2, b) = p.plan(&create("b")).unwrap();
+        p.failed(t1, || applied.clone());
+        assert_eq!(p.pending(), 1);
+        assert!(p.speculative().database_by_name("a").is_none());
+        let kept: &Database = p.speculative().database_by_name("b").unwrap();
+        assert_eq!(Some(kept.id), b.created_id);
+        let (_t3, a) = p.plan(&create("a")).unwrap();
+        assert_ne!(
+            a.created_id, b.created_id,
+            "ids of pending entries stay taken"
+        );
+    }
+
+    #[test]
+    fn a_new_epoch_forgets_everything_and_old_tickets_change_nothing() {
+        let mut applied = Catalog::new();
+        let mut p = Planner::new(applied.clone());
+        let (t1, a) = p.plan(&create("a")).unwrap();
+        commit(&mut applied, 1, &a);
+        p.new_epoch(applied.clone());
+        let (_t2, _b) = p.plan(&create("b")).unwrap();
+        let before = p.speculative().clone();
+        p.settled(t1, Catalog::new);
+        p.failed(t1, Catalog::new);
+        assert_eq!(p.pending(), 1);
+        assert_eq!(p.speculative(), &before);
+    }
+}

@@ -1,0 +1,179 @@
+//! The leader's entries in flight: planned by the speculative [`Planner`], queued at the node,
+//! and settled by what the node answers about each — not by how long a client waited.
+//!
+//! A submitted entry is a [`Submitted`] holding the node's reply channel and the entry's
+//! [`Ticket`]. Whoever holds it when the node answers tells the planner: the waiting request
+//! if the answer comes in time; otherwise (the client's wait timed out, or the request was
+//! dropped) a small task that takes the reply channel over and waits for the node's answer.
+//!
+//! INV-1 (order): entries are queued at the node in plan order: the plan lock (an async mutex)
+//! is held from planning until the entry is queued (`Node::enqueue_write`, zab-net node INV-5).
+//! INV-2 (settled by the node): an entry stays pending in the planner until the node answers
+//! it — `Ok(zxid)`: committed and applied here ([`Planner::settled`]); an error that says it
+//! was never proposed (not leader, epoch exhausted, too large, node stopped:
+//! [`Planner::failed`]) — or until the epoch changes ([`Planner::new_epoch`]). A client's
+//! timeout changes nothing; QUORUM_LOST (may still commit under a new leader) waits for the
+//! epoch change.
+//! INV-3 (bounded): the task that takes over a reply channel ends when the node answers or
+//! drops the channel, which it does for every queued write (zab-net node INV-2: every
+//! pending request is answered, or failed when the node stops); at most one such task exists
+//! per entry in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, Mutex};
+use zab_core::{Epoch, Zxid};
+use zab_net::{Node, SubmitError};
+
+use crate::catalog::{Catalog, SharedCatalog};
+use crate::command::{Command, CommandError, Planner, Ticket};
+
+type Answer = Result<Zxid, SubmitError>;
+
+struct PlanState {
+    planner: Planner,
+    epoch: Option<Epoch>,
+}
+
+/// The leader's planner and its entries in flight (see the module docs).
+pub struct Writer {
+    plan: Arc<Mutex<PlanState>>,
+    catalog: Arc<SharedCatalog>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+/// Why an entry was not queued.
+#[derive(Debug)]
+pub enum NotQueued {
+    /// The command was refused by validation; nothing was planned.
+    Refused(CommandError),
+    /// The node's request queue stayed full for the whole limit; nothing was queued.
+    QueueFull(Duration),
+}
+
+/// An entry queued at the node, its answer not yet taken (INV-2, INV-3).
+pub struct Submitted {
+    rx: Option<oneshot::Receiver<Answer>>,
+    ticket: Ticket,
+    created_id: Option<u64>,
+    plan: Arc<Mutex<PlanState>>,
+    catalog: Arc<SharedCatalog>,
+}
+
+impl Writer {
+    /// A writer whose planner starts from the catalog `catalog` publishes.
+    pub fn new(catalog: Arc<SharedCatalog>) -> Writer {
+        let plan = PlanState {
+            planner: Planner::new(Catalog::clone(&catalog.load())),
+            epoch: None,
+        };
+        Writer {
+            plan: Arc::new(Mutex::new(plan)),
+            catalog,
+        }
+    }
+
+    /// Plans `cmd` under `epoch` and queues its entry at `node` (INV-1); waits at most `limit`
+    /// for room in the node's queue.
+    pub async fn submit(
+        &self,
+        node: &Node,
+        epoch: Epoch,
+        cmd: &Command,
+        limit: Duration,
+    ) -> Result<Submitted, NotQueued> {
+        let mut p = self.plan.lock().await;
+        if p.epoch != Some(epoch) {
+            p.planner.new_epoch(applied(&self.catalog));
+            p.epoch = Some(epoch);
+        }
+        let (ticket, planned) = p.planner.plan(cmd).map_err(NotQueued::Refused)?;
+        let (tx, rx) = oneshot::channel();
+        let payload = Bytes::from(planned.entry.encode());
+        if tokio::time::timeout(limit, node.enqueue_write(payload, tx))
+            .await
+            .is_err()
+        {
+            // Cancelled before it was queued: nothing was queued (zab-net node INV-5).
+            p.planner.failed(ticket, || applied(&self.catalog));
+            return Err(NotQueued::QueueFull(limit));
+        }
+        Ok(Submitted {
+            rx: Some(rx),
+            ticket,
+            created_id: planned.created_id,
+            plan: self.plan.clone(),
+            catalog: self.catalog.clone(),
+        })
+    }
+}
+
+impl Submitted {
+    /// The id the entry creates (or the first id it reserves), if any.
+    pub fn created_id(&self) -> Option<u64> {
+        self.created_id
+    }
+
+    /// Waits at most `limit` for the node's answer and settles the entry with it (INV-2). On
+    /// a timeout the answer is still taken, later, by a task of its own (INV-3).
+    pub async fn wait(mut self, limit: Duration) -> Answer {
+        let Some(rx) = self.rx.as_mut() else {
+            return Err(SubmitError::Shutdown);
+        };
+        let answer = match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(SubmitError::Shutdown),
+            Err(_) => return Err(SubmitError::Timeout(limit)),
+        };
+        self.rx = None;
+        settle(&self.plan, &self.catalog, self.ticket, &answer).await;
+        answer
+    }
+}
+
+impl Drop for Submitted {
+    fn drop(&mut self) {
+        let Some(rx) = self.rx.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (plan, catalog, ticket) = (self.plan.clone(), self.catalog.clone(), self.ticket);
+        runtime.spawn(async move {
+            let answer = rx.await.unwrap_or(Err(SubmitError::Shutdown));
+            settle(&plan, &catalog, ticket, &answer).await;
+        });
+    }
+}
+
+fn applied(catalog: &SharedCatalog) -> Catalog {
+    Catalog::clone(&catalog.load())
+}
+
+/// Whether the node's error says the entry was never proposed (INV-2).
+fn never_proposed(e: &SubmitError) -> bool {
+    match e {
+        SubmitError::NotLeader { .. }
+        | SubmitError::NoLeader
+        | SubmitError::EpochExhausted
+        | SubmitError::TooLarge { .. }
+        | SubmitError::Shutdown
+        | SubmitError::Fatal(_) => true,
+        SubmitError::QuorumLost | SubmitError::Timeout(_) => false,
+    }
+}
+
+async fn settle(plan: &Mutex<PlanState>, catalog: &SharedCatalog, ticket: Ticket, answer: &Answer) {
+    let mut p = plan.lock().await;
+    match answer {
+        Ok(_) => p.planner.settled(ticket, || applied(catalog)),
+        Err(e) if never_proposed(e) => p.planner.failed(ticket, || applied(catalog)),
+        Err(_) => {}
+    }
+}
