@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn, Instrument, Span};
+use tracing::{debug, info, warn, Instrument, Span};
 use zab_core::{Action, Input, Message, Peer, RequestId, Zxid};
 use zab_store::{EpochFiles, EpochKind, LogEvent, LogReader, LogWriter, SyncThread};
 
@@ -524,7 +524,9 @@ impl Driver {
                 SubmitError::Shutdown
             }
             Err(Fatal(msg)) => {
-                error!(error = %msg, "node stops on a fatal error");
+                // WARN: the embedding application reports the one ERROR line with what to do
+                // (`NodeStatus::fatal`); fe-meta does, then exits.
+                warn!(error = %msg, "node stops on a fatal error");
                 self.status.fatal = Some(msg.clone());
                 self.publish();
                 SubmitError::Fatal(msg)
