@@ -2,7 +2,8 @@
 //!
 //! One thread, no sockets, no clock: every step the scheduler picks, by seeded weight, one of
 //! deliver (the head of a link, or a pending `ConnectionLost`), tick (advance virtual time and
-//! tick a node), fsync (complete a node's group commit), install (finish a SNAP install),
+//! tick a node), fsync (complete a node's group commit; never on a node whose disk is stalled,
+//! `faults` INV-F4), install (finish a SNAP install),
 //! client write, client sync, or a fault. Every choice comes from one `ChaCha8Rng`, and every
 //! collection is ordered, so a seed replays the same run exactly (the trace hash proves it).
 //!
@@ -112,6 +113,9 @@ impl Cluster {
                 paused: false,
                 last_tick_ms: 0,
                 crashes: 0,
+                fsync_stalled_until_ms: 0,
+                power_loss_at_ms: None,
+                restart_at_ms: None,
             };
             c.nodes.insert(sid, node);
             c.net.crash(sid, &[]);
@@ -222,6 +226,7 @@ impl Cluster {
     /// One step with the given weights; runs the checkers afterwards.
     pub fn step_with(&mut self, w: Weights) -> StepKind {
         self.step_no += 1;
+        self.scheduled_disk_faults();
         let live = self.live();
         let links: Vec<_> = self
             .net
@@ -237,8 +242,10 @@ impl Cluster {
             .iter()
             .copied()
             .filter(|id| {
-                let d = &self.nodes[id].disk;
-                !d.pending.is_empty() || d.owed_persisted.is_some()
+                let n = &self.nodes[id];
+                let d = &n.disk;
+                (!d.pending.is_empty() || d.owed_persisted.is_some())
+                    && !n.fsync_stalled(self.now_ms)
             })
             .collect();
         let installs: Vec<_> = live
