@@ -379,4 +379,34 @@ mod tests {
         let (durable, _) = disk.load();
         assert_eq!(durable.log_index, vec![txn(2, 1).zxid]);
     }
+
+    /// L4: a power loss keeps every durable record and the first `keep` pending appends.
+    #[test]
+    fn a_power_loss_keeps_a_prefix_of_the_pending_appends() {
+        let mut disk = Disk::default();
+        for c in 1..=5 {
+            assert!(disk.append(txn(1, c)));
+        }
+        disk.fsync(2);
+        disk.crash(2);
+        let (durable, _) = disk.load();
+        let kept: Vec<Zxid> = (1..=4).map(|c| txn(1, c).zxid).collect();
+        assert_eq!(durable.log_index, kept);
+        assert!(disk.pending.is_empty());
+    }
+
+    /// L2/L3: a truncate syncs the pending appends first and owes their report, which may
+    /// name a record the truncate removed.
+    #[test]
+    fn a_truncate_into_pending_appends_owes_the_report_of_the_removed_last_one() {
+        let mut disk = Disk::default();
+        for c in 1..=3 {
+            assert!(disk.append(txn(1, c)));
+        }
+        disk.truncate(txn(1, 2).zxid);
+        assert!(disk.log_durable());
+        let kept: Vec<Zxid> = disk.log.iter().map(|t| t.zxid).collect();
+        assert_eq!(kept, vec![txn(1, 1).zxid, txn(1, 2).zxid]);
+        assert_eq!(disk.fsync(0), Some(txn(1, 3).zxid));
+    }
 }
