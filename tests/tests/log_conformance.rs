@@ -326,7 +326,7 @@ impl Sim {
     /// What a restart finds after a power loss with everything synced.
     fn reopen(mut self) -> Vec<Zxid> {
         self.settle();
-        self.disk.crash(0);
+        self.disk.crash();
         self.disk.load().0.log_index
     }
 }

@@ -59,7 +59,7 @@ impl Cluster {
             0
         };
         let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
-        node.disk.crash(keep);
+        node.disk.power_loss(keep);
         node.paused = false;
         node.crashes += 1;
         self.net.crash(id, &ids);
