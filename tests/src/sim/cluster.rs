@@ -78,6 +78,16 @@ pub struct Cluster {
     pub faults: u64,
     /// Random wipes so far (INV-F3).
     pub wipes: u64,
+    /// Slow-disk faults so far (`faults` INV-F4) and the power losses they scheduled that hit.
+    pub stalls: u64,
+    /// Power losses inside a slow-disk span.
+    pub stalled_power_losses: u64,
+    /// Times a node became leader with appends of its own still pending (the state of bug
+    /// "currentEpoch before the tail is durable").
+    pub leaders_with_pending_tail: u64,
+    /// Times a node truncated into appends still pending (the state of bug "TRUNC into
+    /// unreported appends").
+    pub truncates_into_pending: u64,
 }
 
 impl Cluster {
@@ -100,6 +110,10 @@ impl Cluster {
             epoch_writes: Vec::new(),
             faults: 0,
             wipes: 0,
+            stalls: 0,
+            stalled_power_losses: 0,
+            leaders_with_pending_tail: 0,
+            truncates_into_pending: 0,
             opts,
         };
         for sid in c.opts.members().into_keys() {

@@ -213,6 +213,7 @@ impl Cluster {
                 // INV-F2: a node already counted faulty may go down; another only with room
                 if !live || self.faulty() < self.opts.max_faulty {
                     self.trace(format_args!("POWER LOSS {id} (slow disk)"));
+                    self.stalled_power_losses += 1;
                     self.crash(id);
                 } else {
                     let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
@@ -242,6 +243,7 @@ impl Cluster {
         }
         let id = up[self.rng.gen_range(0..up.len())];
         let span = self.rng.gen_range(STALL_MS);
+        self.stalls += 1;
         self.stall_disk(id, span);
         if self.rng.gen_ratio(1, 2) {
             let loss = now + self.rng.gen_range(0..span);
