@@ -3,7 +3,8 @@
 //! INV-U1: a `WriteDone Ok(z)` answers a pending request of that node, once, with the txn the
 //! client wrote, which is applied at `z` on that node.
 //! INV-U2: every acknowledged txn is in the history (applied state or log) of every leader
-//! when it sends NEWLEADER and when it is established, after the acknowledgement; no node's
+//! established after the acknowledgement, and of every leader of a later epoch when it sends
+//! NEWLEADER (Zab's initial-history property); no node's
 //! TRUNC drops an acknowledged txn; every node's applied history is a prefix of one history
 //! holding every acknowledged txn (`order` INV-O1, checked at every apply). So an acknowledged
 //! write is missing from no committed history, at the step it would go missing.
@@ -91,11 +92,11 @@ impl Durability {
         }
     }
 
-    /// The first acknowledged write missing from the history (applied state, durable log or
-    /// pending appends) of `node`.
-    fn missing_acked(&self, node: NodeView<'_>) -> Option<(Zxid, &Bytes)> {
+    /// The first acknowledged write before `before` missing from the history (applied state,
+    /// durable log or pending appends) of `node`.
+    fn missing_acked(&self, node: NodeView<'_>, before: Zxid) -> Option<(Zxid, &Bytes)> {
         self.acked
-            .iter()
+            .range(..before)
             .map(|(z, p)| (*z, p))
             .find(|(z, payload)| {
                 let in_applied = node
@@ -115,7 +116,7 @@ impl Durability {
 
     /// `node` just became an established leader (INV-U2).
     pub fn on_established(&mut self, node: NodeView<'_>) -> Verdict {
-        match self.missing_acked(node) {
+        match self.missing_acked(node, Zxid(u64::MAX)) {
             Some((z, payload)) => Err(format!(
                 "Durability: leader {} established without acknowledged write {z} ({payload:?})",
                 node.id
@@ -242,7 +243,9 @@ impl Durability {
                     )),
                 }
             }
-            Message::NewLeader { .. } => match self.missing_acked(node) {
+            // a stale leader of an older epoch may still send NEWLEADER (no quorum will ack
+            // it); what it must hold is every write acknowledged in an older epoch than its own
+            Message::NewLeader { zxid } => match self.missing_acked(node, *zxid) {
                 Some((z, payload)) => Err(format!(
                     "Durability: leader {id} sends NEWLEADER to {to} without acknowledged write \
                      {z} ({payload:?}) in its history"
