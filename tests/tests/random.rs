@@ -107,14 +107,16 @@ fn random_faults_include_wipes() {
     );
 }
 
-/// The sweep stalls disks across elections (`faults` INV-F4): over a few seeds, stalls and
-/// power losses inside them happen, and they put nodes in the states the slow-disk bugs need: a
-/// new leader whose own tail is not durable, a learner whose TRUNC cuts into pending appends.
-/// Each run still passes every checker and the liveness phase.
+/// The sweep stalls disks across elections (`faults` INV-F4): over 200 seeds (a couple of
+/// seconds), stalls and power losses inside them happen, and they put nodes in the states the
+/// slow-disk bugs need: a new leader whose own tail is not durable, a learner whose TRUNC cuts
+/// into pending appends. Each run still passes every checker and the liveness phase. Measured
+/// on seeds 0..200: 589 stalls, 210 power losses, 191 leaders with a pending tail and 16
+/// truncates into pending appends (without slow disks: 65 and 1); the bounds are about half.
 #[test]
 fn random_faults_include_slow_disks() {
     let (mut stalls, mut losses, mut leaders, mut truncates) = (0, 0, 0, 0);
-    for seed in 0..30 {
+    for seed in 0..200 {
         let r = run_seed(seed);
         stalls += r.stalls;
         losses += r.stalled_power_losses;
@@ -122,11 +124,11 @@ fn random_faults_include_slow_disks() {
         truncates += r.truncates_into_pending;
     }
     eprintln!(
-        "30 seeds: {stalls} stalls, {losses} power losses inside them, {leaders} leaders with a \
-         pending tail, {truncates} truncates into pending appends"
+        "200 seeds: {stalls} stalls, {losses} power losses inside them, {leaders} leaders with \
+         a pending tail, {truncates} truncates into pending appends"
     );
     assert!(
-        stalls >= 30 && losses >= 10 && leaders >= 5 && truncates >= 5,
+        stalls >= 300 && losses >= 100 && leaders >= 100 && truncates >= 8,
         "{stalls} stalls, {losses} power losses, {leaders} leaders with a pending tail, \
          {truncates} truncates into pending appends"
     );
