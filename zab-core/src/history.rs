@@ -10,7 +10,8 @@
 //! dropped; only entries the disk holds and the state machine applied are trimmed, keeping at
 //! most `window` of them.
 //! INV-3: `persisted` only names a zxid this log holds (or `base`), so a stale `LogPersisted` for
-//! a record a truncation removed never counts as durable.
+//! a record a truncation removed never counts as durable. A truncation makes every kept record
+//! durable (io contract L2): `persisted` is then the last kept zxid.
 //! INV-4: `last()` is the last appended zxid (durable or in flight). Appends are never
 //! reordered, so a vote or an ACKEPOCH may use it; every ACK waits for `persisted`.
 //! INV-5: `sizes` is parallel to `index` (same length): the payload bytes of each logged zxid,
@@ -155,7 +156,8 @@ impl History {
         }
     }
 
-    /// Drops every record after `zxid`.
+    /// Drops every record after `zxid`. The completed `TruncateLog` leaves every kept record
+    /// durable (io contract L2), so no later report is needed for them (INV-3).
     pub(crate) fn truncate(&mut self, zxid: Zxid) {
         let keep = self.index.partition_point(|z| *z <= zxid);
         self.index.truncate(keep);
@@ -163,7 +165,7 @@ impl History {
         while self.txns.back().is_some_and(|t| t.zxid > zxid) {
             self.txns.pop_back();
         }
-        self.persisted = self.persisted.min(zxid);
+        self.persisted = self.last();
     }
 
     /// The log was reset to a snapshot at `zxid` (SNAP sync); nothing is durable until the
@@ -216,6 +218,47 @@ impl History {
         while self.txns.front().is_some_and(|t| t.zxid < first) {
             self.txns.pop_front();
         }
+    }
+
+    /// Checks INV-1, INV-2 (suffix part), INV-3 and INV-5 on the current state (the
+    /// simulation calls it after every step through `Peer::check_invariants`). `applied` is the
+    /// peer's applied point, for INV-2's "every zxid above min(applied, persisted) is held".
+    pub(crate) fn check(&self, applied: Zxid) -> Result<(), String> {
+        if self.index.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("history INV-1: the index is not strictly ascending".into());
+        }
+        if self.sizes.len() != self.index.len() {
+            return Err(format!(
+                "history INV-5: {} sizes for {} logged zxids",
+                self.sizes.len(),
+                self.index.len()
+            ));
+        }
+        let held: Vec<Zxid> = self.txns.iter().map(|t| t.zxid).collect();
+        if !self.index.ends_with(&held) {
+            return Err("history INV-2: the txns in memory are not a suffix of the index".into());
+        }
+        let done = applied.min(self.persisted);
+        let above = self.index.partition_point(|z| *z <= done);
+        if self.index.len() - above > held.len() {
+            return Err(format!(
+                "history INV-2: a logged zxid above {done} (applied/persisted) is not in memory"
+            ));
+        }
+        if !self.contains(self.persisted) && self.persisted != Zxid::ZERO {
+            return Err(format!(
+                "history INV-3: persisted {} is not a zxid of this log (base {})",
+                self.persisted, self.base
+            ));
+        }
+        if self.persisted > self.last() {
+            return Err(format!(
+                "history INV-3: persisted {} beyond the last appended {}",
+                self.persisted,
+                self.last()
+            ));
+        }
+        Ok(())
     }
 
     /// The txn with zxid `z`, when held in memory.
@@ -294,9 +337,15 @@ mod tests {
         h.append(t(1, 1)).unwrap();
         h.append(t(3, 1)).unwrap();
         h.truncate(z(1, 1));
+        assert_eq!(
+            h.persisted(),
+            z(1, 1),
+            "a completed truncate leaves the kept log durable"
+        );
         h.append(t(2, 1)).unwrap();
         h.on_persisted(z(3, 1));
-        assert_eq!(h.persisted(), Zxid::ZERO);
+        assert_eq!(h.persisted(), z(1, 1));
+        assert!(!h.all_persisted());
         h.on_persisted(z(2, 1));
         assert_eq!(h.persisted(), z(2, 1));
     }

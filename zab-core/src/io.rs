@@ -21,10 +21,38 @@
 //!   restarts) the old state and files stay as they were. A learner whose state machine is
 //!   already at or past the SNAP's zxid does not install it: it emits no `BeginSnapshot`, drops
 //!   the chunks itself, and truncates its log to its applied point instead.
-//! - `LogPersisted { upto }` may arrive late: the peer ignores a report naming a record that a
-//!   later `TruncateLog` or snapshot reset removed (it only counts a zxid its log still holds).
 //! - `LogPurged { first_zxid }` is fed only for segments a local snapshot covers (applied
 //!   txns); from then on the peer never asks `SendLogRange` for anything below `first_zxid`.
+//!
+//! # Log durability contract
+//! What the store and the driver report about the txn log, and what the peer concludes. The
+//! real store (`zab_store::LogWriter`, mapped to inputs by `LogEvent::input`) and the
+//! simulation's disk are both held to it by one conformance test (`tests/tests/log_conformance.rs`).
+//! - L1: `LogPersisted { upto }` means every record appended up to `upto`, and not removed
+//!   since, is durable. Between two truncations the reports name ascending zxids.
+//! - L2: a completed `TruncateLog { zxid }` leaves the log holding exactly the appended records
+//!   `<= zxid`, **all durable** (appends issued before it are synced first), and every record
+//!   above `zxid` durably gone. The peer counts its whole kept log durable from then on, so a
+//!   learner whose TRUNC cut into appends not yet reported can still ack NEWLEADER.
+//! - L3: after a truncation a late `LogPersisted` may still arrive, naming a record the
+//!   truncation removed (synced before it, reported after it) or a kept one; the peer only
+//!   counts a zxid its log still holds, so such a report says nothing about records appended
+//!   after the truncation.
+//! - L4: a crash or power loss keeps every record reported durable and every completed
+//!   truncation; of the appends not yet reported, a prefix may survive (records are sequential
+//!   and recovery stops at the first torn one): none, some or all of them.
+//! - L5: `EndSnapshot` resets the log: after `SnapshotInstalled { zxid }` the log holds no
+//!   record at or below `zxid`, and appends issued after `EndSnapshot` follow the snapshot.
+//!
+//! What the peer promises in turn: it emits `PersistCurrentEpoch(e)` only when its whole log is
+//! durable (a leader waits for its own `LogPersisted`; a learner acks NEWLEADER only after its
+//! sync data is durable), so no restarted peer reports an epoch whose log tail it lost.
+//!
+//! # After a restart
+//! A restarted peer's state machine holds the newest local snapshot only; the txns logged after
+//! it are applied when a leader confirms them (UPTODATE). Until the peer serves again, reads of
+//! the state machine see the snapshot's state, which may be older than what this node served
+//! before it stopped (the driver shows this as `NodeStatus::serving == false`).
 
 use bytes::Bytes;
 

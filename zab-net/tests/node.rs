@@ -118,10 +118,20 @@ async fn catch_up_after(n: usize, factor: Option<f64>) -> CatchUp {
     let last = c.put_many(leader, "b", n, 250).await;
     let t0 = Instant::now();
     c.start(lag).await;
+    let restarted = c.status(lag);
+    if !restarted.serving {
+        // Until it serves, its state machine is its newest local snapshot's.
+        assert_eq!(
+            restarted.restored_snapshot,
+            Some(restarted.last_applied),
+            "{restarted:?}"
+        );
+    }
     let mut w = c.node(lag).watch();
     w.wait_for(|s| s.role == Role::Following).await.unwrap();
     let joined = t0.elapsed();
     c.wait_applied(lag, last, Duration::from_secs(30)).await;
+    assert_eq!(c.status(lag).restored_snapshot, None);
     let done = t0.elapsed();
     let sync = done.saturating_sub(joined).as_secs_f64().max(1e-6);
     println!(

@@ -17,6 +17,12 @@
 //! which is exactly what the leader lacks. Without the rule the ensemble would stay unavailable
 //! for the whole `initLimit`. A LOOKING peer resends its notification at least every tick, so
 //! the leader leaves at most about one tick after the wait; `epoch_wait_ticks = 0` disables it.
+//! INV-7 (PITFALLS B3 on the leader's side, ZOOKEEPER-4643): the leader persists currentEpoch =
+//! new epoch only once its whole log is durable. Its vote, and so its election, counted its last
+//! *appended* zxid; a currentEpoch written before that tail is durable would survive a power
+//! loss that the tail does not, and the restarted node's vote (new epoch, shorter log) would beat
+//! the holders of the lost, possibly committed, tail and TRUNC them. Until the tail is durable the
+//! leader stays in the epoch-ack phase; its `LogPersisted` re-checks the quorum.
 //! INV-4: a learner arriving after the epoch was chosen with an acceptedEpoch above it would
 //! refuse LEADERINFO and come back forever; the leader leaves its role so that the next
 //! discovery picks an epoch above that promise.
@@ -168,9 +174,18 @@ impl Leader {
         }
     }
 
-    /// Once a quorum acked the epoch: persist currentEpoch and sync every acked learner.
-    fn check_epoch_acks(&mut self, core: &mut Core) -> Result<Next, StepError> {
+    /// Once a quorum acked the epoch and the leader's own log is durable: persist currentEpoch
+    /// and sync every acked learner (INV-7).
+    pub(super) fn check_epoch_acks(&mut self, core: &mut Core) -> Result<Next, StepError> {
         if self.phase != Phase::EpochAck || !core.cfg.is_quorum(self.epoch_acks.iter()) {
+            return Ok(Next::Stay);
+        }
+        if !core.log.all_persisted() {
+            tracing::debug!(
+                persisted = %core.log.persisted(),
+                last = %core.log.last(),
+                "leader: epoch acked; waiting for its own log to be durable before currentEpoch"
+            );
             return Ok(Next::Stay);
         }
         let epoch = self.epoch();

@@ -284,6 +284,7 @@ impl Leader {
     /// Everything up to the log's persisted point is durable here.
     pub(crate) fn on_persisted(&mut self, core: &mut Core) -> Result<Next, StepError> {
         match self.phase {
+            Phase::EpochAck => self.check_epoch_acks(core),
             Phase::Sync => self.check_newleader(core),
             Phase::Broadcast => self.on_self_persisted(core),
             _ => Ok(Next::Stay),
@@ -370,6 +371,68 @@ impl Leader {
         for peer in self.handlers.into_keys() {
             core.push(Action::Disconnect { peer });
         }
+    }
+
+    /// Checks the leader's INV lines on its current state (`Peer::check_invariants`).
+    pub(crate) fn check(&self, core: &Core) -> Result<(), String> {
+        let me = core.sid();
+        let counted = |sid: &ServerId| {
+            *sid == me
+                || self.handlers.get(sid).is_some_and(|h| {
+                    !h.observer && crate::election::is_participant(&core.cfg, *sid)
+                })
+        };
+        for (name, set) in [
+            ("FOLLOWERINFO", &self.info_quorum),
+            ("ACKEPOCH", &self.epoch_acks),
+            ("NEWLEADER", &self.newleader_acks),
+        ] {
+            if let Some(bad) = set.iter().find(|s| !counted(s)) {
+                return Err(format!(
+                    "leader INV-1/INV-5: {bad} counts in the {name} quorum without a voting \
+                     learner handler"
+                ));
+            }
+        }
+        if self.phase < Phase::Sync {
+            if let Some((sid, _)) = self.handlers.iter().find(|(_, h)| h.forwarding()) {
+                return Err(format!(
+                    "leader INV-3: learner {sid} registered for forwarding before the epoch \
+                     quorum (phase {:?})",
+                    self.phase
+                ));
+            }
+            if !self.newleader_acks.is_empty() {
+                return Err("leader: NEWLEADER acks before the sync phase".into());
+            }
+        } else {
+            let epoch = self.epoch();
+            if core.current_epoch != epoch || core.accepted_epoch != epoch {
+                return Err(format!(
+                    "leader discovery INV-3: phase {:?} of epoch {epoch} with currentEpoch {} \
+                     and acceptedEpoch {}",
+                    self.phase, core.current_epoch, core.accepted_epoch
+                ));
+            }
+        }
+        if let Some((z, _)) = self.outstanding.iter().next() {
+            if *z <= core.last_committed {
+                return Err(format!(
+                    "leader broadcast: proposal {z} outstanding at or below the commit point {}",
+                    core.last_committed
+                ));
+            }
+        }
+        if let Some((z, _)) = self.outstanding.iter().next_back() {
+            if *z > core.log.last() || z.epoch() != self.epoch() {
+                return Err(format!(
+                    "leader broadcast: outstanding proposal {z} is not in this epoch's log \
+                     (last {})",
+                    core.log.last()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The sync plan chosen for `sid`, if it was synced.

@@ -122,6 +122,33 @@ impl Learner {
         self.phase == Phase::Broadcast
     }
 
+    /// Checks the sync INV lines on the current state (`Peer::check_invariants`).
+    pub(crate) fn check(&self, core: &Core) -> Result<(), String> {
+        if self.newleader_acked && core.current_epoch != self.new_epoch {
+            return Err(format!(
+                "learner sync INV-2: NEWLEADER of epoch {} acked with currentEpoch {}",
+                self.new_epoch, core.current_epoch
+            ));
+        }
+        if self.phase == Phase::Broadcast && !self.newleader_acked {
+            return Err("learner sync: serving without a NEWLEADER ack".into());
+        }
+        if !self.newleader_acked && self.acked != Zxid::ZERO {
+            return Err(format!(
+                "learner sync INV-3: proposal {} acked before NEWLEADER",
+                self.acked
+            ));
+        }
+        if self.acked > core.log.persisted() {
+            return Err(format!(
+                "learner sync INV-3: acked {} beyond the durable {}",
+                self.acked,
+                core.log.persisted()
+            ));
+        }
+        Ok(())
+    }
+
     /// A quorum-channel message (INV-1).
     pub(crate) fn on_message(
         &mut self,

@@ -221,11 +221,13 @@ impl Learner {
         self.try_initialize(core)
     }
 
-    /// The SNAP's snapshot is durable and loaded.
-    pub(crate) fn on_snapshot_installed(&mut self, core: &mut Core, zxid: Zxid) {
+    /// The SNAP's snapshot is durable and loaded. Whatever the install was part of, everything
+    /// that waits for durability is checked again (the NEWLEADER ack, proposal acks, the
+    /// initial-sync marker), as after a `LogPersisted`.
+    pub(crate) fn on_snapshot_installed(&mut self, core: &mut Core, zxid: Zxid) -> Next {
         if self.snap == SnapState::Installing(zxid) {
             self.snap = SnapState::Idle;
-            self.try_ack_newleader(core);
         }
+        self.on_persisted(core)
     }
 }

@@ -81,6 +81,12 @@ pub struct NodeStatus {
     pub last_logged: Zxid,
     /// True when it serves clients (established leader, or learner after UPTODATE).
     pub serving: bool,
+    /// `Some(zxid)` from the node's start until it first serves: its state machine holds the
+    /// newest local snapshot (at `zxid`) and the txns logged after it are applied only once a
+    /// leader confirms them (zab-core io, "After a restart"). Reads of the state machine in this
+    /// window may be older than what the node served before it stopped; an embedder that answers
+    /// reads should refuse them, or say how old they are, until this is `None`.
+    pub restored_snapshot: Option<Zxid>,
     /// False while the data dir needs its first sync from a leader: the node does not vote
     /// and is counted in no quorum until then (PITFALLS B9; [`NodeOptions::bootstrap`]).
     pub initialized: bool,
@@ -137,6 +143,7 @@ impl NodeStatus {
             last_applied: Zxid::ZERO,
             last_logged: Zxid::ZERO,
             serving: false,
+            restored_snapshot: None,
             initialized: true,
             syncs_sent: SyncCounters::default(),
             syncs_received: SyncCounters::default(),

@@ -164,6 +164,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let (req_tx, requests) = mpsc::channel(1024);
     let mut status = NodeStatus::new(sid);
     status.initialized = !p.peer.needs_initial_sync();
+    status.restored_snapshot = Some(p.peer.last_applied_zxid());
     let (status_tx, status_rx) = watch::channel(status.clone());
     let (role_tx, role_rx) = watch::channel(status.role_status());
     let shutdown = CancellationToken::new();

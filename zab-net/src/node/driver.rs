@@ -488,6 +488,9 @@ impl Driver {
         s.last_applied = p.last_applied_zxid();
         s.last_logged = p.last_logged_zxid();
         s.serving = p.is_serving();
+        if s.serving {
+            s.restored_snapshot = None;
+        }
         s.initialized = !p.needs_initial_sync();
         let new = &self.status;
         self.status_tx.send_if_modified(|cur| {
