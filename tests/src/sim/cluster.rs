@@ -9,8 +9,9 @@
 //!
 //! INV-C1: every live node is ticked at least every `tick_ms / 2` of virtual time (the
 //! contract of `Input::Tick`); a paused node is not (that is the fault).
-//! INV-C2: the checkers run on every input, every action and after every step; the first
-//! violation aborts the run with its seed, step and replay command.
+//! INV-C2: the checkers run on every input, every action and after every step, and so does
+//! every peer's `Peer::check_invariants` (the core's own INV lines); the first violation aborts
+//! the run with its seed, step and replay command.
 //! INV-C3: a deliver step drains a link's backlog down to [`BURST_BACKLOG`] messages. Virtual
 //! time advances only on tick steps (~0.9 ms per step on average), so one message per deliver
 //! step caps the whole cluster at under one message per virtual ms; a SNAP or long DIFF of a few
@@ -408,6 +409,14 @@ impl Cluster {
     }
 
     fn after_step(&mut self) {
+        // the core's own INV lines (history, peer state, leader and learner handlers), so a
+        // corrupted internal state is caught at the step that corrupts it (INV-C2)
+        for n in self.nodes.values() {
+            if let Some(Err(e)) = n.peer.as_ref().map(Peer::check_invariants) {
+                let msg = format!("node {}: core invariant violated: {e}", n.id);
+                self.fail(&msg);
+            }
+        }
         let views: Vec<_> = self
             .nodes
             .values()
