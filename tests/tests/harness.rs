@@ -36,10 +36,12 @@ fn truncate_flushes_in_order_then_cuts() {
     d.fsync(1);
     d.truncate(Zxid::new(Epoch(1), 2));
     assert_eq!(d.log.len(), 2);
+    assert!(d.pending.is_empty(), "the kept records are durable (L2)");
     assert_eq!(
         d.fsync(0),
-        Some(Zxid::new(Epoch(1), 2)),
-        "the flush of 1:2 is owed"
+        Some(Zxid::new(Epoch(1), 4)),
+        "the pre-truncate sync of 1:2..=1:4 is owed, naming the removed 1:4 as the real \
+         writer does (L3)"
     );
     assert!(d.append(txn(2, 1)));
 }

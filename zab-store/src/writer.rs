@@ -27,7 +27,7 @@ use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::Receiver;
 use tracing::warn;
-use zab_core::{Txn, Zxid};
+use zab_core::{Input, Txn, Zxid};
 
 use crate::error::{Result, StoreError};
 use crate::log::TxnLog;
@@ -96,6 +96,30 @@ pub enum LogEvent {
     },
     /// The thread hit an error and stopped (INV-3).
     Failed(StoreError),
+}
+
+impl LogEvent {
+    /// The input a driver feeds its peer for this event, following the log durability
+    /// contract of `zab_core::io`: `Persisted` becomes `LogPersisted` (possibly naming a zxid a
+    /// later truncate removed; the peer ignores that), `Purged` becomes `LogPurged`. A
+    /// completed truncate, reset or flush tells the peer nothing beyond what the synchronous
+    /// action already did, so it maps to `None`; so does `Failed`, which the caller must handle
+    /// itself (the peer must stop, INV-3).
+    pub fn input(&self) -> Option<Input> {
+        match self {
+            LogEvent::Persisted { upto } => Some(Input::LogPersisted { upto: *upto }),
+            LogEvent::Purged {
+                first: Some(first_zxid),
+            } => Some(Input::LogPurged {
+                first_zxid: *first_zxid,
+            }),
+            LogEvent::Purged { first: None }
+            | LogEvent::Truncated { .. }
+            | LogEvent::Reset { .. }
+            | LogEvent::Flushed { .. }
+            | LogEvent::Failed(_) => None,
+        }
+    }
 }
 
 /// The command queue shared by the handles and the sync thread.

@@ -2,14 +2,16 @@
 //!
 //! One thread, no sockets, no clock: every step the scheduler picks, by seeded weight, one of
 //! deliver (the head of a link, or a pending `ConnectionLost`), tick (advance virtual time and
-//! tick a node), fsync (complete a node's group commit), install (finish a SNAP install),
+//! tick a node), fsync (complete a node's group commit; never on a node whose disk is stalled,
+//! `faults` INV-F4), install (finish a SNAP install),
 //! client write, client sync, or a fault. Every choice comes from one `ChaCha8Rng`, and every
 //! collection is ordered, so a seed replays the same run exactly (the trace hash proves it).
 //!
 //! INV-C1: every live node is ticked at least every `tick_ms / 2` of virtual time (the
 //! contract of `Input::Tick`); a paused node is not (that is the fault).
-//! INV-C2: the checkers run on every input, every action and after every step; the first
-//! violation aborts the run with its seed, step and replay command.
+//! INV-C2: the checkers run on every input, every action and after every step, and so does
+//! every peer's `Peer::check_invariants` (the core's own INV lines); the first violation aborts
+//! the run with its seed, step and replay command.
 //! INV-C3: a deliver step drains a link's backlog down to [`BURST_BACKLOG`] messages. Virtual
 //! time advances only on tick steps (~0.9 ms per step on average), so one message per deliver
 //! step caps the whole cluster at under one message per virtual ms; a SNAP or long DIFF of a few
@@ -77,6 +79,16 @@ pub struct Cluster {
     pub faults: u64,
     /// Random wipes so far (INV-F3).
     pub wipes: u64,
+    /// Slow-disk faults so far (`faults` INV-F4) and the power losses they scheduled that hit.
+    pub stalls: u64,
+    /// Power losses inside a slow-disk span.
+    pub stalled_power_losses: u64,
+    /// Times a node became leader with appends of its own still pending (the state of bug
+    /// "currentEpoch before the tail is durable").
+    pub leaders_with_pending_tail: u64,
+    /// Times a node truncated into appends still pending (the state of bug "TRUNC into
+    /// unreported appends").
+    pub truncates_into_pending: u64,
 }
 
 impl Cluster {
@@ -99,6 +111,10 @@ impl Cluster {
             epoch_writes: Vec::new(),
             faults: 0,
             wipes: 0,
+            stalls: 0,
+            stalled_power_losses: 0,
+            leaders_with_pending_tail: 0,
+            truncates_into_pending: 0,
             opts,
         };
         for sid in c.opts.members().into_keys() {
@@ -112,6 +128,9 @@ impl Cluster {
                 paused: false,
                 last_tick_ms: 0,
                 crashes: 0,
+                fsync_stalled_until_ms: 0,
+                power_loss_at_ms: None,
+                restart_at_ms: None,
             };
             c.nodes.insert(sid, node);
             c.net.crash(sid, &[]);
@@ -222,6 +241,7 @@ impl Cluster {
     /// One step with the given weights; runs the checkers afterwards.
     pub fn step_with(&mut self, w: Weights) -> StepKind {
         self.step_no += 1;
+        self.scheduled_disk_faults();
         let live = self.live();
         let links: Vec<_> = self
             .net
@@ -237,8 +257,10 @@ impl Cluster {
             .iter()
             .copied()
             .filter(|id| {
-                let d = &self.nodes[id].disk;
-                !d.pending.is_empty() || d.owed_persisted.is_some()
+                let n = &self.nodes[id];
+                let d = &n.disk;
+                (!d.pending.is_empty() || d.owed_persisted.is_some())
+                    && !n.fsync_stalled(self.now_ms)
             })
             .collect();
         let installs: Vec<_> = live
@@ -387,6 +409,14 @@ impl Cluster {
     }
 
     fn after_step(&mut self) {
+        // the core's own INV lines (history, peer state, leader and learner handlers), so a
+        // corrupted internal state is caught at the step that corrupts it (INV-C2)
+        for n in self.nodes.values() {
+            if let Some(Err(e)) = n.peer.as_ref().map(Peer::check_invariants) {
+                let msg = format!("node {}: core invariant violated: {e}", n.id);
+                self.fail(&msg);
+            }
+        }
         let views: Vec<_> = self
             .nodes
             .values()

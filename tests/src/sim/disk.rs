@@ -1,19 +1,29 @@
-//! The disk of one simulated node, honouring the contract of `zab_core::io` exactly.
+//! The disk of one simulated node, honouring the log durability contract of `zab_core::io`
+//! (L1–L4) in the shape of `zab_store`'s writer (`tests/tests/log_conformance.rs` holds both
+//! to it with the same scripted sequences).
 //!
 //! # Model
 //! - Epoch files and `TruncateLog` are durable the moment the action executes.
 //! - `AppendLog` joins a volatile group-commit queue; a scheduler step later makes a prefix of
-//!   that queue durable (one fsync for the group) and the node is fed `LogPersisted`.
+//!   that queue durable (one fsync for the group) and the node is fed `LogPersisted` (L1).
+//! - `TruncateLog { zxid }` first syncs every pending append, as the real writer does, then
+//!   drops the records after `zxid`: the kept log is all durable (L2). The pre-truncate sync is
+//!   owed to the peer as a later `LogPersisted` naming the last append, which the truncate may
+//!   have removed (L3: the peer must ignore it).
 //! - A SNAP received from the leader is assembled from its chunks in a temporary buffer; after
 //!   `EndSnapshot` it becomes durable after a random delay, then the log is reset to it.
 //!   Appends issued after `EndSnapshot` queue behind the install.
 //! - The driver takes local snapshots of the applied state and purges old log records.
-//! - A crash keeps only what is durable.
+//! - A crash (power loss) keeps everything durable and a prefix of the pending appends, chosen
+//!   by the caller from the seeded rng: possibly none, possibly all (L4; records are written
+//!   in order and recovery stops at the first torn one).
 //!
 //! INV-D1: the durable log and the pending queue together are strictly increasing in zxid.
 //! INV-D2: every snapshot holds exactly a sequence of txns ending at its zxid.
 //! INV-D3: `log_base` is the zxid the first log record follows: the log holds every txn in
 //! `(log_base, last]` that this node logged, without gaps.
+//! INV-D4: `owed_persisted`, when set, names the last append a completed truncate synced (kept
+//! or removed); `fsync` reports it, or a later append, and clears it.
 
 use std::collections::VecDeque;
 
@@ -160,25 +170,24 @@ impl Disk {
         self.owed_persisted.take()
     }
 
-    /// `TruncateLog { zxid }`: flushes pending appends in order, then drops records after
-    /// `zxid`, durably.
+    /// `TruncateLog { zxid }`: syncs the pending appends in order (owing their report, INV-D4),
+    /// then drops records after `zxid`, durably (L2, L3).
     pub fn truncate(&mut self, zxid: Zxid) {
         self.force_install();
-        while let Some(txn) = self.pending.pop_front() {
-            if txn.zxid <= zxid {
-                self.owed_persisted = Some(txn.zxid);
-                self.log.push(txn);
-            }
+        if let Some(last) = self.pending.back().map(|t| t.zxid) {
+            self.log.extend(self.pending.drain(..));
+            self.owed_persisted = Some(last);
         }
         self.log.retain(|t| t.zxid <= zxid);
-        if let Some(o) = self.owed_persisted {
-            if o > zxid {
-                self.owed_persisted = None;
-            }
-        }
         if self.log_base > zxid {
             self.log_base = zxid;
         }
+    }
+
+    /// Every appended record is durable: nothing is waiting for an fsync and no SNAP install
+    /// is still volatile.
+    pub fn log_durable(&self) -> bool {
+        self.pending.is_empty() && self.install.as_ref().is_none_or(|i| i.durable)
     }
 
     /// Makes a pending SNAP install durable now (a later synchronous action needs it on disk
@@ -280,25 +289,35 @@ impl Disk {
         ends_ok.then_some(range)
     }
 
-    /// What survives a crash, as the restarted node's store finds it: a log that now ends
-    /// before the newest snapshot (it applied and snapshotted txns a quorum had made durable
-    /// before its own appends were synced) restarts at that snapshot, like
-    /// `zab_store::DataDir::load` does; appending after the shorter log would leave a hole.
-    pub fn crash(&mut self) {
-        self.pending.clear();
+    /// What survives a power loss that kept the first `keep_pending` pending appends (L4), as
+    /// the restarted node's store finds it: a log that now ends before the newest snapshot (it
+    /// applied and snapshotted txns a quorum had made durable before its own appends were
+    /// synced) restarts at that snapshot, like `zab_store::DataDir::load` does; appending after
+    /// the shorter log would leave a hole.
+    pub fn power_loss(&mut self, keep_pending: usize) {
         self.owed_persisted = None;
         self.incoming = None;
-        if let Some(i) = self.install.take() {
-            if i.durable {
-                // the reset happened already; appends queued after it were volatile
-                self.pending.clear();
-            }
+        match self.install.take() {
+            // the reset never reached the disk: it and the appends queued behind it are lost
+            Some(i) if !i.durable => self.pending.clear(),
+            // the reset is durable; the appends after it are ordinary pending appends
+            _ => {}
         }
+        let keep = keep_pending.min(self.pending.len());
+        let survivors: Vec<Txn> = self.pending.drain(..keep).collect();
+        self.log.extend(survivors);
+        self.pending.clear();
         let snapshot = self.snapshot_zxid();
         if self.log.last().map_or(self.log_base, |t| t.zxid) < snapshot {
             self.log.clear();
             self.log_base = snapshot;
         }
+    }
+
+    /// What survives a power loss that kept none of the pending appends (the L4 outcome
+    /// scripted scenarios rely on).
+    pub fn crash(&mut self) {
+        self.power_loss(0);
     }
 
     /// Wipes everything (an operator emptied the data dir); the node restarts without
@@ -365,5 +384,20 @@ mod tests {
             .is_none());
         let (durable, _) = disk.load();
         assert_eq!(durable.log_index, vec![txn(2, 1).zxid]);
+    }
+
+    /// L4: a power loss keeps every durable record and the first `keep` pending appends.
+    #[test]
+    fn a_power_loss_keeps_a_prefix_of_the_pending_appends() {
+        let mut disk = Disk::default();
+        for c in 1..=5 {
+            assert!(disk.append(txn(1, c)));
+        }
+        disk.fsync(2);
+        disk.power_loss(2);
+        let (durable, _) = disk.load();
+        let kept: Vec<Zxid> = (1..=4).map(|c| txn(1, c).zxid).collect();
+        assert_eq!(durable.log_index, kept);
+        assert!(disk.pending.is_empty());
     }
 }

@@ -8,7 +8,7 @@
 
 use bytes::BytesMut;
 use rand::Rng;
-use zab_core::{Action, Input, Message, ServerId, Zxid};
+use zab_core::{Action, Input, Message, Role, ServerId, Zxid};
 
 use super::cluster::Cluster;
 use super::core::Peer;
@@ -152,8 +152,18 @@ impl Cluster {
             } => {
                 self.sync_outcomes.insert(request_id, outcome);
             }
-            Action::RoleChanged { .. } => {}
+            Action::RoleChanged { role, .. } => {
+                if role == Role::Leading && !self.nodes[&id].disk.pending.is_empty() {
+                    self.leaders_with_pending_tail += 1;
+                }
+            }
             local => {
+                if let Action::TruncateLog { zxid } = &local {
+                    let disk = &self.nodes[&id].disk;
+                    if disk.pending.back().is_some_and(|t| t.zxid > *zxid) {
+                        self.truncates_into_pending += 1;
+                    }
+                }
                 if let (true, Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e)) =
                     (self.opts.record_events, &local)
                 {

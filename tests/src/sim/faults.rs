@@ -1,8 +1,10 @@
-//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions.
+//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions, slow disks.
 //!
-//! INV-F1: a crash loses exactly what is not durable (pending appends, a SNAP not yet
-//! durable, the state machine, every connection); a restart rebuilds the peer from the disk
-//! (`DurableState`) and the state machine from the newest snapshot.
+//! INV-F1: a crash loses what is not durable (a SNAP not yet durable, the state machine,
+//! every connection, and the pending appends, of which a random prefix survives when
+//! `SimOptions::crash_keeps_unsynced_prefix` is on: L4 of the log durability contract); a
+//! restart rebuilds the peer from the disk (`DurableState`) and the state machine from the
+//! newest snapshot.
 //! INV-F2: random faults keep at most `max_faulty` nodes down or paused at once.
 //! INV-F3: random wipes (only when `SimOptions::wipes` is on) keep at most a minority of the
 //! voters wiped and not yet resynced (disk still marked "needs initial sync") at any time.
@@ -11,12 +13,34 @@
 //! that still holds it: the checkers keep assuming that acknowledged writes survive. Wiping a
 //! majority would leave no quorum able to elect, so the liveness phase could never end; the
 //! bound rules that out, and the liveness phase resyncs the wiped minority.
+//! INV-F4: a slow disk (only when `SimOptions::slow_disks` is on) stalls one node's log
+//! fsyncs for [`STALL_MS`] of virtual time, several elections long: no pending append of that
+//! node becomes durable and no `LogPersisted` is fed to it, while the rest of the run goes on.
+//! Synchronous writes (epoch files, a truncate) still complete at once (the sim cannot block
+//! a driver mid-batch; a truncate syncs the pending appends first, L2). At most one disk is
+//! stalled at a time. With probability one half the node loses power at a random moment
+//! inside the span (respecting INV-F2), keeping a random prefix of its unsynced appends, and
+//! restarts a random moment after. Every stall and its scheduled power loss end with the
+//! faults (`end_faults`), so the liveness phase runs on healthy disks.
+
+use std::ops::RangeInclusive;
 
 use rand::seq::SliceRandom;
 use rand::Rng;
 use zab_core::ServerId;
 
 use super::cluster::Cluster;
+
+/// How long a slow disk stalls, in virtual ms: an election takes a few hundred ms, `initLimit`
+/// is one second, so a new leader or a syncing learner can meet its own pending tail.
+pub const STALL_MS: RangeInclusive<u64> = 1_500..=6_000;
+
+/// One random fault in this many is a slow disk (INV-F4), when slow disks are on. A run has
+/// 20–120 faults, so most runs get a few stalls while the other faults keep their share.
+pub const STALL_ONE_IN: u32 = 10;
+
+/// How long after its power loss a stalled node restarts, in virtual ms.
+const RESTART_AFTER_MS: RangeInclusive<u64> = 0..=1_500;
 
 impl Cluster {
     /// Crashes `id` (kill -9 plus loss of everything not fsynced).
@@ -28,13 +52,22 @@ impl Cluster {
         if node.peer.take().is_none() {
             return;
         }
-        node.disk.crash();
+        let pending = node.disk.pending.len();
+        let keep = if self.opts.crash_keeps_unsynced_prefix && pending > 0 {
+            self.rng.gen_range(0..=pending)
+        } else {
+            0
+        };
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        node.disk.power_loss(keep);
         node.paused = false;
         node.crashes += 1;
         self.net.crash(id, &ids);
         self.checker.on_crash(id);
-        self.mix(0xc0 ^ id.0);
-        self.trace(format_args!("CRASH {id}"));
+        self.mix(0xc0 ^ id.0 ^ (keep as u64) << 8);
+        self.trace(format_args!(
+            "CRASH {id} (kept {keep} of {pending} unsynced appends)"
+        ));
     }
 
     /// Crashes `id` right after the SNAP it is installing reached the disk (snapshot written,
@@ -130,12 +163,94 @@ impl Cluster {
         self.net.heal_all();
     }
 
-    /// Ends every fault: heals links, resumes paused nodes, restarts crashed ones.
+    /// Stalls the log fsyncs of `id` for `ms` of virtual time (INV-F4).
+    pub fn stall_disk(&mut self, id: ServerId, ms: u64) {
+        let until = self.now_ms + ms;
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.fsync_stalled_until_ms = until;
+        }
+        self.mix(0xd15c ^ id.0 ^ until << 8);
+        self.trace(format_args!("STALL DISK {id} until t={until}"));
+    }
+
+    /// Ends every fault: heals links, resumes paused nodes, restarts crashed ones, ends disk
+    /// stalls and drops their scheduled power losses.
     pub fn end_faults(&mut self) {
         self.heal_all();
+        for n in self.nodes.values_mut() {
+            n.fsync_stalled_until_ms = 0;
+            n.power_loss_at_ms = None;
+            n.restart_at_ms = None;
+        }
         for id in self.ids() {
             self.resume(id);
             self.restart(id);
+        }
+    }
+
+    /// Runs the power losses and restarts that slow-disk faults scheduled for now or earlier
+    /// (INV-F4); called at the start of every step.
+    pub(crate) fn scheduled_disk_faults(&mut self) {
+        let now = self.now_ms;
+        let due: Vec<(ServerId, bool)> = self
+            .nodes
+            .values()
+            .filter_map(|n| {
+                if n.power_loss_at_ms.is_some_and(|t| t <= now) {
+                    Some((n.id, true))
+                } else if n.restart_at_ms.is_some_and(|t| t <= now) {
+                    Some((n.id, false))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (id, power_loss) in due {
+            let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+            if power_loss {
+                node.power_loss_at_ms = None;
+                let live = node.is_live();
+                // INV-F2: a node already counted faulty may go down; another only with room
+                if !live || self.faulty() < self.opts.max_faulty {
+                    self.trace(format_args!("POWER LOSS {id} (slow disk)"));
+                    self.stalled_power_losses += 1;
+                    self.crash(id);
+                } else {
+                    let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+                    node.restart_at_ms = None;
+                }
+            } else {
+                node.restart_at_ms = None;
+                self.restart(id);
+            }
+        }
+    }
+
+    /// A slow disk on a random up node, when no disk is stalled already (INV-F4).
+    fn random_stall(&mut self) {
+        let now = self.now_ms;
+        if self.nodes.values().any(|n| n.fsync_stalled(now)) {
+            return;
+        }
+        let up: Vec<ServerId> = self
+            .nodes
+            .values()
+            .filter(|n| n.is_up())
+            .map(|n| n.id)
+            .collect();
+        if up.is_empty() {
+            return;
+        }
+        let id = up[self.rng.gen_range(0..up.len())];
+        let span = self.rng.gen_range(STALL_MS);
+        self.stalls += 1;
+        self.stall_disk(id, span);
+        if self.rng.gen_ratio(1, 2) {
+            let loss = now + self.rng.gen_range(0..span);
+            let restart = loss + self.rng.gen_range(RESTART_AFTER_MS);
+            let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+            node.power_loss_at_ms = Some(loss);
+            node.restart_at_ms = Some(restart);
         }
     }
 
@@ -160,6 +275,10 @@ impl Cluster {
     /// One random fault.
     pub(crate) fn random_fault(&mut self) {
         self.faults += 1;
+        if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
+            self.random_stall();
+            return;
+        }
         let ids = self.ids();
         let down: Vec<_> = self
             .nodes

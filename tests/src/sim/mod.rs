@@ -2,9 +2,11 @@
 //!
 //! It runs 3–7 voters plus observers of the real `zab_core` peer in one thread: a seeded
 //! scheduler ([`cluster`]), virtual time, FIFO links that can be cut, healed and partitioned
-//! ([`net`]), a disk per node that loses what was not fsynced on a crash ([`disk`]), a driver
-//! that executes actions exactly as `zab_core::io` prescribes ([`exec`]), faults ([`faults`],
-//! wipes included, bounded so a quorum of initialized voters remains), a scripting API and the
+//! ([`net`]), a disk per node that keeps the log durability contract of `zab_core::io` and loses
+//! what was not fsynced on a crash, but possibly a prefix of it ([`disk`]), a driver that
+//! executes actions exactly as `zab_core::io` prescribes ([`exec`]), faults ([`faults`], wipes
+//! included, bounded so a quorum of initialized voters remains, and slow disks that stall one
+//! node's fsyncs across elections), a scripting API and the
 //! liveness phase ([`script`]), and safety checkers named after `Zab.tla` that run after every
 //! step ([`checker`]).
 //!
@@ -41,6 +43,14 @@ pub struct RunReport {
     pub now_ms: u64,
     /// Random wipes injected.
     pub wipes: u64,
+    /// Slow-disk faults injected.
+    pub stalls: u64,
+    /// Power losses inside a slow-disk span.
+    pub stalled_power_losses: u64,
+    /// Times a node became leader with its own appends still pending.
+    pub leaders_with_pending_tail: u64,
+    /// Times a node truncated into appends still pending.
+    pub truncates_into_pending: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -56,5 +66,9 @@ pub fn run_seed(seed: u64) -> RunReport {
         hash: c.trace_hash(),
         now_ms: c.now_ms(),
         wipes: c.wipes,
+        stalls: c.stalls,
+        stalled_power_losses: c.stalled_power_losses,
+        leaders_with_pending_tail: c.leaders_with_pending_tail,
+        truncates_into_pending: c.truncates_into_pending,
     }
 }

@@ -30,12 +30,24 @@ pub struct SimNode {
     pub last_tick_ms: u64,
     /// Times it crashed.
     pub crashes: u32,
+    /// A slow disk (`faults` INV-F4): until this virtual time no group-commit fsync of this
+    /// node completes and no `LogPersisted` is fed to it (0: the disk is not stalled).
+    pub fsync_stalled_until_ms: u64,
+    /// A power loss scheduled inside the stall, at this virtual time.
+    pub power_loss_at_ms: Option<u64>,
+    /// The restart scheduled after that power loss, at this virtual time.
+    pub restart_at_ms: Option<u64>,
 }
 
 impl SimNode {
     /// True when up (crashed nodes are down; paused ones are up).
     pub fn is_up(&self) -> bool {
         self.peer.is_some()
+    }
+
+    /// Its log fsyncs are stalled at virtual time `now_ms`.
+    pub fn fsync_stalled(&self, now_ms: u64) -> bool {
+        now_ms < self.fsync_stalled_until_ms
     }
 
     /// Up and not paused: it can take inputs.

@@ -92,6 +92,15 @@ pub struct SimOptions {
     /// minority of voters not yet resynced (`faults` INV-F3). The sweep turns it on for half
     /// the seeds; `ZAB_NO_WIPES=1` turns it off to explore past a wipe-related failure.
     pub wipes: bool,
+    /// A crash keeps a random prefix of the node's unsynced appends (the log durability
+    /// contract's L4), drawn from the run's rng; off, a crash keeps none of them (also an
+    /// outcome L4 allows), which scripted scenarios rely on. The sweep turns it on.
+    pub crash_keeps_unsynced_prefix: bool,
+    /// Random faults include slow disks: one node's log fsyncs stall for seconds of virtual
+    /// time, longer than an election, and it may lose power inside the span (`faults`
+    /// INV-F4). The sweep turns it on; `ZAB_NO_SLOW_DISKS=1` turns it off to explore past a
+    /// failure that needs one.
+    pub slow_disks: bool,
     /// Print every step to stderr.
     pub trace: bool,
     /// Keep a log of every message sent (for scenario assertions).
@@ -120,6 +129,8 @@ impl SimOptions {
             weights: Weights::RANDOM,
             max_faulty: voters + observers,
             wipes: false,
+            crash_keeps_unsynced_prefix: false,
+            slow_disks: false,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
@@ -148,6 +159,8 @@ impl SimOptions {
         o.wipes = std::env::var_os("ZAB_NO_WIPES").is_none() && rng.gen_ratio(1, 2);
         // from the seed, not the rng: off, ZooKeeper's default, or lenient
         o.snapshot_size_factor = [-1.0, 0.33, 1.0][(seed % 3) as usize];
+        o.crash_keeps_unsynced_prefix = true;
+        o.slow_disks = std::env::var_os("ZAB_NO_SLOW_DISKS").is_none();
         (o, steps)
     }
 

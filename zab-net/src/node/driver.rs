@@ -236,13 +236,12 @@ impl Driver {
 
     /// Turns a log event into a later input (INV-2).
     fn defer_log_event(&mut self, ev: LogEvent) -> Result<(), Fatal> {
-        match ev {
-            LogEvent::Persisted { upto } => self.inputs.push_back(Input::LogPersisted { upto }),
-            LogEvent::Purged {
-                first: Some(first_zxid),
-            } => self.inputs.push_back(Input::LogPurged { first_zxid }),
-            LogEvent::Failed(e) => return Err(Fatal(format!("txn log failed: {e}"))),
-            other => debug!(?other, "log event"),
+        if let LogEvent::Failed(e) = ev {
+            return Err(Fatal(format!("txn log failed: {e}")));
+        }
+        match ev.input() {
+            Some(input) => self.inputs.push_back(input),
+            None => debug!(?ev, "log event"),
         }
         Ok(())
     }

@@ -3,11 +3,19 @@
 //! INV-U1: a `WriteDone Ok(z)` answers a pending request of that node, once, with the txn the
 //! client wrote, which is applied at `z` on that node.
 //! INV-U2: every acknowledged txn is in the history (applied state or log) of every leader
-//! established after the acknowledgement.
+//! established after the acknowledgement, and of every leader of a later epoch when it sends
+//! NEWLEADER (Zab's initial-history property); no node's
+//! TRUNC drops an acknowledged txn; every node's applied history is a prefix of one history
+//! holding every acknowledged txn (`order` INV-O1, checked at every apply). So an acknowledged
+//! write is missing from no committed history, at the step it would go missing.
 //! INV-U3: a learner sends `Ack { z }` for a txn only when its disk holds `z` durably, and no
 //! proposal ACK between receiving sync data and acking NEWLEADER (ZOOKEEPER-4685).
 //! INV-U4: a learner acks NEWLEADER `<e, 0>` only once its currentEpoch file holds `e` and every
 //! txn the leader committed during the sync (and the SNAP) is durable (ZOOKEEPER-4643/3911).
+//! INV-U6: a node writes currentEpoch (a leader once its ACKEPOCH quorum is in, a learner on
+//! NEWLEADER) only when every record it appended is durable on its disk: a currentEpoch ahead of
+//! the durable log lets a power loss leave the node with the new epoch and a shorter log, and
+//! win an election by epoch that TRUNCs away a committed txn (PITFALLS B3).
 //! INV-U5: a learner sends ACKEPOCH only once its acceptedEpoch file holds the proposed epoch;
 //! a leader sends LEADERINFO { e } only once its own acceptedEpoch file holds `e`.
 
@@ -32,6 +40,7 @@ pub struct Durability {
     pending: BTreeMap<(ServerId, RequestId), Bytes>,
     acked: BTreeMap<Zxid, Bytes>,
     track: BTreeMap<ServerId, SyncTrack>,
+    roles: BTreeMap<ServerId, Role>,
 }
 
 impl Durability {
@@ -83,28 +92,72 @@ impl Durability {
         }
     }
 
+    /// The first acknowledged write before `before` missing from the history (applied state,
+    /// durable log or pending appends) of `node`.
+    fn missing_acked(&self, node: NodeView<'_>, before: Zxid) -> Option<(Zxid, &Bytes)> {
+        self.acked
+            .range(..before)
+            .map(|(z, p)| (*z, p))
+            .find(|(z, payload)| {
+                let in_applied = node
+                    .applied
+                    .binary_search_by_key(z, |t| t.zxid)
+                    .is_ok_and(|i| node.applied[i].data == **payload);
+                let in_log = || {
+                    node.disk
+                        .log
+                        .iter()
+                        .chain(node.disk.pending.iter())
+                        .any(|t| t.zxid == *z && t.data == **payload)
+                };
+                !in_applied && !in_log()
+            })
+    }
+
     /// `node` just became an established leader (INV-U2).
     pub fn on_established(&mut self, node: NodeView<'_>) -> Verdict {
-        for (z, payload) in &self.acked {
-            let in_applied = node
-                .applied
-                .binary_search_by_key(z, |t| t.zxid)
-                .is_ok_and(|i| node.applied[i].data == *payload);
-            let in_log = || {
-                node.disk
-                    .log
-                    .iter()
-                    .chain(node.disk.pending.iter())
-                    .any(|t| t.zxid == *z && t.data == *payload)
-            };
-            if !in_applied && !in_log() {
-                return Err(format!(
-                    "Durability: leader {} established without acknowledged write {z} ({payload:?})",
-                    node.id
-                ));
-            }
+        match self.missing_acked(node, Zxid(u64::MAX)) {
+            Some((z, payload)) => Err(format!(
+                "Durability: leader {} established without acknowledged write {z} ({payload:?})",
+                node.id
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `node` truncates its log to `to`, dropping `txn` (INV-U2).
+    pub fn on_drop(&self, id: ServerId, to: Zxid, txn: &zab_core::Txn) -> Verdict {
+        if self.acked.get(&txn.zxid) == Some(&txn.data) {
+            return Err(format!(
+                "Durability: node {id} truncates its log to {to}, dropping acknowledged write {}                  ({:?})",
+                txn.zxid, txn.data
+            ));
         }
         Ok(())
+    }
+
+    /// `node` writes currentEpoch `e` (INV-U6).
+    pub fn on_persist_current(&self, node: NodeView<'_>, e: Epoch) -> Verdict {
+        let disk = node.disk;
+        if disk.log_durable() {
+            return Ok(());
+        }
+        let role = self
+            .roles
+            .get(&node.id)
+            .map_or("a node".to_string(), |r| format!("{r:?}"));
+        Err(format!(
+            "node {} ({role}) writes currentEpoch {e} while its log is not durable: {} appends \
+             up to {} pending{}",
+            node.id,
+            disk.pending.len(),
+            disk.last_appended(),
+            if disk.install.is_some() {
+                " behind a SNAP install"
+            } else {
+                ""
+            }
+        ))
     }
 
     /// `id` received `msg` from `from`.
@@ -133,6 +186,7 @@ impl Durability {
 
     /// `id` changed role.
     pub fn on_role(&mut self, id: ServerId, role: Role) {
+        self.roles.insert(id, role);
         if role == Role::Looking || role == Role::Leading {
             self.track.remove(&id);
         }
@@ -189,6 +243,15 @@ impl Durability {
                     )),
                 }
             }
+            // a stale leader of an older epoch may still send NEWLEADER (no quorum will ack
+            // it); what it must hold is every write acknowledged in an older epoch than its own
+            Message::NewLeader { zxid } => match self.missing_acked(node, *zxid) {
+                Some((z, payload)) => Err(format!(
+                    "Durability: leader {id} sends NEWLEADER to {to} without acknowledged write \
+                     {z} ({payload:?}) in its history"
+                )),
+                None => Ok(()),
+            },
             Message::LeaderInfo { new_epoch, .. } if disk.accepted_epoch < *new_epoch => {
                 Err(format!(
                     "leader {id} proposes epoch {new_epoch} to {to} with acceptedEpoch {} on disk",
@@ -202,6 +265,7 @@ impl Durability {
     /// `id` crashed.
     pub fn on_crash(&mut self, id: ServerId) {
         self.track.remove(&id);
+        self.roles.remove(&id);
         self.pending.retain(|(n, _), _| *n != id);
     }
 }

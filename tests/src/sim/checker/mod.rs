@@ -5,7 +5,8 @@
 //! |-----------------|---------------------------------------------------------------------|
 //! | [`leadership`]  | Leadership1/2: ≤ 1 established leader per epoch; epochs only grow per server |
 //! | [`order`]       | PrefixConsistency, Agreement, TotalOrder, Integrity, PrimaryOrder   |
-//! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK only after durable |
+//! | [`durability`]  | acknowledged writes survive; ACK / ACKEPOCH / NEWLEADER-ACK / currentEpoch only after durable |
+//! | [`newleader_ack`] | a synced learner with a durable log acks NEWLEADER within a bound |
 //! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
 //! | [`reads`]       | sync-then-read is linearizable                                      |
 //! | [`initial_sync`]| a wiped node never votes nor is counted before its first sync (B9)  |
@@ -18,6 +19,7 @@
 pub mod durability;
 pub mod initial_sync;
 pub mod leadership;
+pub mod newleader_ack;
 pub mod order;
 pub mod reads;
 pub mod serving;
@@ -73,11 +75,18 @@ pub struct Checker {
     pub serving: serving::Serving,
     /// Linearizable sync-reads.
     pub reads: reads::Reads,
+    /// Synced learners ack NEWLEADER once durable.
+    pub newleader_ack: newleader_ack::NewLeaderAck,
 }
 
 impl Checker {
     /// An input is about to be fed to `node`.
     pub fn on_input(&mut self, node: NodeView<'_>, input: &Input) -> Verdict {
+        let msg = match input {
+            Input::Message { from, msg } => Some((*from, msg)),
+            _ => None,
+        };
+        self.newleader_ack.on_input(node.id, msg);
         match input {
             Input::Message { from, msg } => {
                 self.durability.on_receive(node.id, *from, msg);
@@ -106,7 +115,12 @@ impl Checker {
         match action {
             Action::Send { to, msg } => self.on_send(node, *to, msg),
             Action::AppendLog(txn) => self.order.on_logged(node.id, txn),
-            Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e) => {
+            Action::PersistCurrentEpoch(e) => {
+                self.durability.on_persist_current(node, *e)?;
+                let disk = (node.disk.accepted_epoch, node.disk.current_epoch);
+                self.leadership.on_persist_epoch(node.id, false, *e, disk)
+            }
+            Action::PersistAcceptedEpoch(e) => {
                 let accepted = matches!(action, Action::PersistAcceptedEpoch(_));
                 let disk = (node.disk.accepted_epoch, node.disk.current_epoch);
                 self.leadership
@@ -128,6 +142,7 @@ impl Checker {
                     .chain(disk.pending.iter())
                     .filter(|t| t.zxid > *zxid);
                 for t in dropped {
+                    self.durability.on_drop(node.id, *zxid, t)?;
                     if self.order.is_applied_somewhere(t) {
                         return Err(format!(
                             "node {} truncates its log to {zxid}, dropping {} which is committed \
@@ -183,6 +198,7 @@ impl Checker {
         if let Message::Proposal(txn) | Message::Inform(txn) = msg {
             self.order.on_logged(node.id, txn)?;
         }
+        self.newleader_ack.on_send(node.id, to, msg);
         self.durability.on_send(node, to, msg)
     }
 
@@ -204,6 +220,7 @@ impl Checker {
                 self.durability.on_established(*node)?;
             }
             self.serving.after_step(node.id, peer)?;
+            self.newleader_ack.after_step(*node, peer)?;
         }
         Ok(())
     }
@@ -211,6 +228,7 @@ impl Checker {
     /// `id` crashed: forget its volatile tracking and its clients' pending requests.
     pub fn on_crash(&mut self, id: ServerId) {
         self.durability.on_crash(id);
+        self.newleader_ack.on_crash(id);
         self.serving.on_crash(id);
         self.reads.on_crash(id);
     }
