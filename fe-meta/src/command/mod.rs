@@ -18,7 +18,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::catalog::{BackendState, Catalog, Column, Frontend};
+use crate::catalog::{Admission, BackendState, Catalog, Column, Frontend, Outcome, SessionTag};
 use crate::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
 use crate::replay::apply_op;
 
@@ -120,10 +120,13 @@ pub enum Command {
         /// How many.
         count: u64,
     },
-    /// Log the leader's wall clock (the staleness guard's TIMESTAMP; the caller reads the clock).
+    /// Log the leader's wall clock (the staleness guard's TIMESTAMP; the caller reads the clock)
+    /// and the client session expiry in force.
     Timestamp {
         /// Milliseconds since the Unix epoch.
         wall_ms: u64,
+        /// Sessions idle for longer than this expire (0: never).
+        session_expiry_ms: u64,
     },
 }
 
@@ -184,6 +187,31 @@ pub enum CommandError {
     /// The id allocator cannot go further.
     #[error("the id allocator is exhausted")]
     IdsExhausted,
+    /// The client already had a write with a higher floor applied: this one is older than
+    /// what the client still waits for, and is never applied.
+    #[error(
+        "stale request: client {client_id:#x} sequence number {seq} is below the client's \
+         floor {floor} (a newer request of this client was already applied)"
+    )]
+    StaleRequest {
+        /// The client.
+        client_id: u64,
+        /// The request's sequence number.
+        seq: u64,
+        /// The client's recorded floor.
+        floor: u64,
+    },
+    /// The same client write (client id and sequence number) was planned before: nothing new is
+    /// logged; `outcome.journal_id` is 0 while the first one has not committed yet.
+    #[error("request {seq} of client {client_id:#x} was already submitted")]
+    Duplicate {
+        /// The client.
+        client_id: u64,
+        /// The request's sequence number.
+        seq: u64,
+        /// The first one's outcome.
+        outcome: Outcome,
+    },
     /// The entry would exceed the journal's size limit.
     #[error("the journal entry would be {len} bytes, over the limit of {ENTRY_LEN_MAX}")]
     EntryTooLarge {
@@ -201,6 +229,10 @@ pub enum CommandErrorKind {
     NotFound,
     /// Something to be created exists.
     AlreadyExists,
+    /// Older than a request the same client already had applied.
+    StaleRequest,
+    /// A retry of a request already submitted (answered with the first outcome).
+    Duplicate,
 }
 
 impl CommandError {
@@ -218,6 +250,8 @@ impl CommandError {
             | CommandError::DatabaseExists(_)
             | CommandError::TableExists { .. }
             | CommandError::FrontendExists(_) => CommandErrorKind::AlreadyExists,
+            CommandError::StaleRequest { .. } => CommandErrorKind::StaleRequest,
+            CommandError::Duplicate { .. } => CommandErrorKind::Duplicate,
         }
     }
 }
@@ -269,6 +303,44 @@ impl Planner {
         let planned = validate(&self.speculative, cmd)?;
         apply_op(&mut self.speculative, &planned.op);
         Ok(planned)
+    }
+
+    /// As [`Planner::plan`] for a client write with a session tag: refused early when the
+    /// speculative session table says it is stale or a duplicate (replay would ignore it);
+    /// otherwise the entry is a SESSION_WRITE wrapping the command's op.
+    pub fn plan_tagged(&mut self, cmd: &Command, tag: SessionTag) -> Result<Planned, CommandError> {
+        let (client_id, seq) = (tag.client_id, tag.seq);
+        match self.speculative.sessions().admit(&tag) {
+            Admission::Stale { floor } => Err(CommandError::StaleRequest {
+                client_id,
+                seq,
+                floor,
+            }),
+            Admission::Duplicate(outcome) => Err(CommandError::Duplicate {
+                client_id,
+                seq,
+                outcome,
+            }),
+            Admission::Fresh => {
+                let inner = validate(&self.speculative, cmd)?;
+                let op = Op::SessionWrite {
+                    tag,
+                    inner: Box::new(inner.op),
+                };
+                let entry = op.to_entry();
+                if entry.encoded_len() > ENTRY_LEN_MAX {
+                    return Err(CommandError::EntryTooLarge {
+                        len: entry.encoded_len(),
+                    });
+                }
+                apply_op(&mut self.speculative, &op);
+                Ok(Planned {
+                    op,
+                    entry,
+                    created_id: inner.created_id,
+                })
+            }
+        }
     }
 
     /// Forgets every planned entry: the speculative catalog becomes `applied`. Call this when a

@@ -28,6 +28,7 @@ mod conn;
 mod handle;
 pub mod machine;
 mod peer;
+pub mod session;
 mod stats;
 mod write;
 

@@ -18,6 +18,9 @@
 //! INV-3 (bounded): a write ends within `leader_wait_ms` + `write_timeout_ms`: with no leader it
 //! fails with QUORUM_UNAVAILABLE after `leader_wait_ms`; a forwarded write is forwarded at most
 //! once (peer INV-2); a failed write is never retried under a new epoch (PITFALLS E1).
+//! INV-4 (deadlines and sessions, [`super::session`]): a write whose deadline passed is not
+//! forwarded and not proposed; a session write is planned against the session table and
+//! answered from what replay recorded for it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +33,7 @@ use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::wall_ms;
 use super::peer::CallError;
+use super::session::{self, Planning, RequestContext};
 use super::Shared;
 use crate::command::{Command, Planner};
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
@@ -120,12 +124,14 @@ impl Shared {
     /// A write request from a client (`forwarded`: it came from another node, INV-3).
     pub async fn write(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
         let Some(cmd) = body.to_command() else {
             return Err(err(ErrorKind::Internal, "not a write"));
         };
+        ctx.check_deadline("the server could handle it")?;
         let Some(st) = self.serving_status().await else {
             return Err(self.no_quorum());
         };
@@ -136,7 +142,7 @@ impl Shared {
             ));
         }
         if is_serving_leader(&st) {
-            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
             return Ok(ResponseBody::Written {
                 journal_id,
                 created_id,
@@ -147,8 +153,8 @@ impl Shared {
             let why = "this node is not the leader (a forwarded write is not forwarded again)";
             return Err(self.not_leader(leader, why));
         }
-        match self.forward(body, leader).await {
-            Err(Retry::Unsent(why)) => self.retry_elsewhere(body, leader, &why).await,
+        match self.forward(ctx, body, leader).await {
+            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, body, leader, &why).await,
             Err(Retry::Final(e)) => Err(e),
             Ok(r) => Ok(r),
         }
@@ -158,6 +164,7 @@ impl Shared {
     /// leader and try once more; never more than one retry (INV-3).
     async fn retry_elsewhere(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         old: Option<u64>,
         why: &str,
@@ -173,14 +180,14 @@ impl Shared {
             let cmd = body
                 .to_command()
                 .ok_or_else(|| err(ErrorKind::Internal, "not a write"))?;
-            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
             return Ok(ResponseBody::Written {
                 journal_id,
                 created_id,
             });
         }
         let leader = st.leader.map(|l| l.0);
-        self.forward(body, leader).await.map_err(|r| match r {
+        self.forward(ctx, body, leader).await.map_err(|r| match r {
             Retry::Unsent(why) => self.not_leader(leader, &why),
             Retry::Final(e) => e,
         })
@@ -191,6 +198,7 @@ impl Shared {
         &self,
         cmd: &Command,
         st: &NodeStatus,
+        ctx: &RequestContext,
     ) -> Result<(u64, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
         let (rx, created_id) = {
@@ -200,7 +208,12 @@ impl Shared {
                 p.planner.reset(applied);
                 p.epoch = Some(st.epoch);
             }
-            let planned = p.planner.plan(cmd).map_err(|e| ErrorReply::from(&e))?;
+            ctx.check_deadline("the leader could propose it")?;
+            let applied = self.catalog.load();
+            let planned = match session::plan(&mut p.planner, &applied, cmd, ctx.session) {
+                Planning::Submit(planned) => planned,
+                Planning::Answer(answer) => return answer,
+            };
             let (tx, rx) = oneshot::channel();
             let payload = Bytes::from(planned.entry.encode());
             let queued = self.node.enqueue_write(payload, tx);
@@ -224,9 +237,13 @@ impl Shared {
                 p.planner.reset(applied);
             }
         }
-        match result {
-            Ok(zxid) => Ok((zxid.0, created_id)),
-            Err(e) => Err(self.submit_error(e)),
+        match (result, ctx.session) {
+            (Ok(zxid), None) => Ok((zxid.0, created_id)),
+            (Ok(zxid), Some(tag)) => {
+                self.progress.wait_applied(zxid.0, limit).await;
+                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+            }
+            (Err(e), _) => Err(self.submit_error(e)),
         }
     }
 
@@ -250,9 +267,12 @@ impl Shared {
 
     async fn forward(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         leader: Option<u64>,
     ) -> Result<ResponseBody, Retry> {
+        ctx.check_deadline("it could be forwarded to the leader")
+            .map_err(Retry::Final)?;
         let Some(addr) = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone()) else {
             let why = "the leader's client address is unknown (give it as `server.N=...;port`)";
             return Err(Retry::Final(self.not_leader(leader, why)));
@@ -260,7 +280,12 @@ impl Shared {
         let started = Instant::now();
         let resp = self
             .peers
-            .call(&addr, body.clone(), self.cfg.write_timeout)
+            .call(
+                &addr,
+                ctx.forward_meta(),
+                body.clone(),
+                ctx.limit(self.cfg.write_timeout),
+            )
             .await
             .map_err(|e| {
                 warn!(leader = ?leader, error = %e, "forwarding a write failed");
@@ -356,8 +381,14 @@ pub async fn run_timestamps(shared: Arc<Shared>) {
         let leading = role.role == Role::Leading && role.serving;
         if leading && due && !backing_off {
             let st = shared.node.status();
-            let cmd = Command::Timestamp { wall_ms: wall_ms() };
-            match shared.write_local(&cmd, &st).await {
+            let cmd = Command::Timestamp {
+                wall_ms: wall_ms(),
+                session_expiry_ms: shared.cfg.session_expiry_ms,
+            };
+            match shared
+                .write_local(&cmd, &st, &RequestContext::default())
+                .await
+            {
                 Ok(_) => last = Some((st.epoch, Instant::now())),
                 Err(e) => {
                     debug!(error = %e.message, "TIMESTAMP not logged");
