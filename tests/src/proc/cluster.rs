@@ -39,6 +39,27 @@ pub struct ClusterSpec {
     pub pre_alloc_kib: u64,
     /// More zoo.cfg lines (`key=value`), e.g. fe-meta's `leader_wait_ms=1000`.
     pub extra: Vec<String>,
+    /// Where each node listens and runs (default: 127.0.0.1, the test's own namespace); a
+    /// partition test gives every node its address and namespace ([`super::NetLab`]).
+    pub net: BTreeMap<u64, NodeNet>,
+}
+
+/// A node's address and network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeNet {
+    /// The host it listens on (all three ports).
+    pub host: String,
+    /// The network namespace it runs in (`ip netns exec`), if not the test's own.
+    pub netns: Option<String>,
+}
+
+impl Default for NodeNet {
+    fn default() -> NodeNet {
+        NodeNet {
+            host: "127.0.0.1".into(),
+            netns: None,
+        }
+    }
 }
 
 impl Default for ClusterSpec {
@@ -52,6 +73,7 @@ impl Default for ClusterSpec {
             snap_count: None,
             pre_alloc_kib: 4096,
             extra: Vec::new(),
+            net: BTreeMap::new(),
         }
     }
 }
@@ -94,7 +116,8 @@ impl ProcCluster {
                 quorum: p + 1,
                 election: p + 2,
             };
-            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), &bin));
+            let net = spec.net.get(&sid).cloned().unwrap_or_default();
+            nodes.insert(sid, ProcNode::new(sid, ports, net, root.path(), &bin));
         }
         let mut c = ProcCluster {
             name: name.to_owned(),
@@ -146,8 +169,9 @@ impl ProcCluster {
             }
             for m in self.nodes.values() {
                 let p = m.ports();
+                let h = m.host();
                 t += &format!(
-                    "server.{}=127.0.0.1:{}:{};127.0.0.1:{}\n",
+                    "server.{}={h}:{}:{};{h}:{}\n",
                     m.sid(),
                     p.quorum,
                     p.election,
@@ -189,7 +213,7 @@ impl ProcCluster {
         self.nodes.get_mut(&sid).ok_or(ProcError::NoNode(sid))
     }
 
-    /// `127.0.0.1:<client port>` of `sid` (empty for an unknown sid).
+    /// `<host>:<client port>` of `sid` (empty for an unknown sid).
     pub fn client_addr(&self, sid: u64) -> String {
         self.nodes
             .get(&sid)

@@ -21,7 +21,8 @@
 //! wipe, file paths), [`cluster`] (the nodes, the slot that serializes clusters, leader
 //! discovery, convergence, four-letter words), [`monitor`] (background journal-id poller),
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
-//! times), [`checks`] (the end-of-test checks every scenario runs).
+//! times), [`checks`] (the end-of-test checks every scenario runs), [`netlab`] (per-node
+//! network namespaces for partitions).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
 //! read back from every node; all nodes report the same digest at the same journal id; no
@@ -45,13 +46,15 @@ pub mod cluster;
 pub mod ledger;
 pub mod load;
 pub mod monitor;
+pub mod netlab;
 pub mod node;
 pub mod ports;
 
 pub use checks::CheckFailure;
-pub use cluster::{ClusterSpec, ProcCluster};
+pub use cluster::{ClusterSpec, NodeNet, ProcCluster};
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
+pub use netlab::{NetLab, NetLabUnavailable};
 pub use node::{NodePorts, ProcNode, SyncCounts};
 
 use std::time::Duration;

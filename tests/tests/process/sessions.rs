@@ -1,7 +1,9 @@
 //! A write that timed out must not land after a later one (request deadlines and client
-//! sessions, PROTOCOL §7): a client's write to a frozen node times out; the same client's next
-//! write through another node is acknowledged and read back; the frozen node resumes with the
-//! old request still in its socket buffer — and the old value must never come back.
+//! sessions, PROTOCOL §3.2, §7): a client's write to a frozen node times out; the same client's
+//! next write through another node is acknowledged and read back; the frozen node resumes with
+//! the old request still in its socket buffer — and the old value must never come back. The
+//! same with a follower cut from the leader (network namespaces) while it forwards the write,
+//! then healed: TCP would deliver what it had queued.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 use fe_meta::catalog::SessionTag;
 use fe_meta::client::{Client, ClientError, ClientOptions, ClientSession};
 use fe_meta::protocol::{RequestBody, RequestMeta};
-use tests::proc::{ClusterSpec, ProcCluster};
+use tests::proc::{ClusterSpec, NetLab, NodeNet, ProcCluster};
 
 /// The writer's connections: a short timeout, so its write to the frozen node is given up.
 const WRITER: ClientOptions = ClientOptions {
@@ -133,4 +135,82 @@ async fn a_write_that_timed_out_at_a_frozen_follower_never_lands_after_a_later_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_timed_out_at_a_frozen_leader_never_lands_after_a_later_one() {
     stale_write_never_lands("stale_write_leader", true).await;
+}
+
+/// A follower cut from the leader (both ways) while it forwards the client's write: the
+/// forward times out, the client gives up and writes newer values through the leader; after
+/// the heal the old write must not land (before the fix, TCP delivered the bytes queued in the
+/// follower's pooled forward connection and the leader applied them, seconds later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_forwarded_across_a_partition_never_lands_after_the_heal() {
+    let lab = match NetLab::create(&[1, 2, 3]) {
+        Ok(lab) => lab,
+        Err(why) => {
+            println!(
+                "SKIPPED a_write_forwarded_across_a_partition_never_lands_after_the_heal: {why}"
+            );
+            return;
+        }
+    };
+    let net = [1u64, 2, 3]
+        .into_iter()
+        .map(|sid| {
+            let node = NodeNet {
+                host: lab.host(sid),
+                netns: Some(lab.netns(sid)),
+            };
+            (sid, node)
+        })
+        .collect();
+    let spec = ClusterSpec {
+        extra: vec!["write_timeout_ms=4000".into(), "leader_wait_ms=3000".into()],
+        net,
+        ..ClusterSpec::default()
+    };
+    let mut c = ProcCluster::start("stale_write_partition", spec)
+        .await
+        .unwrap();
+    let leader = c.leader(Duration::from_secs(10)).await.unwrap();
+    let cut = c.sids().into_iter().find(|s| *s != leader).unwrap();
+    let session = Arc::new(ClientSession::new());
+    let (cut_addr, leader_addr) = (c.client_addr(cut), c.client_addr(leader));
+    let to_cut = Client::connect_in_session(&cut_addr, WRITER, session.clone())
+        .await
+        .unwrap();
+    let to_leader = Client::connect_in_session(&leader_addr, WRITER, session.clone())
+        .await
+        .unwrap();
+    // Through the follower: its pooled connection to the leader now exists.
+    write_until_acked(&c, &to_cut, "first", Duration::from_secs(10)).await;
+
+    lab.cut(cut, leader).unwrap();
+    let cut_at = Instant::now();
+    match to_cut.set_var(KEY, "stale").await {
+        Err(ClientError::Timeout { .. } | ClientError::ServerTimeout { .. }) => {}
+        other => panic!("the write forwarded across the cut should time out, got {other:?}"),
+    }
+    for i in 1..=5 {
+        write_until_acked(
+            &c,
+            &to_leader,
+            &format!("newer-{i}"),
+            Duration::from_secs(10),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(cut_at.elapsed())).await;
+    lab.heal(cut, leader).unwrap();
+    c.leader(Duration::from_secs(20)).await.unwrap();
+    // Room for TCP's retransmission backoff to deliver anything still queued.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for sid in c.sids() {
+        assert_eq!(
+            sync_read(&c, sid).await.as_deref(),
+            Some("newer-5"),
+            "node {sid}: the write forwarded across the partition landed after the heal"
+        );
+    }
+    c.finish().await.unwrap();
+    drop(c);
+    drop(lab);
 }
