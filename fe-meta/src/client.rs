@@ -19,9 +19,17 @@
 //! INV-3: request ids are unique per connection (a counter from 1, so never 0 — the server's id
 //! for "frame unreadable", which fails every call in flight and closes the connection — and
 //! never with the top bit set, which the protocol reserves for forwarded writes).
+//! INV-4 (deadline): every request carries the client's request timeout as its budget; the
+//! server refuses to propose a write whose budget ran out (DEADLINE_EXCEEDED).
+//! INV-5 (session): every write carries the [`ClientSession`]'s id, a fresh sequence number,
+//! and the session's floor — the lowest sequence number among its writes still waiting (on any
+//! connection sharing the session). A write that ended (answered, timed out, dropped) leaves
+//! the in-flight set at once, so a later write's floor fences it: if its bytes reach a leader
+//! after that later write applied, it is refused (STALE_REQUEST), never applied.
 
 mod api;
 mod error;
+mod session;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,10 +45,11 @@ use tokio::task::JoinHandle;
 
 pub use api::{Read, Written};
 pub use error::ClientError;
+pub use session::ClientSession;
 
 use crate::protocol::{
-    decode_response, encode_frame, encode_request, FrameDecoder, Request, RequestBody, Response,
-    ResponseBody,
+    decode_response, encode_frame, encode_request, FrameDecoder, Request, RequestBody, RequestMeta,
+    Response, ResponseBody,
 };
 
 /// Connection and request timeouts.
@@ -158,6 +167,7 @@ pub struct Client {
     frames: mpsc::Sender<Vec<u8>>,
     next_id: AtomicU64,
     options: ClientOptions,
+    session: Arc<ClientSession>,
     tasks: [JoinHandle<()>; 2],
 }
 
@@ -184,8 +194,18 @@ impl Client {
         Client::connect_with(addr, ClientOptions::default()).await
     }
 
-    /// Connects to `addr` (`host:port`).
+    /// Connects to `addr` (`host:port`) as a new client (a new random session, INV-5).
     pub async fn connect_with(addr: &str, options: ClientOptions) -> Result<Client, ClientError> {
+        Client::connect_in_session(addr, options, Arc::new(ClientSession::new())).await
+    }
+
+    /// Connects to `addr` as the client `session` (shared with its other connections, e.g. to
+    /// another node after this one stopped answering): its writes stay fenced (INV-5).
+    pub async fn connect_in_session(
+        addr: &str,
+        options: ClientOptions,
+        session: Arc<ClientSession>,
+    ) -> Result<Client, ClientError> {
         let err = |reason: String| ClientError::Connect {
             addr: addr.to_owned(),
             reason,
@@ -215,6 +235,7 @@ impl Client {
             frames,
             next_id: AtomicU64::new(1),
             options,
+            session,
             tasks: [reader, writer],
         })
     }
@@ -229,6 +250,11 @@ impl Client {
         self.options
     }
 
+    /// The client session this connection writes in.
+    pub fn session(&self) -> &Arc<ClientSession> {
+        &self.session
+    }
+
     /// Whether the connection is known to be lost (every call would fail).
     pub fn is_closed(&self) -> bool {
         self.shared.lock().closed.is_some()
@@ -237,6 +263,30 @@ impl Client {
     /// Sends one request and waits for its answer: the success body (checked to be the one
     /// this kind answers with) or the typed error.
     pub async fn call(&self, body: RequestBody) -> Result<ResponseBody, ClientError> {
+        let budget_ms = u32::try_from(self.options.request_timeout.as_millis()).unwrap_or(u32::MAX);
+        if !body.kind().is_write() {
+            let meta = RequestMeta {
+                budget_ms: Some(budget_ms),
+                session: None,
+            };
+            return self.call_with(body, meta).await;
+        }
+        let write = self.session.begin();
+        let meta = RequestMeta {
+            budget_ms: Some(budget_ms),
+            session: Some(write.tag()),
+        };
+        self.call_with(body, meta).await
+    }
+
+    /// Sends one request with the given deadline and session fields as they are (a retry of a
+    /// write sends the same session fields again: it applies at most once), and waits for its
+    /// answer as [`Client::call`] does.
+    pub async fn call_with(
+        &self,
+        body: RequestBody,
+        meta: RequestMeta,
+    ) -> Result<ResponseBody, ClientError> {
         let kind = body.kind();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -252,7 +302,7 @@ impl Client {
             id,
         };
         let mut frame = Vec::new();
-        encode_frame(&encode_request(&Request { id, body }), &mut frame);
+        encode_frame(&encode_request(&Request { id, meta, body }), &mut frame);
         let after = self.options.request_timeout;
         let exchange = async {
             if self.frames.send(frame).await.is_err() {

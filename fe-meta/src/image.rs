@@ -2,14 +2,18 @@
 //! state digest derived from it.
 //!
 //! ```text
-//! header   magic "FEMETAIM" (8) | format version u32 (1) | journal_id u64 | next_id u64
+//! header   magic "FEMETAIM" (8) | format version u32 (2) | journal_id u64 | next_id u64
 //!          | last_timestamp_ms u64
 //! section  tag u8 | record count u64 | count × (record length u32 | record)
 //!          tags in this order, each exactly once: 1 databases, 2 tables, 3 backends,
-//!          4 frontends, 5 variables (record = name str | value str); entity records as in
-//!          `catalog::codec`, in ascending key order (id, sid or name)
+//!          4 frontends, 5 variables (record = name str | value str), 6 client sessions
+//!          (record = client_id u64 | floor u64 | last_active_ms u64 | outcome count u32 |
+//!          count × (seq u64 | journal_id u64 | created_id opt<u64>)); entity records as in
+//!          `catalog::codec`, in ascending key order (id, sid, name, client id or seq)
 //! end      tag u8 0xFF | total records u64 | CRC32C u32 of every byte before it
 //! ```
+//! Compatibility: this build writes version 2 and reads versions 1 and 2; a version-1 image
+//! (written before client sessions existed) has no section 6 and restores with no sessions.
 //! INV-1 (bounded memory): writing holds one encoded record and a 64 KiB buffer; reading holds
 //! the catalog being built plus one record (at most [`RECORD_LEN_MAX`]) and a 64 KiB buffer —
 //! never the whole image, whatever its size.
@@ -22,30 +26,36 @@
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
 
+use bytes::BufMut;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::catalog::{
-    Backend, Catalog, Change, Codec, Database, Frontend, Table, NAME_LEN_MAX, VALUE_LEN_MAX,
+    Backend, Catalog, Change, Codec, Database, Frontend, Outcome, SessionRecord, Table,
+    NAME_LEN_MAX, OUTCOMES_MAX, VALUE_LEN_MAX,
 };
 use crate::journal::ENTRY_LEN_MAX;
 use crate::wire::{Put, Reader, WireError};
 
 /// The image magic.
 pub const IMAGE_MAGIC: &[u8; 8] = b"FEMETAIM";
-/// The format version written and read.
-pub const IMAGE_VERSION: u32 = 1;
+/// The format version written (and the newest read).
+pub const IMAGE_VERSION: u32 = 2;
+/// The oldest format version read (no client sessions section).
+pub const IMAGE_VERSION_OLDEST: u32 = 1;
 /// Largest record.
 pub const RECORD_LEN_MAX: usize = ENTRY_LEN_MAX;
 const END_TAG: u8 = 0xFF;
 const BUF_LEN: usize = 64 * 1024;
-const SECTIONS: [(u8, &str); 5] = [
+const SECTIONS: [(u8, &str); 6] = [
     (1, "databases"),
     (2, "tables"),
     (3, "backends"),
     (4, "frontends"),
     (5, "variables"),
+    (6, "client sessions"),
 ];
+const SESSIONS_TAG: u8 = 6;
 
 /// Why an image could not be written or read.
 #[derive(Debug, Error)]
@@ -73,7 +83,10 @@ pub enum ImageError {
         found: [u8; 8],
     },
     /// An image format this build does not read.
-    #[error("image format version {found} is not supported (this build reads {IMAGE_VERSION})")]
+    #[error(
+        "image format version {found} is not supported (this build reads \
+         {IMAGE_VERSION_OLDEST} to {IMAGE_VERSION})"
+    )]
     UnsupportedVersion {
         /// The version found.
         found: u32,
@@ -156,6 +169,15 @@ pub fn write_image<W: Write>(catalog: &Catalog, out: W) -> Result<u64, ImageErro
     total += write_section(&mut w, &mut rec, 4, frontends, c.frontends())?;
     let var_items = c.vars().map(|(name, value)| Var(name, value));
     total += write_section(&mut w, &mut rec, 5, vars, var_items)?;
+    let sessions = c.sessions();
+    let session_items = sessions.iter().map(|(id, r)| SessionItem(id, r));
+    total += write_section(
+        &mut w,
+        &mut rec,
+        SESSIONS_TAG,
+        sessions.len(),
+        session_items,
+    )?;
     w.put(&[END_TAG])?;
     w.put(&total.to_be_bytes())?;
     let crc = w.crc;
@@ -187,9 +209,13 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
         u64::from_be_bytes(b)
     };
     let version = u32::from_be_bytes([head[8], head[9], head[10], head[11]]);
-    if version != IMAGE_VERSION {
+    if !(IMAGE_VERSION_OLDEST..=IMAGE_VERSION).contains(&version) {
         return Err(ImageError::UnsupportedVersion { found: version });
     }
+    let sections = match version {
+        1 => &SECTIONS[..5],
+        _ => &SECTIONS[..],
+    };
     let (journal_id, next_id, timestamp_ms) = (be64(12), be64(20), be64(28));
     let mut cat = Catalog::new();
     cat.set_journal_id(journal_id);
@@ -197,7 +223,7 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
     cat.raise_next_id(next_id);
     let mut buf = Vec::new();
     let mut total = 0u64;
-    for (index, (tag, section)) in SECTIONS.into_iter().enumerate() {
+    for (index, &(tag, section)) in sections.iter().enumerate() {
         let mut t = [0u8; 9];
         r.fill(&mut t, section)?;
         if t[0] != tag {
@@ -261,6 +287,49 @@ impl<T: Codec> Enc for &T {
     }
 }
 
+struct SessionItem<'a>(u64, &'a SessionRecord);
+
+impl Enc for SessionItem<'_> {
+    fn enc(&self, out: &mut Vec<u8>) {
+        let SessionItem(client_id, rec) = self;
+        out.put_u64(*client_id);
+        out.put_u64(rec.floor);
+        out.put_u64(rec.last_active_ms);
+        out.put_len(rec.outcomes.len());
+        for (seq, o) in &rec.outcomes {
+            out.put_u64(*seq);
+            out.put_u64(o.journal_id);
+            out.put_opt_u64(o.created_id);
+        }
+    }
+}
+
+fn restore_session(cat: &mut Catalog, r: &mut Reader<'_>) -> Result<Change, WireError> {
+    let client_id = r.u64("client id")?;
+    let mut rec = SessionRecord {
+        floor: r.u64("session floor")?,
+        last_active_ms: r.u64("session last_active_ms")?,
+        ..SessionRecord::default()
+    };
+    let count = r.len("outcome count", OUTCOMES_MAX)?;
+    for _ in 0..count {
+        let seq = r.u64("outcome seq")?;
+        let outcome = Outcome {
+            journal_id: r.u64("outcome journal id")?,
+            created_id: r.opt_u64("outcome created id")?,
+        };
+        if rec.outcomes.insert(seq, outcome).is_some() {
+            return Ok(Change::Ignored("a session outcome appears twice"));
+        }
+    }
+    Ok(match cat.sessions_mut().restore(client_id, rec) {
+        Ok(()) => Change::Applied,
+        Err(_) => Change::Ignored(
+            "session record repeats a client, has an outcome below its floor, or is over a limit",
+        ),
+    })
+}
+
 struct Var<'a>(&'a str, &'a str);
 
 impl Enc for Var<'_> {
@@ -304,6 +373,7 @@ fn restore_record(cat: &mut Catalog, tag: u8, rec: &[u8]) -> Result<Change, Wire
                 cat.put_frontend(fe)
             }
         }
+        SESSIONS_TAG => restore_session(cat, &mut r)?,
         _ => {
             let name = r.str("variable name", NAME_LEN_MAX)?;
             let value = r.str("variable value", VALUE_LEN_MAX)?;

@@ -17,9 +17,17 @@
 //! |   55 | ADD_FRONTEND        | Frontend (sid, name, host, port, role)     |               |
 //! |   57 | DROP_FRONTEND       | sid u64                                    |               |
 //! |   60 | SET_GLOBAL_VARIABLE | name str, value str                        |               |
-//! |   70 | TIMESTAMP           | leader wall clock, ms since the Unix epoch |               |
+//! |   70 | TIMESTAMP           | v2: wall_ms u64, session_expiry_ms u64     |               |
+//! |   80 | SESSION_WRITE       | client_id u64, seq u64, floor u64, then the inner entry (op u16, payload) | the inner op's |
 //!
 //! 50 is StarRocks' `OP_ADD_BACKEND`; the other codes are ours.
+//!
+//! TIMESTAMP is the leader's wall clock (ms since the Unix epoch) and, from payload version 2,
+//! the client session expiry in force (0: sessions do not expire by time); a version-1
+//! TIMESTAMP (older logs) reads as expiry 0. SESSION_WRITE wraps one client write with its
+//! session tag (`catalog::SessionTag`, `floor <= seq`); replay decides with the session table
+//! whether the inner op is applied (`catalog::sessions`). Its inner op is never another
+//! SESSION_WRITE.
 //!
 //! INV-1: an entry carries every value its replay needs (ids, the leader's clock), so replay is
 //! a pure function of (catalog, entry): it reads no clock, no RNG, nothing outside.
@@ -33,14 +41,18 @@ use std::fmt;
 use bytes::{BufMut, Bytes};
 use thiserror::Error;
 
-use crate::catalog::{Backend, Codec, Database, Frontend, Table, NAME_LEN_MAX, VALUE_LEN_MAX};
+use crate::catalog::{
+    Backend, Codec, Database, Frontend, SessionTag, Table, NAME_LEN_MAX, VALUE_LEN_MAX,
+};
 use crate::wire::{Put, Reader, WireError};
 
 /// Largest encoded entry, in bytes.
 pub const ENTRY_LEN_MAX: usize = 16 * 1024 * 1024;
 
-/// The payload format version this build writes and reads.
+/// The payload format version this build writes and reads (every op but TIMESTAMP).
 pub const PAYLOAD_VERSION: u8 = 1;
+/// The TIMESTAMP payload version this build writes (it reads 1 too).
+pub const TIMESTAMP_VERSION: u8 = 2;
 
 /// A journal op code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,9 +83,11 @@ impl OpCode {
     pub const SET_GLOBAL_VARIABLE: OpCode = OpCode(60);
     /// The leader's clock, for the staleness guard.
     pub const TIMESTAMP: OpCode = OpCode(70);
+    /// A client write with its session tag.
+    pub const SESSION_WRITE: OpCode = OpCode(80);
 
     /// Every known code, ascending.
-    pub const ALL: [OpCode; 12] = [
+    pub const ALL: [OpCode; 13] = [
         OpCode::SAVE_NEXTID,
         OpCode::CREATE_DB,
         OpCode::DROP_DB,
@@ -86,6 +100,7 @@ impl OpCode {
         OpCode::DROP_FRONTEND,
         OpCode::SET_GLOBAL_VARIABLE,
         OpCode::TIMESTAMP,
+        OpCode::SESSION_WRITE,
     ];
 
     /// The op's name, if the code is known.
@@ -103,6 +118,7 @@ impl OpCode {
             OpCode::DROP_FRONTEND => "DROP_FRONTEND",
             OpCode::SET_GLOBAL_VARIABLE => "SET_GLOBAL_VARIABLE",
             OpCode::TIMESTAMP => "TIMESTAMP",
+            OpCode::SESSION_WRITE => "SESSION_WRITE",
             _ => return None,
         })
     }
@@ -238,6 +254,15 @@ pub enum Op {
     Timestamp {
         /// Milliseconds since the Unix epoch.
         wall_ms: u64,
+        /// Client sessions idle for longer than this (by TIMESTAMP time) expire; 0: never.
+        session_expiry_ms: u64,
+    },
+    /// SESSION_WRITE: a client write and its session tag.
+    SessionWrite {
+        /// The client's session fields.
+        tag: SessionTag,
+        /// The write (never another SESSION_WRITE).
+        inner: Box<Op>,
     },
 }
 
@@ -257,12 +282,17 @@ impl Op {
             Op::DropFrontend { .. } => OpCode::DROP_FRONTEND,
             Op::SetGlobalVariable { .. } => OpCode::SET_GLOBAL_VARIABLE,
             Op::Timestamp { .. } => OpCode::TIMESTAMP,
+            Op::SessionWrite { .. } => OpCode::SESSION_WRITE,
         }
     }
 
     /// The op as a journal entry (payload version [`PAYLOAD_VERSION`]).
     pub fn to_entry(&self) -> JournalEntry {
-        let mut p = vec![PAYLOAD_VERSION];
+        let version = match self {
+            Op::Timestamp { .. } => TIMESTAMP_VERSION,
+            _ => PAYLOAD_VERSION,
+        };
+        let mut p = vec![version];
         match self {
             Op::SaveNextId { next_id } => p.put_u64(*next_id),
             Op::CreateDb(db) => db.encode(&mut p),
@@ -280,7 +310,21 @@ impl Op {
                 p.put_str(name);
                 p.put_str(value);
             }
-            Op::Timestamp { wall_ms } => p.put_u64(*wall_ms),
+            Op::Timestamp {
+                wall_ms,
+                session_expiry_ms,
+            } => {
+                p.put_u64(*wall_ms);
+                p.put_u64(*session_expiry_ms);
+            }
+            Op::SessionWrite { tag, inner } => {
+                p.put_u64(tag.client_id);
+                p.put_u64(tag.seq);
+                p.put_u64(tag.floor);
+                let entry = inner.to_entry();
+                p.put_u16(entry.op.0);
+                p.extend_from_slice(&entry.payload);
+            }
         }
         JournalEntry {
             op: self.code(),
@@ -310,7 +354,17 @@ impl Op {
 
 fn decode_payload(op: OpCode, payload: &[u8]) -> Result<Op, WireError> {
     let mut r = Reader::new(payload);
-    r.version(PAYLOAD_VERSION)?;
+    let supported = match op {
+        OpCode::TIMESTAMP => TIMESTAMP_VERSION,
+        _ => PAYLOAD_VERSION,
+    };
+    let version = r.u8("format version")?;
+    if !(1..=supported).contains(&version) {
+        return Err(WireError::Version {
+            found: version,
+            supported,
+        });
+    }
     let out = match op {
         OpCode::SAVE_NEXTID => Op::SaveNextId {
             next_id: r.u64("next_id")?,
@@ -337,7 +391,12 @@ fn decode_payload(op: OpCode, payload: &[u8]) -> Result<Op, WireError> {
         },
         OpCode::TIMESTAMP => Op::Timestamp {
             wall_ms: r.u64("wall_ms")?,
+            session_expiry_ms: match version {
+                1 => 0,
+                _ => r.u64("session_expiry_ms")?,
+            },
         },
+        OpCode::SESSION_WRITE => decode_session_write(&mut r)?,
         _ => {
             return Err(WireError::BadValue {
                 field: "op code",
@@ -347,6 +406,33 @@ fn decode_payload(op: OpCode, payload: &[u8]) -> Result<Op, WireError> {
     };
     r.finish()?;
     Ok(out)
+}
+
+fn decode_session_write(r: &mut Reader<'_>) -> Result<Op, WireError> {
+    let tag = SessionTag {
+        client_id: r.u64("client_id")?,
+        seq: r.u64("seq")?,
+        floor: r.u64("floor")?,
+    };
+    if !tag.is_valid() {
+        return Err(WireError::BadValue {
+            field: "floor (above seq)",
+            value: tag.floor,
+        });
+    }
+    let inner_op = OpCode(r.u16("inner op code")?);
+    if inner_op == OpCode::SESSION_WRITE || inner_op.name().is_none() {
+        return Err(WireError::BadValue {
+            field: "inner op code",
+            value: u64::from(inner_op.0),
+        });
+    }
+    let rest = r.take("inner payload", r.remaining())?;
+    let inner = decode_payload(inner_op, rest)?;
+    Ok(Op::SessionWrite {
+        tag,
+        inner: Box::new(inner),
+    })
 }
 
 #[cfg(test)]
@@ -368,10 +454,19 @@ mod tests {
         let err = Op::decode(&[0x12, 0x34, 1]).unwrap_err().to_string();
         assert!(err.contains("unknown op 4660"), "{err}");
 
-        let bad_version = Op::decode(&[0, 70, 2, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap_err();
+        let bad_version = Op::decode(&[0, 70, 3, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap_err();
         assert!(
-            bad_version.to_string().contains("version 2"),
+            bad_version.to_string().contains("version 3"),
             "{bad_version}"
+        );
+        let v1 = Op::decode(&[0, 70, 1, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap();
+        assert_eq!(
+            v1,
+            Op::Timestamp {
+                wall_ms: 1,
+                session_expiry_ms: 0
+            },
+            "a version-1 TIMESTAMP reads as expiry 0"
         );
 
         let trailing = Op::decode(&[0, 70, 1, 0, 0, 0, 0, 0, 0, 0, 1, 9]).unwrap_err();
@@ -387,7 +482,39 @@ mod tests {
     #[test]
     fn codes_are_stable() {
         let codes: Vec<u16> = OpCode::ALL.iter().map(|c| c.0).collect();
-        assert_eq!(codes, [0, 1, 2, 10, 11, 50, 51, 52, 55, 57, 60, 70]);
+        assert_eq!(codes, [0, 1, 2, 10, 11, 50, 51, 52, 55, 57, 60, 70, 80]);
         assert!(OpCode::ALL.iter().all(|c| c.name().is_some()));
+    }
+
+    #[test]
+    fn session_writes_round_trip_and_refuse_nesting_and_a_floor_above_seq() {
+        let tag = SessionTag {
+            client_id: 0xfeed,
+            seq: 9,
+            floor: 4,
+        };
+        let op = Op::SessionWrite {
+            tag,
+            inner: Box::new(Op::SetGlobalVariable {
+                name: "a".into(),
+                value: "b".into(),
+            }),
+        };
+        let bytes = op.to_entry().encode();
+        assert_eq!(Op::decode(&bytes).unwrap(), op);
+
+        let mut high_floor = bytes.clone();
+        high_floor[3 + 16..3 + 24].copy_from_slice(&10u64.to_be_bytes());
+        let err = Op::decode(&high_floor).unwrap_err().to_string();
+        assert!(err.contains("floor (above seq)"), "{err}");
+
+        let nested = Op::SessionWrite {
+            tag,
+            inner: Box::new(op),
+        };
+        let err = Op::decode(&nested.to_entry().encode())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inner op code has invalid value 80"), "{err}");
     }
 }

@@ -35,12 +35,15 @@
 //! | ADD_FRONTEND        | always (insert or replace by sid)             |                  |
 //! | DROP_FRONTEND       | sid exists                                    | ignored          |
 //! | SET_GLOBAL_VARIABLE | always                                        |                  |
-//! | TIMESTAMP           | always: last_timestamp_ms = value             |                  |
+//! | TIMESTAMP           | always: last_timestamp_ms = value; sessions idle for over its expiry expire | |
+//! | SESSION_WRITE       | the session table admits it (fresh) and the inner op applies; the outcome is recorded | stale or duplicate: ignored (`catalog::sessions`) |
 
 use thiserror::Error;
 use tracing::warn;
 
-use crate::catalog::{Catalog, Change, SharedCatalog};
+use crate::catalog::{
+    Admission, Catalog, Change, Outcome as SessionOutcome, SessionTag, SharedCatalog,
+};
 use crate::journal::{JournalEntry, JournalError, Op, OpCode};
 
 /// Why replay stopped.
@@ -88,6 +91,9 @@ pub enum ConflictKind {
     AlreadyExists,
     /// What the entry names (a database, table, backend, frontend) does not exist.
     NotFound,
+    /// The client's session refused it: a write below the client's floor, or a retry of one
+    /// already applied (the session table tells which, and holds the first outcome).
+    Session,
 }
 
 /// An entry that replay ignored: its class and the catalog's reason.
@@ -145,7 +151,7 @@ pub fn apply_entry(
         op: entry.op,
         source,
     })?;
-    let outcome = match apply_op(state, &op) {
+    let outcome = match apply_op_at(state, journal_id, &op) {
         Change::Applied => Outcome::Applied,
         Change::Ignored(why) => {
             warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
@@ -164,6 +170,10 @@ pub fn apply_entry(
 /// missing; a table's database and a modified backend can be missing too.
 fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
     match op {
+        Op::SessionWrite { tag, .. } if state.sessions().admit(tag) != Admission::Fresh => {
+            ConflictKind::Session
+        }
+        Op::SessionWrite { inner, .. } => conflict_kind(state, inner),
         Op::CreateTable(t) if state.database(t.db_id).is_none() => ConflictKind::NotFound,
         Op::ModifyBackend(be) if state.backend(be.id).is_none() => ConflictKind::NotFound,
         Op::CreateDb(_)
@@ -181,9 +191,15 @@ fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
     }
 }
 
-/// Applies a decoded op without journal-id bookkeeping. Used by [`apply`], and by the leader's
-/// `command::Planner` to keep its speculative catalog ahead of the replayed one.
+/// Applies a decoded op without journal-id bookkeeping: the leader's `command::Planner` keeps
+/// its speculative catalog ahead of the replayed one with it (session outcomes recorded there
+/// carry journal id 0: not committed yet).
 pub fn apply_op(state: &mut Catalog, op: &Op) -> Change {
+    apply_op_at(state, 0, op)
+}
+
+/// Applies a decoded op that is (or will be, for 0) journal entry `journal_id`.
+fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
     match op {
         Op::SaveNextId { next_id } => {
             state.raise_next_id(*next_id);
@@ -199,10 +215,58 @@ pub fn apply_op(state: &mut Catalog, op: &Op) -> Change {
         Op::AddFrontend(fe) => state.put_frontend(fe.clone()),
         Op::DropFrontend { sid } => state.drop_frontend(*sid),
         Op::SetGlobalVariable { name, value } => state.set_var(name, value),
-        Op::Timestamp { wall_ms } => {
+        Op::Timestamp {
+            wall_ms,
+            session_expiry_ms,
+        } => {
             state.set_last_timestamp_ms(*wall_ms);
+            state.sessions_mut().expire(*wall_ms, *session_expiry_ms);
             Change::Applied
         }
+        Op::SessionWrite { tag, inner } => apply_session_write(state, journal_id, tag, inner),
+    }
+}
+
+/// A client write with its session tag: applied only if the session table admits it as fresh
+/// (`catalog::sessions`); the clock is the leader-logged TIMESTAMP time (INV-1).
+fn apply_session_write(
+    state: &mut Catalog,
+    journal_id: u64,
+    tag: &SessionTag,
+    inner: &Op,
+) -> Change {
+    let now_ms = state.last_timestamp_ms();
+    match state.sessions().admit(tag) {
+        Admission::Stale { .. } => {
+            Change::Ignored("stale client request (below the client's floor)")
+        }
+        Admission::Duplicate(_) => {
+            state.sessions_mut().touch(tag, now_ms);
+            Change::Ignored("duplicate client request (applied before)")
+        }
+        Admission::Fresh => {
+            state.sessions_mut().touch(tag, now_ms);
+            let change = apply_op_at(state, journal_id, inner);
+            if change == Change::Applied {
+                let outcome = SessionOutcome {
+                    journal_id,
+                    created_id: created_id_of(inner),
+                };
+                state.sessions_mut().record(tag, outcome);
+            }
+            change
+        }
+    }
+}
+
+/// The id an op creates, if any (what a `Written` answer reports).
+pub fn created_id_of(op: &Op) -> Option<u64> {
+    match op {
+        Op::CreateDb(db) => Some(db.id),
+        Op::CreateTable(t) => Some(t.id),
+        Op::AddBackend(be) => Some(be.id),
+        Op::SessionWrite { inner, .. } => created_id_of(inner),
+        _ => None,
     }
 }
 
@@ -338,6 +402,75 @@ mod tests {
             })
         ));
         assert_eq!(c.databases().count(), 1);
+    }
+
+    #[test]
+    fn session_writes_apply_once_and_stale_ones_never() {
+        let write = |seq: u64, floor: u64, value: &str| {
+            Op::SessionWrite {
+                tag: SessionTag {
+                    client_id: 42,
+                    seq,
+                    floor,
+                },
+                inner: Box::new(Op::SetGlobalVariable {
+                    name: "k".into(),
+                    value: value.into(),
+                }),
+            }
+            .to_entry()
+        };
+        let mut c = Catalog::new();
+        assert_eq!(
+            apply(&mut c, 1, &write(1, 1, "old")).unwrap(),
+            Change::Applied
+        );
+        assert_eq!(
+            apply(&mut c, 2, &write(2, 2, "new")).unwrap(),
+            Change::Applied
+        );
+        // The first write arrives again (a retry, or bytes delivered late): below the floor.
+        let stale = apply(&mut c, 3, &write(1, 1, "old")).unwrap();
+        assert!(matches!(stale, Change::Ignored(why) if why.contains("stale")));
+        assert_eq!(c.var("k"), Some("new"));
+        // A retry of the latest write: a duplicate, answered with the first outcome.
+        let dup = apply(&mut c, 4, &write(2, 2, "new")).unwrap();
+        assert!(matches!(dup, Change::Ignored(why) if why.contains("duplicate")));
+        let rec = c.sessions().get(42).unwrap();
+        assert_eq!(rec.outcomes.get(&2).map(|o| o.journal_id), Some(2));
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn timestamps_expire_idle_sessions_at_the_same_journal_id_everywhere() {
+        let ts = |wall_ms: u64| {
+            Op::Timestamp {
+                wall_ms,
+                session_expiry_ms: 1_000,
+            }
+            .to_entry()
+        };
+        let session = |client_id: u64| {
+            Op::SessionWrite {
+                tag: SessionTag {
+                    client_id,
+                    seq: 1,
+                    floor: 1,
+                },
+                inner: Box::new(Op::SetGlobalVariable {
+                    name: "k".into(),
+                    value: "v".into(),
+                }),
+            }
+            .to_entry()
+        };
+        let mut c = Catalog::new();
+        apply(&mut c, 1, &ts(10_000)).unwrap();
+        apply(&mut c, 2, &session(1)).unwrap();
+        apply(&mut c, 3, &ts(10_500)).unwrap();
+        assert_eq!(c.sessions().len(), 1);
+        apply(&mut c, 4, &ts(11_001)).unwrap();
+        assert!(c.sessions().is_empty(), "idle since 10 000, expiry 1 000");
     }
 
     #[test]

@@ -197,8 +197,11 @@ mod tests {
         sm.apply(5, &db.to_entry().encode()).unwrap();
         assert_eq!(shared.journal_id(), 5);
         let snap = sm.snapshot();
-        sm.apply(6, &Op::Timestamp { wall_ms: 9 }.to_entry().encode())
-            .unwrap();
+        let ts = Op::Timestamp {
+            wall_ms: 9,
+            session_expiry_ms: 0,
+        };
+        sm.apply(6, &ts.to_entry().encode()).unwrap();
         assert_eq!(snap.0.journal_id(), 5, "a snapshot is a fixed version");
 
         let err = sm.apply(7, &[0, 99, 1]).unwrap_err();

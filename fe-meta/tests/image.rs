@@ -9,7 +9,9 @@ mod common;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::time::Instant;
 
-use fe_meta::catalog::{Backend, BackendState, Catalog, Database, Frontend, FrontendRole, Table};
+use fe_meta::catalog::{
+    Backend, BackendState, Catalog, Database, Frontend, FrontendRole, SessionTag, Table,
+};
 use fe_meta::image::{digest, digest_hex, read_image, write_image, ImageError};
 use fe_meta::journal::Op;
 use fe_meta::replay::apply;
@@ -95,8 +97,23 @@ fn build(backends: u64, dbs: u64, tables_per_db: u64, cols: usize) -> Catalog {
         &mut c,
         Op::Timestamp {
             wall_ms: 1_700_000_000_123,
+            session_expiry_ms: 600_000,
         },
     );
+    for client_id in [3u64, 1, u64::MAX] {
+        for seq in 1..=2 {
+            let tag = SessionTag {
+                client_id,
+                seq,
+                floor: 1,
+            };
+            let inner = Box::new(Op::SetGlobalVariable {
+                name: format!("s{client_id}"),
+                value: seq.to_string(),
+            });
+            put(&mut c, Op::SessionWrite { tag, inner });
+        }
+    }
     put(&mut c, Op::SaveNextId { next_id: id + 1000 });
     c
 }
@@ -129,6 +146,38 @@ fn small_catalog_round_trips_with_an_equal_digest() {
         read_image(&[][..]).unwrap_err().to_string(),
         "image truncated at byte 0 (in header)"
     );
+}
+
+#[test]
+fn client_sessions_round_trip_and_a_version_1_image_reads_without_them() {
+    let c = build(2, 1, 1, 1);
+    assert_eq!(c.sessions().len(), 3);
+    let mut bytes = Vec::new();
+    write_image(&c, &mut bytes).unwrap();
+    let back = read_image(&bytes[..]).unwrap();
+    assert_eq!(back.sessions(), c.sessions());
+    assert_eq!(back.sessions().get(u64::MAX).unwrap().outcomes.len(), 2);
+
+    // The same catalog without sessions, written as version 1 had it: no section 6.
+    let mut plain = Catalog::new();
+    apply(
+        &mut plain,
+        1,
+        &Op::SetGlobalVariable {
+            name: "a".into(),
+            value: "b".into(),
+        }
+        .to_entry(),
+    )
+    .unwrap();
+    let mut v2 = Vec::new();
+    write_image(&plain, &mut v2).unwrap();
+    let end = v2.len() - 13;
+    assert_eq!(&v2[end - 9..end], &[6, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let mut v1 = [&v2[..end - 9], &v2[end..]].concat();
+    v1[8..12].copy_from_slice(&1u32.to_be_bytes());
+    reseal(&mut v1);
+    assert_eq!(read_image(&v1[..]).unwrap(), plain);
 }
 
 #[test]
@@ -197,10 +246,10 @@ fn damaged_images_are_refused_with_reasons() {
     ));
 
     let mut bad = good.clone();
-    bad[11] = 2;
+    bad[11] = 3;
     assert!(matches!(
         read_image(&bad[..]),
-        Err(ImageError::UnsupportedVersion { found: 2 })
+        Err(ImageError::UnsupportedVersion { found: 3 })
     ));
 
     let mut bad = good.clone();

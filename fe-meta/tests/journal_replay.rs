@@ -8,7 +8,7 @@ mod common;
 use std::io::{Read, Write};
 
 use fe_meta::catalog::{
-    Catalog, Change, Column, ColumnType, Frontend, FrontendRole, SharedCatalog,
+    Catalog, Change, Column, ColumnType, Frontend, FrontendRole, SessionTag, SharedCatalog,
 };
 use fe_meta::command::{BackendRef, Command, Planner};
 use fe_meta::image::{digest, read_image, write_image};
@@ -238,9 +238,29 @@ fn replay_reads_no_clock_rng_or_io() {
     }
 }
 
+/// A journal written before SESSION_WRITE and TIMESTAMP v2 (`tests/data/journal_v1.hex`, the
+/// previous golden of [`journal_format_is_stable`]) still decodes and replays.
+#[test]
+fn a_journal_of_the_previous_format_still_replays() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal_v1.hex");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut catalog = Catalog::new();
+    for (i, line) in text.lines().enumerate() {
+        let bytes: Vec<u8> = (0..line.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&line[at..at + 2], 16).unwrap())
+            .collect();
+        let entry = JournalEntry::decode(&bytes).unwrap();
+        let zxid = (1u64 << 32) | (i as u64 + 1);
+        assert_eq!(apply(&mut catalog, zxid, &entry).unwrap(), Change::Applied);
+    }
+    assert_eq!(catalog.last_timestamp_ms(), 1_700_000_000_000);
+    assert!(catalog.sessions().is_empty());
+}
+
 /// A fixed script whose encoded journal is checked in: any change to op codes or payload
 /// layouts fails this test (regenerate only for a deliberate, versioned format change with
-/// `FE_META_BLESS=1`).
+/// `FE_META_BLESS=1`, keeping the previous golden for the test above).
 #[test]
 fn journal_format_is_stable() {
     let col = |name: &str, ty| Column {
@@ -300,6 +320,7 @@ fn journal_format_is_stable() {
         Command::ReserveIds { count: 100 },
         Command::Timestamp {
             wall_ms: 1_700_000_000_000,
+            session_expiry_ms: 600_000,
         },
         Command::DropTable {
             db: "sales".into(),
@@ -311,8 +332,26 @@ fn journal_format_is_stable() {
         Command::DropBackend(BackendRef::Id(10_000)),
         Command::DropFrontend { sid: 1 },
     ];
-    let (journal, catalog) = record(&cmds);
+    let (mut journal, mut catalog) = record(&cmds);
     assert_eq!(journal.len(), cmds.len(), "every scripted command is valid");
+    let tag = SessionTag {
+        client_id: 0x5e55_1013,
+        seq: 7,
+        floor: 5,
+    };
+    let set = Command::SetVar {
+        name: "query_timeout".into(),
+        value: "600".into(),
+    };
+    let (_, tagged) = Planner::new(catalog.clone())
+        .plan_tagged(&set, tag)
+        .unwrap();
+    let zxid = (1u64 << 32) | (journal.len() as u64 + 1);
+    assert_eq!(
+        apply(&mut catalog, zxid, &tagged.entry).unwrap(),
+        Change::Applied
+    );
+    journal.push((zxid, tagged.entry.encode()));
     let mut ops: Vec<OpCode> = journal
         .iter()
         .map(|(_, b)| Op::decode(b).unwrap().code())
@@ -326,7 +365,7 @@ fn journal_format_is_stable() {
         .iter()
         .map(|(_, b)| b.iter().map(|x| format!("{x:02x}")).collect::<String>() + "\n")
         .collect();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal_v1.hex");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal_v2.hex");
     if std::env::var_os("FE_META_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &hex).unwrap();

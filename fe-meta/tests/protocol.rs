@@ -6,12 +6,13 @@
 mod common;
 
 use bytes::BytesMut;
-use fe_meta::catalog::Database;
+use fe_meta::catalog::{Database, SessionTag};
 use fe_meta::command::BackendRef;
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
     ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError,
-    ReadOptions, Request, RequestBody, RequestKind, Response, ResponseBody, StatusInfo,
+    ReadOptions, Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody,
+    StatusInfo,
 };
 use proptest::prelude::*;
 
@@ -71,7 +72,25 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
 }
 
 fn request() -> impl Strategy<Value = Request> {
-    (any::<u64>(), request_body()).prop_map(|(id, body)| Request { id, body })
+    let meta = (
+        proptest::option::of(any::<u32>()),
+        proptest::option::of((any::<u64>(), 1u64..u64::MAX, any::<u64>())),
+    );
+    (any::<u64>(), request_body(), meta).prop_map(|(id, body, (budget_ms, session))| {
+        // INV-3 of the codec: a session only on a write, with floor <= seq.
+        let session = session
+            .filter(|_| body.kind().is_write())
+            .map(|(client_id, seq, floor)| SessionTag {
+                client_id,
+                seq,
+                floor: floor % (seq + 1),
+            });
+        Request {
+            id,
+            meta: RequestMeta { budget_ms, session },
+            body,
+        }
+    })
 }
 
 fn error_reply() -> impl Strategy<Value = ErrorReply> {
@@ -341,6 +360,7 @@ fn decode_errors_say_what_is_wrong() {
 
     let mut trailing = encode_request(&Request {
         id: 6,
+        meta: RequestMeta::default(),
         body: RequestBody::Status,
     });
     trailing.push(0);
@@ -353,6 +373,7 @@ fn decode_errors_say_what_is_wrong() {
 
     let mut bad_flag = encode_request(&Request {
         id: 7,
+        meta: RequestMeta::default(),
         body: RequestBody::ShowBackends(ReadOptions::default()),
     });
     *bad_flag.last_mut().unwrap() = 3;
@@ -372,6 +393,7 @@ fn connection_start_tells_words_from_frames() {
     encode_frame(
         &encode_request(&Request {
             id: 1,
+            meta: RequestMeta::default(),
             body: RequestBody::Status,
         }),
         &mut frame,
@@ -411,6 +433,7 @@ fn protocol_md_example_bytes() {
     let mut req = Vec::new();
     let create = Request {
         id: 1,
+        meta: RequestMeta::default(),
         body: RequestBody::CreateDb {
             name: "sales".into(),
         },

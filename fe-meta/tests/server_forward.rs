@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fe_meta::protocol::{
-    encode_frame, encode_request, ErrorKind, ReadOptions, Request, RequestBody, ResponseBody,
-    StatusInfo,
+    encode_frame, encode_request, ErrorKind, ReadOptions, Request, RequestBody, RequestMeta,
+    ResponseBody, StatusInfo,
 };
 use fe_meta::server::FORWARDED_BIT;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
@@ -59,6 +59,7 @@ async fn a_follower_never_writes_locally_it_forwards_or_answers_not_leader() {
     encode_frame(
         &encode_request(&Request {
             id,
+            meta: RequestMeta::default(),
             body: add_backend("local.example", 1),
         }),
         &mut frame,

@@ -87,7 +87,10 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
                 name: format!("v{i}"),
                 value: "x".into(),
             },
-            2 => Command::Timestamp { wall_ms: i },
+            2 => Command::Timestamp {
+                wall_ms: i,
+                session_expiry_ms: 0,
+            },
             _ => create_db(i),
         };
         write(&mut sm, &mut planner, zxid, &cmd);

@@ -1,6 +1,7 @@
 //! Fault tests on real `fe-meta server` processes (DESIGN §7), on the harness of
 //! `tests::proc`: kill -9 of the leader and of a follower, a diverged old leader, wiped and
-//! lagging followers that need a SNAP, a majority down, a frozen leader.
+//! lagging followers that need a SNAP, a majority down, a frozen leader, and a write that timed
+//! out at a frozen node (it must never land after a later write of the same client).
 //!
 //! Every test ends with the shared checks of `ProcCluster::finish` and prints its measured
 //! times as one `RECOVERY scenario=<name> ...` line (run with `-- --nocapture`). Clusters run
@@ -14,6 +15,7 @@
 mod process {
     pub mod leader;
     pub mod quorum;
+    pub mod sessions;
     pub mod sync_modes;
 }
 

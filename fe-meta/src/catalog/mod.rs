@@ -13,8 +13,11 @@
 //! INV-3 (ids): every id in the catalog is below `next_id`; ids are never reused.
 //! INV-4: the catalog changes only through `replay::apply` (and image restore, which rebuilds the
 //! same state), so every replica that applied the same journal holds an equal catalog.
+//! INV-5: the client sessions ([`Sessions`]) are part of the replicated state: they change only
+//! through replay, and count in equality and in the image, not in [`Catalog::entry_count`].
 
 mod codec;
+mod sessions;
 mod shared;
 mod types;
 
@@ -23,6 +26,9 @@ use std::sync::Arc;
 use imbl::OrdMap;
 
 pub use codec::Codec;
+pub use sessions::{
+    Admission, Outcome, SessionRecord, SessionTag, Sessions, OUTCOMES_MAX, SESSIONS_MAX,
+};
 pub use shared::SharedCatalog;
 pub use types::{
     Backend, BackendState, Column, ColumnType, ColumnTypeError, Database, Frontend, FrontendRole,
@@ -56,6 +62,7 @@ pub struct Catalog {
     backend_addrs: OrdMap<(Arc<str>, u16), u64>,
     frontends: OrdMap<u64, Arc<Frontend>>,
     vars: OrdMap<Arc<str>, Arc<str>>,
+    sessions: Sessions,
 }
 
 impl Default for Catalog {
@@ -79,6 +86,7 @@ impl Catalog {
             backend_addrs: OrdMap::new(),
             frontends: OrdMap::new(),
             vars: OrdMap::new(),
+            sessions: Sessions::default(),
         }
     }
 
@@ -173,6 +181,11 @@ impl Catalog {
         self.vars.iter().map(|(k, v)| (&**k, &**v))
     }
 
+    /// The client sessions (INV-5).
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
     /// Number of databases, tables, backends, frontends and variables, in that order (O(1)).
     pub fn counts(&self) -> [usize; 5] {
         [
@@ -194,8 +207,9 @@ impl Catalog {
             + self.vars.len()) as u64
     }
 
-    /// Checks INV-1..3; returns the first violation found.
+    /// Checks INV-1..3 and the sessions' invariants; returns the first violation found.
     pub fn check(&self) -> Result<(), String> {
+        self.sessions.check()?;
         if self.db_names.len() != self.dbs.len() {
             return Err("db_names and dbs differ in size".into());
         }
@@ -255,6 +269,10 @@ impl Catalog {
 
     pub(crate) fn set_last_timestamp_ms(&mut self, ms: u64) {
         self.last_timestamp_ms = ms;
+    }
+
+    pub(crate) fn sessions_mut(&mut self) -> &mut Sessions {
+        &mut self.sessions
     }
 
     /// Raises `next_id` to at least `next` (INV-3: never lowers it).

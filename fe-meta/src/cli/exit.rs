@@ -38,6 +38,10 @@ pub enum ExitCode {
     NotFound,
     /// 18: ALREADY_EXISTS.
     AlreadyExists,
+    /// 19: DEADLINE_EXCEEDED (the write was not proposed).
+    DeadlineExceeded,
+    /// 20: STALE_REQUEST (the write was refused and is never applied).
+    StaleRequest,
 }
 
 impl ExitCode {
@@ -58,6 +62,8 @@ impl ExitCode {
             ExitCode::Internal => 16,
             ExitCode::NotFound => 17,
             ExitCode::AlreadyExists => 18,
+            ExitCode::DeadlineExceeded => 19,
+            ExitCode::StaleRequest => 20,
         }
     }
 }
@@ -75,6 +81,8 @@ impl From<&ClientError> for ExitCode {
             ClientError::Internal { .. } => ExitCode::Internal,
             ClientError::NotFound { .. } => ExitCode::NotFound,
             ClientError::AlreadyExists { .. } => ExitCode::AlreadyExists,
+            ClientError::DeadlineExceeded { .. } => ExitCode::DeadlineExceeded,
+            ClientError::StaleRequest { .. } => ExitCode::StaleRequest,
         }
     }
 }
@@ -112,6 +120,12 @@ mod tests {
                 message: String::new(),
             },
             ClientError::AlreadyExists {
+                message: String::new(),
+            },
+            ClientError::DeadlineExceeded {
+                message: String::new(),
+            },
+            ClientError::StaleRequest {
                 message: String::new(),
             },
         ];

@@ -50,6 +50,8 @@ Exit codes:
   16  INTERNAL            a server-side failure
   17  NOT_FOUND           no such database / table / backend
   18  ALREADY_EXISTS      what a write would create exists
+  19  DEADLINE_EXCEEDED   the server got the write after its deadline: it was not proposed
+  20  STALE_REQUEST       an older write of the same client: refused, never applied
 (server errors exit with 10 + the protocol status code of docs/PROTOCOL.md §7)";
 
 /// The `fe-meta` command line.

@@ -99,6 +99,20 @@ pub enum ClientError {
         /// The server's message.
         message: String,
     },
+    /// Status 9: the request's deadline passed before the server acted on it; a write was not
+    /// proposed (it is not applied, now or later).
+    #[error("{message}")]
+    DeadlineExceeded {
+        /// The server's message.
+        message: String,
+    },
+    /// Status 10: a write older than one this client already had applied; it was refused and
+    /// is never applied.
+    #[error("{message}")]
+    StaleRequest {
+        /// The server's message.
+        message: String,
+    },
 }
 
 fn leader_hint(sid: &Option<u64>, addr: &Option<String>) -> String {
@@ -136,6 +150,8 @@ impl From<ErrorReply> for ClientError {
             ErrorKind::Internal => ClientError::Internal { message },
             ErrorKind::NotFound => ClientError::NotFound { message },
             ErrorKind::AlreadyExists => ClientError::AlreadyExists { message },
+            ErrorKind::DeadlineExceeded => ClientError::DeadlineExceeded { message },
+            ErrorKind::StaleRequest => ClientError::StaleRequest { message },
         }
     }
 }
@@ -152,6 +168,8 @@ impl ClientError {
             ClientError::Internal { .. } => 6,
             ClientError::NotFound { .. } => 7,
             ClientError::AlreadyExists { .. } => 8,
+            ClientError::DeadlineExceeded { .. } => 9,
+            ClientError::StaleRequest { .. } => 10,
             _ => return None,
         })
     }
@@ -171,6 +189,8 @@ impl ClientError {
             ClientError::Internal { .. } => "INTERNAL",
             ClientError::NotFound { .. } => "NOT_FOUND",
             ClientError::AlreadyExists { .. } => "ALREADY_EXISTS",
+            ClientError::DeadlineExceeded { .. } => "DEADLINE_EXCEEDED",
+            ClientError::StaleRequest { .. } => "STALE_REQUEST",
         }
     }
 
@@ -187,6 +207,7 @@ impl ClientError {
                 | ClientError::NotLeader { .. }
                 | ClientError::Stale { .. }
                 | ClientError::QuorumUnavailable { .. }
+                | ClientError::DeadlineExceeded { .. }
         )
     }
 

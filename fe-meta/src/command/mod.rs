@@ -18,7 +18,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::catalog::{BackendState, Catalog, Column, Frontend};
+use crate::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
 use crate::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
 
 mod plan;
@@ -121,10 +121,13 @@ pub enum Command {
         /// How many.
         count: u64,
     },
-    /// Log the leader's wall clock (the staleness guard's TIMESTAMP; the caller reads the clock).
+    /// Log the leader's wall clock (the staleness guard's TIMESTAMP; the caller reads the clock)
+    /// and the client session expiry in force.
     Timestamp {
         /// Milliseconds since the Unix epoch.
         wall_ms: u64,
+        /// Sessions idle for longer than this expire (0: never).
+        session_expiry_ms: u64,
     },
 }
 
@@ -185,6 +188,31 @@ pub enum CommandError {
     /// The id allocator cannot go further.
     #[error("the id allocator is exhausted")]
     IdsExhausted,
+    /// The client already had a write with a higher floor applied: this one is older than
+    /// what the client still waits for, and is never applied.
+    #[error(
+        "stale request: client {client_id:#x} sequence number {seq} is below the client's \
+         floor {floor} (a newer request of this client was already applied)"
+    )]
+    StaleRequest {
+        /// The client.
+        client_id: u64,
+        /// The request's sequence number.
+        seq: u64,
+        /// The client's recorded floor.
+        floor: u64,
+    },
+    /// The same client write (client id and sequence number) was planned before: nothing new is
+    /// logged; `outcome.journal_id` is 0 while the first one has not committed yet.
+    #[error("request {seq} of client {client_id:#x} was already submitted")]
+    Duplicate {
+        /// The client.
+        client_id: u64,
+        /// The request's sequence number.
+        seq: u64,
+        /// The first one's outcome.
+        outcome: Outcome,
+    },
     /// The entry would exceed the journal's size limit.
     #[error("the journal entry would be {len} bytes, over the limit of {ENTRY_LEN_MAX}")]
     EntryTooLarge {
@@ -202,6 +230,10 @@ pub enum CommandErrorKind {
     NotFound,
     /// Something to be created exists.
     AlreadyExists,
+    /// Older than a request the same client already had applied.
+    StaleRequest,
+    /// A retry of a request already submitted (answered with the first outcome).
+    Duplicate,
 }
 
 impl CommandError {
@@ -219,6 +251,8 @@ impl CommandError {
             | CommandError::DatabaseExists(_)
             | CommandError::TableExists { .. }
             | CommandError::FrontendExists(_) => CommandErrorKind::AlreadyExists,
+            CommandError::StaleRequest { .. } => CommandErrorKind::StaleRequest,
+            CommandError::Duplicate { .. } => CommandErrorKind::Duplicate,
         }
     }
 }

@@ -48,7 +48,16 @@ pub(super) fn plan_op(c: &Catalog, cmd: &Command) -> Plan {
         },
         Command::SetVar { name, value } => set_var(name, value),
         Command::ReserveIds { count } => reserve_ids(c, *count),
-        Command::Timestamp { wall_ms } => Ok((Op::Timestamp { wall_ms: *wall_ms }, None)),
+        Command::Timestamp {
+            wall_ms,
+            session_expiry_ms,
+        } => Ok((
+            Op::Timestamp {
+                wall_ms: *wall_ms,
+                session_expiry_ms: *session_expiry_ms,
+            },
+            None,
+        )),
     }
 }
 

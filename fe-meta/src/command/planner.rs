@@ -26,8 +26,8 @@
 use std::collections::BTreeMap;
 
 use super::{validate, Command, CommandError, Planned};
-use crate::catalog::Catalog;
-use crate::journal::Op;
+use crate::catalog::{Admission, Catalog, SessionTag};
+use crate::journal::{Op, ENTRY_LEN_MAX};
 use crate::replay::apply_op;
 
 /// Names one planned entry until it settles or fails (INV-2).
@@ -57,10 +57,60 @@ impl Planner {
     pub fn plan(&mut self, cmd: &Command) -> Result<(Ticket, Planned), CommandError> {
         let planned = validate(&self.speculative, cmd)?;
         apply_op(&mut self.speculative, &planned.op);
+        Ok((self.keep_pending(planned.op.clone()), planned))
+    }
+
+    /// As [`Planner::plan`] for a client write with a session tag: refused early when the
+    /// speculative session table says it is stale or a duplicate (replay would ignore it);
+    /// otherwise the entry is a SESSION_WRITE wrapping the command's op, pending under the
+    /// returned ticket.
+    pub fn plan_tagged(
+        &mut self,
+        cmd: &Command,
+        tag: SessionTag,
+    ) -> Result<(Ticket, Planned), CommandError> {
+        let (client_id, seq) = (tag.client_id, tag.seq);
+        match self.speculative.sessions().admit(&tag) {
+            Admission::Stale { floor } => Err(CommandError::StaleRequest {
+                client_id,
+                seq,
+                floor,
+            }),
+            Admission::Duplicate(outcome) => Err(CommandError::Duplicate {
+                client_id,
+                seq,
+                outcome,
+            }),
+            Admission::Fresh => {
+                let inner = validate(&self.speculative, cmd)?;
+                let op = Op::SessionWrite {
+                    tag,
+                    inner: Box::new(inner.op),
+                };
+                let entry = op.to_entry();
+                if entry.encoded_len() > ENTRY_LEN_MAX {
+                    return Err(CommandError::EntryTooLarge {
+                        len: entry.encoded_len(),
+                    });
+                }
+                apply_op(&mut self.speculative, &op);
+                Ok((
+                    self.keep_pending(op.clone()),
+                    Planned {
+                        op,
+                        entry,
+                        created_id: inner.created_id,
+                    },
+                ))
+            }
+        }
+    }
+
+    fn keep_pending(&mut self, op: Op) -> Ticket {
         self.next_ticket += 1;
         let ticket = Ticket(self.next_ticket);
-        self.pending.insert(ticket, planned.op.clone());
-        Ok((ticket, planned))
+        self.pending.insert(ticket, op);
+        ticket
     }
 
     /// The entry of `ticket` committed and is applied here; `applied` is read only when it

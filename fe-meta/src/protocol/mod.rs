@@ -27,7 +27,7 @@ pub use frame::{
     classify_start, encode_frame, ConnectionStart, FrameDecoder, FrameTooLong, FRAME_LEN_MAX,
 };
 pub use read::{answer_catalog_read, encode_response_bounded};
-pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody};
+pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody, RequestMeta};
 pub use response::{
     decode_response, encode_response, ErrorKind, ErrorReply, FrontendRow, Response, ResponseBody,
     StatusInfo,
@@ -35,8 +35,11 @@ pub use response::{
 
 use crate::wire::WireError;
 
-/// The protocol version carried first in every request and response payload.
+/// The protocol version carried first in every response payload, and in requests without
+/// version-2 fields.
 pub const PROTOCOL_VERSION: u8 = 1;
+/// The request version that carries a deadline and a client session ([`RequestMeta`]).
+pub const PROTOCOL_VERSION_META: u8 = 2;
 
 /// A request kind (u16 on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,8 +154,12 @@ impl fmt::Display for RequestKind {
 /// Why a frame payload does not decode.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ProtocolError {
-    /// The payload is not protocol version [`PROTOCOL_VERSION`].
-    #[error("unsupported protocol version {found} (this server speaks {PROTOCOL_VERSION})")]
+    /// The payload is not protocol version [`PROTOCOL_VERSION`] (or, for requests,
+    /// [`PROTOCOL_VERSION_META`]).
+    #[error(
+        "unsupported protocol version {found} (this server speaks {PROTOCOL_VERSION} and, for \
+         requests, {PROTOCOL_VERSION_META})"
+    )]
     UnsupportedVersion {
         /// The version byte found.
         found: u8,

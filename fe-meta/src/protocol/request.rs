@@ -1,14 +1,19 @@
-//! Requests: `version u8 | request_id u64 | kind u16 | body` (layouts: `docs/PROTOCOL.md` §4).
+//! Requests: `version u8 | request_id u64 | kind u16 | [meta] | body` (layouts:
+//! `docs/PROTOCOL.md` §3–§4). Version 1 has no meta; version 2 carries [`RequestMeta`] after
+//! the kind: `flags u8 | budget_ms u32 (flag bit 0) | client_id u64, seq u64, floor u64 (flag
+//! bit 1)`.
 //!
-//! INV-1: `decode_request(&encode_request(r)) == r` for every request within the limits.
+//! INV-1: `decode_request(&encode_request(r)) == r` for every request within the limits; a
+//! request with no meta is encoded as version 1, byte for byte as before version 2 existed.
 //! INV-2: decoding never panics; an error carries the request id and kind whenever the header
 //! was readable, so the server can answer it with an error frame for that id.
+//! INV-3: a decoded session tag is on a write and has `floor <= seq`.
 
 use bytes::BufMut;
 
-use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
+use super::{ProtocolError, RequestKind, PROTOCOL_VERSION, PROTOCOL_VERSION_META};
 use crate::catalog::{
-    BackendState, Codec, Column, COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
+    BackendState, Codec, Column, SessionTag, COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
 };
 use crate::command::{BackendRef, Command};
 use crate::wire::{Put, Reader, WireError};
@@ -20,11 +25,26 @@ pub struct ReadOptions {
     pub sync: bool,
 }
 
+/// The version-2 fields of a request: its deadline and the client's session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestMeta {
+    /// How long the client waits for the answer, in ms (its own timeout). The server's
+    /// deadline is the moment it read the request plus this; clocks need not agree.
+    pub budget_ms: Option<u32>,
+    /// The client's session fields (writes only).
+    pub session: Option<SessionTag>,
+}
+
+const META_BUDGET: u8 = 1;
+const META_SESSION: u8 = 2;
+
 /// A request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     /// Chosen by the client; echoed in the response. Responses may come in any order.
     pub id: u64,
+    /// Deadline and session (version 2); the default is a version-1 request.
+    pub meta: RequestMeta,
     /// What is asked.
     pub body: RequestBody,
 }
@@ -190,9 +210,18 @@ impl RequestBody {
 /// A request's frame payload (without the length prefix).
 pub fn encode_request(req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
-    out.put_u8(PROTOCOL_VERSION);
+    let meta = req.meta;
+    let with_meta = meta != RequestMeta::default();
+    out.put_u8(if with_meta {
+        PROTOCOL_VERSION_META
+    } else {
+        PROTOCOL_VERSION
+    });
     out.put_u64(req.id);
     out.put_u16(req.body.kind().0);
+    if with_meta {
+        put_meta(&mut out, &meta);
+    }
     let o = &mut out;
     match &req.body {
         RequestBody::Status | RequestBody::Sync => {}
@@ -259,7 +288,7 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
 pub fn decode_request(payload: &[u8]) -> Result<Request, ProtocolError> {
     let mut r = Reader::new(payload);
     let version = r.u8("protocol version").map_err(ProtocolError::header)?;
-    if version != PROTOCOL_VERSION {
+    if version != PROTOCOL_VERSION && version != PROTOCOL_VERSION_META {
         return Err(ProtocolError::UnsupportedVersion { found: version });
     }
     let id = r.u64("request id").map_err(ProtocolError::header)?;
@@ -271,6 +300,14 @@ pub fn decode_request(payload: &[u8]) -> Result<Request, ProtocolError> {
                 source,
             })?,
     );
+    let meta = match version {
+        PROTOCOL_VERSION_META => get_meta(kind, &mut r).map_err(|source| ProtocolError::Body {
+            request_id: Some(id),
+            kind: Some(kind),
+            source,
+        })?,
+        _ => RequestMeta::default(),
+    };
     let body = decode_body(kind, &mut r)
         .and_then(|body| r.finish().map(|()| body))
         .map_err(|source| match source {
@@ -287,7 +324,63 @@ pub fn decode_request(payload: &[u8]) -> Result<Request, ProtocolError> {
                 source,
             },
         })?;
-    Ok(Request { id, body })
+    Ok(Request { id, meta, body })
+}
+
+fn put_meta(out: &mut Vec<u8>, meta: &RequestMeta) {
+    let mut flags = 0;
+    if meta.budget_ms.is_some() {
+        flags |= META_BUDGET;
+    }
+    if meta.session.is_some() {
+        flags |= META_SESSION;
+    }
+    out.put_u8(flags);
+    if let Some(budget) = meta.budget_ms {
+        out.put_u32(budget);
+    }
+    if let Some(tag) = meta.session {
+        out.put_u64(tag.client_id);
+        out.put_u64(tag.seq);
+        out.put_u64(tag.floor);
+    }
+}
+
+fn get_meta(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestMeta, WireError> {
+    let flags = r.u8("meta flags")?;
+    if flags & !(META_BUDGET | META_SESSION) != 0 {
+        return Err(WireError::BadValue {
+            field: "meta flags",
+            value: u64::from(flags),
+        });
+    }
+    let budget_ms = match flags & META_BUDGET {
+        0 => None,
+        _ => Some(r.u32("budget_ms")?),
+    };
+    let session = match flags & META_SESSION {
+        0 => None,
+        _ => Some(SessionTag {
+            client_id: r.u64("client_id")?,
+            seq: r.u64("seq")?,
+            floor: r.u64("floor")?,
+        }),
+    };
+    if let Some(tag) = session {
+        if !kind.is_write() {
+            return Err(WireError::BadValue {
+                field: "session on a request that is not a write, kind",
+                value: u64::from(kind.0),
+            });
+        }
+        if !tag.is_valid() {
+            return Err(WireError::BadValue {
+                field: "floor (above seq)",
+                value: tag.floor,
+            });
+        }
+    }
+    Ok(RequestMeta { budget_ms, session })
 }
 
 fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, WireError> {

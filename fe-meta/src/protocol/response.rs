@@ -67,6 +67,12 @@ pub enum ErrorKind {
     NotFound,
     /// 8: something to be created already exists.
     AlreadyExists,
+    /// 9: the request's deadline passed before the server could act on it; a write was not
+    /// proposed.
+    DeadlineExceeded,
+    /// 10: a write older than one the same client already had applied (below the client's
+    /// floor); it was not applied and never will be.
+    StaleRequest,
 }
 
 impl ErrorKind {
@@ -81,6 +87,8 @@ impl ErrorKind {
             ErrorKind::Internal => 6,
             ErrorKind::NotFound => 7,
             ErrorKind::AlreadyExists => 8,
+            ErrorKind::DeadlineExceeded => 9,
+            ErrorKind::StaleRequest => 10,
         }
     }
 }
@@ -91,6 +99,8 @@ impl From<&CommandError> for ErrorReply {
             CommandErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
             CommandErrorKind::NotFound => ErrorKind::NotFound,
             CommandErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            CommandErrorKind::StaleRequest => ErrorKind::StaleRequest,
+            CommandErrorKind::Duplicate => ErrorKind::Timeout,
         };
         ErrorReply {
             kind,
@@ -351,6 +361,8 @@ fn decode_error(status: u16, r: &mut Reader<'_>) -> Result<ErrorReply, WireError
         6 => ErrorKind::Internal,
         7 => ErrorKind::NotFound,
         8 => ErrorKind::AlreadyExists,
+        9 => ErrorKind::DeadlineExceeded,
+        10 => ErrorKind::StaleRequest,
         v => {
             return Err(WireError::BadValue {
                 field: "status",

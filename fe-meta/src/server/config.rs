@@ -9,6 +9,7 @@
 //! | `write_timeout_ms` | bound on a write: submit, forwarding, read-your-writes wait | 10000 |
 //! | `leader_wait_ms` | how long a write or sync waits for a leader before failing with QUORUM_UNAVAILABLE | 2000 |
 //! | `peer_status_timeout_ms` | SHOW FRONTENDS: how long a peer's STATUS may take | 500 |
+//! | `client_session_expiry_s` | a client session idle this long (by the leader's logged clock) is forgotten; 0: never. The leader logs it in every TIMESTAMP, so the leader's value is the one in force | 600 |
 //!
 //! Required by fe-meta (zab-net keys): `clusterId` (the cluster's identity, the same on every
 //! node; `local-cluster` generates one) and a client port: `clientPort` (this node's listen
@@ -34,6 +35,7 @@ pub const EXTRA_KEYS: &[&str] = &[
     "write_timeout_ms",
     "leader_wait_ms",
     "peer_status_timeout_ms",
+    "client_session_expiry_s",
 ];
 
 /// One member as the server sees it.
@@ -72,6 +74,8 @@ pub struct ServerConfig {
     pub leader_wait: Duration,
     /// `peer_status_timeout_ms`.
     pub peer_timeout: Duration,
+    /// `client_session_expiry_s`, in ms (0: sessions never expire by time).
+    pub session_expiry_ms: u64,
     /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
     /// once; without it an empty dir first syncs from a leader as a non-voting learner.
     pub bootstrap: bool,
@@ -158,6 +162,10 @@ impl ServerConfig {
             write_timeout: ms("write_timeout_ms", 10_000)?,
             leader_wait: ms("leader_wait_ms", 2_000)?,
             peer_timeout: ms("peer_status_timeout_ms", 500)?,
+            session_expiry_ms: node
+                .extra_value::<u64>("client_session_expiry_s")?
+                .unwrap_or(600)
+                .saturating_mul(1000),
             bootstrap: false,
             node,
         })

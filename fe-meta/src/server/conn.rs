@@ -1,6 +1,8 @@
 //! The client listener: one task per connection; a connection is a four-letter word or a
 //! framed, pipelined session (`docs/PROTOCOL.md` §1–§2).
 //!
+//! A request's deadline starts when its frame is decoded ([`RequestContext::new`]).
+//!
 //! In a framed session the reader decodes frames and spawns one task per request (at most
 //! [`IN_FLIGHT_MAX`] per connection: the reader waits for a slot, so a client cannot make the
 //! server queue unboundedly); answers go through one writer task in the order they complete.
@@ -24,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
 
 use super::peer::FORWARDED_BIT;
+use super::session::RequestContext;
 use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
@@ -102,6 +105,7 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
                     break 'session;
                 }
             };
+            let received = Instant::now();
             let req = match decode_request(&payload) {
                 Ok(r) => r,
                 Err(e) => {
@@ -121,7 +125,8 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
                 async move {
                     let started = Instant::now();
                     let forwarded = req.id & FORWARDED_BIT != 0;
-                    let result = shared.handle(&req.body, forwarded).await;
+                    let ctx = RequestContext::new(received, &req.meta);
+                    let result = shared.handle(&ctx, &req.body, forwarded).await;
                     let resp = Response {
                         id: req.id,
                         kind: req.body.kind(),

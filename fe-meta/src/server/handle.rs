@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 use zab_core::Role;
 use zab_net::NodeStatus;
 
+use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::catalog::Frontend;
 use crate::protocol::{
-    answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, ResponseBody,
-    ServerStats, StatusInfo,
+    answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta,
+    ResponseBody, ServerStats, StatusInfo,
 };
 
 /// How long peers' STATUS answers are reused.
@@ -61,11 +62,12 @@ impl Shared {
     /// The answer to `body` (`forwarded`: it came from another node).
     pub async fn handle(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
         if body.kind().is_write() {
-            return self.write(body, forwarded).await;
+            return self.write(ctx, body, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {
@@ -154,7 +156,12 @@ impl Shared {
                 };
                 let r = self
                     .peers
-                    .call(addr, RequestBody::Status, self.cfg.peer_timeout)
+                    .call(
+                        addr,
+                        RequestMeta::default(),
+                        RequestBody::Status,
+                        self.cfg.peer_timeout,
+                    )
                     .await;
                 match r.map(|resp| resp.result) {
                     Ok(Ok(ResponseBody::Status(s))) => (*sid, Some(s)),

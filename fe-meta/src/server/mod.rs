@@ -33,6 +33,7 @@ mod handle;
 pub mod machine;
 mod peer;
 mod pending;
+pub mod session;
 mod stats;
 mod write;
 

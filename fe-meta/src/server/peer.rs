@@ -7,6 +7,11 @@
 //! means the request was not sent.
 //! INV-2: forwarded requests carry [`FORWARDED_BIT`] in their id; a node never forwards such a
 //! request again, so a write is forwarded at most once (no NOT_LEADER loops, PITFALLS E12).
+//! INV-3 (no late delivery): a call that times out after its bytes may have been queued
+//! discards its connection at once: the pool forgets it, its reader stops, the calls waiting
+//! on it fail, and the socket (SO_LINGER 0) is reset when its last user lets go, so the kernel
+//! drops whatever it had not delivered yet instead of sending it after a partition heals.
+//! Bytes the peer already received are fenced there by the request's deadline and session.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,7 +26,8 @@ use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::protocol::{
-    decode_response, encode_frame, encode_request, FrameDecoder, Request, RequestBody, Response,
+    decode_response, encode_frame, encode_request, FrameDecoder, Request, RequestBody, RequestMeta,
+    Response,
 };
 
 /// The request-id bit that marks a request forwarded by another node (INV-2).
@@ -31,9 +37,24 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
 
 #[derive(Debug)]
 struct PeerConn {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Option<OwnedWriteHalf>>,
     pending: Pending,
     closed: Arc<AtomicBool>,
+    reader: tokio::task::AbortHandle,
+}
+
+impl PeerConn {
+    /// Discards the connection (INV-3): no new call uses it, the reader stops, waiting calls
+    /// fail, and the write half is dropped now if no call is writing (else when that call
+    /// ends); with SO_LINGER 0 the last drop resets the socket and its unsent bytes die.
+    fn discard(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.reader.abort();
+        lock(&self.pending).clear();
+        if let Ok(mut w) = self.writer.try_lock() {
+            w.take();
+        }
+    }
 }
 
 /// Why a call failed.
@@ -65,11 +86,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl PeerPool {
-    /// Sends `body` to the node at `addr` (a forwarded request: INV-2) and waits for the answer,
-    /// at most `limit` in all (INV-1). The error says what failed.
+    /// Sends `body` with `meta` to the node at `addr` (a forwarded request: INV-2) and waits for
+    /// the answer, at most `limit` in all (INV-1); on a timeout the connection is discarded
+    /// (INV-3). The error says what failed.
     pub async fn call(
         &self,
         addr: &str,
+        meta: RequestMeta,
         body: RequestBody,
         limit: Duration,
     ) -> Result<Response, CallError> {
@@ -82,11 +105,24 @@ impl PeerPool {
                 )))
             }
         };
-        match tokio::time::timeout(limit, Self::exchange(&conn, addr, &self.next_id, body)).await {
+        let exchange = Self::exchange(&conn, addr, &self.next_id, meta, body);
+        match tokio::time::timeout(limit, exchange).await {
             Ok(r) => r.map_err(CallError::Unanswered),
-            Err(_) => Err(CallError::Unanswered(format!(
-                "no answer from {addr} within {limit:?}"
-            ))),
+            Err(_) => {
+                self.forget(addr, &conn);
+                conn.discard();
+                Err(CallError::Unanswered(format!(
+                    "no answer from {addr} within {limit:?} (connection discarded, so the \
+                     request is not delivered later)"
+                )))
+            }
+        }
+    }
+
+    fn forget(&self, addr: &str, conn: &Arc<PeerConn>) {
+        let mut conns = lock(&self.conns);
+        if conns.get(addr).is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            conns.remove(addr);
         }
     }
 
@@ -94,14 +130,18 @@ impl PeerPool {
         conn: &PeerConn,
         addr: &str,
         next_id: &AtomicU64,
+        meta: RequestMeta,
         body: RequestBody,
     ) -> Result<Response, String> {
         let id = FORWARDED_BIT | (next_id.fetch_add(1, Ordering::Relaxed) & !FORWARDED_BIT);
         let (tx, rx) = oneshot::channel();
         lock(&conn.pending).insert(id, tx);
         let mut frame = Vec::new();
-        encode_frame(&encode_request(&Request { id, body }), &mut frame);
-        let written = conn.writer.lock().await.write_all(&frame).await;
+        encode_frame(&encode_request(&Request { id, meta, body }), &mut frame);
+        let written = match conn.writer.lock().await.as_mut() {
+            Some(w) => w.write_all(&frame).await,
+            None => Err(std::io::Error::other("the connection was discarded")),
+        };
         if let Err(e) = written {
             lock(&conn.pending).remove(&id);
             conn.closed.store(true, Ordering::Release);
@@ -122,14 +162,17 @@ impl PeerPool {
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
         let _ = stream.set_nodelay(true);
+        // INV-3: closing resets the connection and drops unsent bytes (no FIN after them).
+        stream
+            .set_zero_linger()
+            .map_err(|e| format!("connecting to {addr}: SO_LINGER: {e}"))?;
         let (mut reader, writer) = stream.into_split();
-        let conn = Arc::new(PeerConn {
-            writer: tokio::sync::Mutex::new(writer),
-            pending: Pending::default(),
-            closed: Arc::new(AtomicBool::new(false)),
-        });
-        let (pending, closed, peer) = (conn.pending.clone(), conn.closed.clone(), addr.to_owned());
-        tokio::spawn(async move {
+        let pending = Pending::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let (for_reader, closed_by_reader) = (pending.clone(), closed.clone());
+        let peer = addr.to_owned();
+        let read_task = tokio::spawn(async move {
+            let (pending, closed) = (for_reader, closed_by_reader);
             let decoder = FrameDecoder::default();
             let mut buf = BytesMut::with_capacity(4096);
             'read: loop {
@@ -157,6 +200,12 @@ impl PeerPool {
             }
             closed.store(true, Ordering::Release);
             lock(&pending).clear();
+        });
+        let conn = Arc::new(PeerConn {
+            writer: tokio::sync::Mutex::new(Some(writer)),
+            pending,
+            closed,
+            reader: read_task.abort_handle(),
         });
         lock(&self.conns).insert(addr.to_owned(), conn.clone());
         Ok(conn)

@@ -27,8 +27,9 @@ use tokio::sync::{oneshot, Mutex};
 use zab_core::{Epoch, Zxid};
 use zab_net::{Node, SubmitError};
 
+use super::session::{Planning, WriteAnswer};
 use crate::catalog::{Catalog, SharedCatalog};
-use crate::command::{Command, CommandError, Planner, Ticket};
+use crate::command::{Planner, Ticket};
 
 type Answer = Result<Zxid, SubmitError>;
 
@@ -52,8 +53,9 @@ impl std::fmt::Debug for Writer {
 /// Why an entry was not queued.
 #[derive(Debug)]
 pub enum NotQueued {
-    /// The command was refused by validation; nothing was planned.
-    Refused(CommandError),
+    /// Planning answered without queuing anything: a refusal, a passed deadline, a session's
+    /// stale or already applied request (`session::plan`).
+    Answered(WriteAnswer),
     /// The node's request queue stayed full for the whole limit; nothing was queued.
     QueueFull(Duration),
 }
@@ -80,21 +82,25 @@ impl Writer {
         }
     }
 
-    /// Plans `cmd` under `epoch` and queues its entry at `node` (INV-1); waits at most `limit`
-    /// for room in the node's queue.
+    /// Plans an entry under `epoch` with `plan` (given the planner and the applied catalog,
+    /// under the plan lock) and queues it at `node` (INV-1); waits at most `limit` for room in
+    /// the node's queue.
     pub async fn submit(
         &self,
         node: &Node,
         epoch: Epoch,
-        cmd: &Command,
         limit: Duration,
+        plan: impl FnOnce(&mut Planner, &Catalog) -> Planning,
     ) -> Result<Submitted, NotQueued> {
         let mut p = self.plan.lock().await;
         if p.epoch != Some(epoch) {
             p.planner.new_epoch(applied(&self.catalog));
             p.epoch = Some(epoch);
         }
-        let (ticket, planned) = p.planner.plan(cmd).map_err(NotQueued::Refused)?;
+        let (ticket, planned) = match plan(&mut p.planner, &self.catalog.load()) {
+            Planning::Submit(ticket, planned) => (ticket, planned),
+            Planning::Answer(answer) => return Err(NotQueued::Answered(answer)),
+        };
         let (tx, rx) = oneshot::channel();
         let payload = Bytes::from(planned.entry.encode());
         if tokio::time::timeout(limit, node.enqueue_write(payload, tx))

@@ -24,6 +24,9 @@
 //! (`machine::Progress::outcome`); an entry that replay ignored is answered ALREADY_EXISTS or
 //! NOT_FOUND (its `replay::Conflict`); if the outcome is no longer known, TIMEOUT (check with
 //! a read). A forwarded write carries the leader's answer unchanged.
+//! INV-5 (deadlines and sessions, [`super::session`]): a write whose deadline passed is not
+//! forwarded and not proposed; a session write is planned against the session table and
+//! answered from what replay recorded for it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +38,7 @@ use zab_net::{NodeStatus, SubmitError};
 use super::machine::wall_ms;
 use super::peer::CallError;
 use super::pending::NotQueued;
+use super::session::{self, Planning, RequestContext};
 use super::Shared;
 use crate::command::Command;
 use crate::outcomes::Lookup;
@@ -60,6 +64,7 @@ fn ignored(journal_id: u64, conflict: Conflict) -> ErrorReply {
     let kind = match conflict.kind {
         ConflictKind::AlreadyExists => ErrorKind::AlreadyExists,
         ConflictKind::NotFound => ErrorKind::NotFound,
+        ConflictKind::Session => ErrorKind::StaleRequest,
     };
     let message = format!(
         "the write was logged as journal id {journal_id:#x} but not applied: {} (an earlier \
@@ -111,12 +116,14 @@ impl Shared {
     /// A write request from a client (`forwarded`: it came from another node, INV-3).
     pub async fn write(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
         let Some(cmd) = body.to_command() else {
             return Err(err(ErrorKind::Internal, "not a write"));
         };
+        ctx.check_deadline("the server could handle it")?;
         let Some(st) = self.serving_status().await else {
             return Err(self.no_quorum());
         };
@@ -127,7 +134,7 @@ impl Shared {
             ));
         }
         if is_serving_leader(&st) {
-            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
             return Ok(ResponseBody::Written {
                 journal_id,
                 created_id,
@@ -138,8 +145,8 @@ impl Shared {
             let why = "this node is not the leader (a forwarded write is not forwarded again)";
             return Err(self.not_leader(leader, why));
         }
-        match self.forward(body, leader).await {
-            Err(Retry::Unsent(why)) => self.retry_elsewhere(body, leader, &why).await,
+        match self.forward(ctx, body, leader).await {
+            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, body, leader, &why).await,
             Err(Retry::Final(e)) => Err(e),
             Ok(r) => Ok(r),
         }
@@ -149,6 +156,7 @@ impl Shared {
     /// leader and try once more; never more than one retry (INV-3).
     async fn retry_elsewhere(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         old: Option<u64>,
         why: &str,
@@ -164,14 +172,14 @@ impl Shared {
             let cmd = body
                 .to_command()
                 .ok_or_else(|| err(ErrorKind::Internal, "not a write"))?;
-            let (journal_id, created_id) = self.write_local(&cmd, &st).await?;
+            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
             return Ok(ResponseBody::Written {
                 journal_id,
                 created_id,
             });
         }
         let leader = st.leader.map(|l| l.0);
-        self.forward(body, leader).await.map_err(|r| match r {
+        self.forward(ctx, body, leader).await.map_err(|r| match r {
             Retry::Unsent(why) => self.not_leader(leader, &why),
             Retry::Final(e) => e,
         })
@@ -182,32 +190,48 @@ impl Shared {
         &self,
         cmd: &Command,
         st: &NodeStatus,
+        ctx: &RequestContext,
     ) -> Result<(u64, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
         let submitted = self
             .writer
-            .submit(&self.node, st.epoch, cmd, limit)
+            .submit(&self.node, st.epoch, limit, |planner, applied| {
+                if let Err(e) = ctx.check_deadline("the leader could propose it") {
+                    return Planning::Answer(Err(e));
+                }
+                session::plan(planner, applied, cmd, ctx.session)
+            })
             .await
             .map_err(|e| match e {
-                NotQueued::Refused(e) => ErrorReply::from(&e),
-                NotQueued::QueueFull(limit) => err(
+                NotQueued::Answered(answer) => answer,
+                NotQueued::QueueFull(limit) => Err(err(
                     ErrorKind::Timeout,
                     format!(
                         "the node's request queue stayed full for {} ms; the write was not \
                          queued and will not be logged",
                         limit.as_millis()
                     ),
-                ),
-            })?;
+                )),
+            });
+        let submitted = match submitted {
+            Ok(s) => s,
+            Err(answer) => return answer,
+        };
         let created_id = submitted.created_id();
         let zxid = submitted
             .wait(limit)
             .await
             .map_err(|e| self.submit_error(e))?;
-        match self.progress.outcome(zxid.0) {
-            Lookup::Known(Outcome::Applied) => Ok((zxid.0, created_id)),
-            Lookup::Known(Outcome::Ignored(conflict)) => Err(ignored(zxid.0, conflict)),
-            Lookup::Unknown => Err(err(
+        match (self.progress.outcome(zxid.0), ctx.session) {
+            (Lookup::Known(Outcome::Applied), _) => Ok((zxid.0, created_id)),
+            (Lookup::Known(Outcome::Ignored(c)), Some(tag)) if c.kind == ConflictKind::Session => {
+                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+            }
+            (Lookup::Known(Outcome::Ignored(conflict)), _) => Err(ignored(zxid.0, conflict)),
+            (Lookup::Unknown, Some(tag)) => {
+                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+            }
+            (Lookup::Unknown, None) => Err(err(
                 ErrorKind::Timeout,
                 format!(
                     "the write committed as journal id {:#x}, but whether replay applied it is \
@@ -238,9 +262,12 @@ impl Shared {
 
     async fn forward(
         &self,
+        ctx: &RequestContext,
         body: &RequestBody,
         leader: Option<u64>,
     ) -> Result<ResponseBody, Retry> {
+        ctx.check_deadline("it could be forwarded to the leader")
+            .map_err(Retry::Final)?;
         let Some(addr) = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone()) else {
             let why = "the leader's client address is unknown (give it as `server.N=...;port`)";
             return Err(Retry::Final(self.not_leader(leader, why)));
@@ -248,7 +275,12 @@ impl Shared {
         let started = Instant::now();
         let resp = self
             .peers
-            .call(&addr, body.clone(), self.cfg.write_timeout)
+            .call(
+                &addr,
+                ctx.forward_meta(),
+                body.clone(),
+                ctx.limit(self.cfg.write_timeout),
+            )
             .await
             .map_err(|e| {
                 warn!(leader = ?leader, error = %e, "forwarding a write failed");
@@ -344,8 +376,14 @@ pub async fn run_timestamps(shared: Arc<Shared>) {
         let leading = role.role == Role::Leading && role.serving;
         if leading && due && !backing_off {
             let st = shared.node.status();
-            let cmd = Command::Timestamp { wall_ms: wall_ms() };
-            match shared.write_local(&cmd, &st).await {
+            let cmd = Command::Timestamp {
+                wall_ms: wall_ms(),
+                session_expiry_ms: shared.cfg.session_expiry_ms,
+            };
+            match shared
+                .write_local(&cmd, &st, &RequestContext::default())
+                .await
+            {
                 Ok(_) => last = Some((st.epoch, Instant::now())),
                 Err(e) => {
                     debug!(error = %e.message, "TIMESTAMP not logged");

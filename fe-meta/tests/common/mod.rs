@@ -2,7 +2,7 @@
 #![allow(dead_code, missing_docs)]
 
 use fe_meta::catalog::{
-    Backend, BackendState, Column, ColumnType, Database, Frontend, FrontendRole, Table,
+    Backend, BackendState, Column, ColumnType, Database, Frontend, FrontendRole, SessionTag, Table,
 };
 use fe_meta::command::{BackendRef, Command};
 use fe_meta::journal::Op;
@@ -98,8 +98,25 @@ pub fn frontend() -> impl Strategy<Value = Frontend> {
     )
 }
 
-/// Every op, with arbitrary field values.
+/// Every op, with arbitrary field values; some wrapped in a SESSION_WRITE (floor <= seq).
 pub fn op() -> impl Strategy<Value = Op> {
+    let tag =
+        (any::<u64>(), 1u64..1000, 0u64..1000).prop_map(|(client_id, seq, floor)| SessionTag {
+            client_id: client_id % 4,
+            seq,
+            floor: floor % (seq + 1),
+        });
+    prop_oneof![
+        4 => plain_op(),
+        1 => (tag, plain_op()).prop_map(|(tag, inner)| Op::SessionWrite {
+            tag,
+            inner: Box::new(inner)
+        }),
+    ]
+}
+
+/// Every op but SESSION_WRITE, with arbitrary field values.
+pub fn plain_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         any::<u64>().prop_map(|next_id| Op::SaveNextId { next_id }),
         (any::<u64>(), name()).prop_map(|(id, name)| Op::CreateDb(Database { id, name })),
@@ -120,7 +137,10 @@ pub fn op() -> impl Strategy<Value = Op> {
         frontend().prop_map(Op::AddFrontend),
         any::<u64>().prop_map(|sid| Op::DropFrontend { sid }),
         (name(), any_text()).prop_map(|(name, value)| Op::SetGlobalVariable { name, value }),
-        any::<u64>().prop_map(|wall_ms| Op::Timestamp { wall_ms }),
+        (any::<u64>(), any::<u64>()).prop_map(|(wall_ms, session_expiry_ms)| Op::Timestamp {
+            wall_ms,
+            session_expiry_ms
+        }),
     ]
 }
 
@@ -177,7 +197,10 @@ pub fn command() -> impl Strategy<Value = Command> {
             }
         }),
         (1u64..100).prop_map(|count| Command::ReserveIds { count }),
-        any::<u64>().prop_map(|wall_ms| Command::Timestamp { wall_ms }),
+        any::<u64>().prop_map(|wall_ms| Command::Timestamp {
+            wall_ms,
+            session_expiry_ms: 0
+        }),
     ]
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use fe_meta::protocol::{
     decode_response, encode_frame, encode_request, ErrorReply, FrameDecoder, Request, RequestBody,
-    Response, ResponseBody,
+    RequestMeta, Response, ResponseBody,
 };
 use fe_meta::server::{Server, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -161,10 +161,15 @@ impl Client {
     }
 
     pub async fn send(&mut self, body: RequestBody) -> u64 {
+        self.send_with(body, RequestMeta::default()).await
+    }
+
+    /// Sends `body` with version-2 fields (deadline, session).
+    pub async fn send_with(&mut self, body: RequestBody, meta: RequestMeta) -> u64 {
         let id = self.next;
         self.next += 1;
         let mut out = Vec::new();
-        encode_frame(&encode_request(&Request { id, body }), &mut out);
+        encode_frame(&encode_request(&Request { id, meta, body }), &mut out);
         self.stream.write_all(&out).await.unwrap();
         id
     }

@@ -44,6 +44,27 @@ pub struct ClusterSpec {
     /// A node's dataDir elsewhere than `<test dir>/data<sid>` (e.g. on a filesystem the test
     /// made); the harness still writes its `myid` there.
     pub data_dirs: BTreeMap<u64, PathBuf>,
+    /// Where each node listens and runs (default: 127.0.0.1, the test's own namespace); a
+    /// partition test gives every node its address and namespace ([`super::NetLab`]).
+    pub net: BTreeMap<u64, NodeNet>,
+}
+
+/// A node's address and network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeNet {
+    /// The host it listens on (all three ports).
+    pub host: String,
+    /// The network namespace it runs in (`ip netns exec`), if not the test's own.
+    pub netns: Option<String>,
+}
+
+impl Default for NodeNet {
+    fn default() -> NodeNet {
+        NodeNet {
+            host: "127.0.0.1".into(),
+            netns: None,
+        }
+    }
 }
 
 impl Default for ClusterSpec {
@@ -59,6 +80,7 @@ impl Default for ClusterSpec {
             extra: Vec::new(),
             node_extra: BTreeMap::new(),
             data_dirs: BTreeMap::new(),
+            net: BTreeMap::new(),
         }
     }
 }
@@ -102,7 +124,8 @@ impl ProcCluster {
                 election: p + 2,
             };
             let data_dir = spec.data_dirs.get(&sid).map(PathBuf::as_path);
-            nodes.insert(sid, ProcNode::new(sid, ports, root.path(), data_dir, &bin));
+            let net = spec.net.get(&sid).cloned().unwrap_or_default();
+            nodes.insert(sid, ProcNode::new(sid, ports, net, root.path(), data_dir, &bin));
         }
         let mut c = ProcCluster {
             name: name.to_owned(),
@@ -158,8 +181,9 @@ impl ProcCluster {
             }
             for m in self.nodes.values() {
                 let p = m.ports();
+                let h = m.host();
                 t += &format!(
-                    "server.{}=127.0.0.1:{}:{};127.0.0.1:{}\n",
+                    "server.{}={h}:{}:{};{h}:{}\n",
                     m.sid(),
                     p.quorum,
                     p.election,
@@ -201,7 +225,7 @@ impl ProcCluster {
         self.nodes.get_mut(&sid).ok_or(ProcError::NoNode(sid))
     }
 
-    /// `127.0.0.1:<client port>` of `sid` (empty for an unknown sid).
+    /// `<host>:<client port>` of `sid` (empty for an unknown sid).
     pub fn client_addr(&self, sid: u64) -> String {
         self.nodes
             .get(&sid)

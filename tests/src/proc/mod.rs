@@ -22,7 +22,8 @@
 //! discovery, convergence, four-letter words), [`monitor`] (background journal-id poller),
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
 //! times), [`checks`] (the end-of-test checks every scenario runs), [`small_fs`] (a
-//! size-limited tmpfs for a node's disk to fill up).
+//! size-limited tmpfs for a node's disk to fill up), [`netlab`] (per-node network namespaces
+//! for partitions).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
 //! read back from every node; all nodes report the same digest at the same journal id; no
@@ -46,14 +47,16 @@ pub mod cluster;
 pub mod ledger;
 pub mod load;
 pub mod monitor;
+pub mod netlab;
 pub mod node;
 pub mod ports;
 pub mod small_fs;
 
 pub use checks::CheckFailure;
-pub use cluster::{ClusterSpec, ProcCluster};
+pub use cluster::{ClusterSpec, NodeNet, ProcCluster};
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
+pub use netlab::{NetLab, NetLabUnavailable};
 pub use node::{NodePorts, ProcNode, SyncCounts};
 pub use small_fs::SmallFs;
 

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::cluster::NodeNet;
 use super::ProcError;
 
 /// A node's three loopback ports.
@@ -46,6 +47,7 @@ pub struct SyncCounts {
 pub struct ProcNode {
     sid: u64,
     ports: NodePorts,
+    net: NodeNet,
     root: PathBuf,
     data_dir: PathBuf,
     bin: PathBuf,
@@ -59,6 +61,7 @@ impl ProcNode {
     pub(crate) fn new(
         sid: u64,
         ports: NodePorts,
+        net: NodeNet,
         root: &Path,
         data_dir: Option<&Path>,
         bin: &Path,
@@ -66,6 +69,7 @@ impl ProcNode {
         ProcNode {
             sid,
             ports,
+            net,
             root: root.to_path_buf(),
             data_dir: data_dir.map_or_else(|| root.join(format!("data{sid}")), Path::to_path_buf),
             bin: bin.to_path_buf(),
@@ -85,9 +89,14 @@ impl ProcNode {
         self.ports
     }
 
-    /// `127.0.0.1:<client port>`.
+    /// The host it listens on.
+    pub fn host(&self) -> &str {
+        &self.net.host
+    }
+
+    /// `<host>:<client port>`.
     pub fn client_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.ports.client)
+        format!("{}:{}", self.net.host, self.ports.client)
     }
 
     /// Its dataDir.
@@ -165,7 +174,8 @@ impl ProcNode {
             self.sid
         );
         let extra: &[&str] = if bootstrap { &["--bootstrap"] } else { &[] };
-        let child = spawn_server(&self.bin, &self.config_path(), extra, log)
+        let netns = self.net.netns.as_deref();
+        let child = spawn_server_in(netns, &self.bin, &self.config_path(), extra, log)
             .map_err(ProcError::io(format!("spawn {}", self.bin.display())))?;
         self.child = Some(child);
         self.paused = false;
@@ -354,9 +364,28 @@ pub fn spawn_server(
     extra: &[&str],
     log: std::fs::File,
 ) -> std::io::Result<Child> {
+    spawn_server_in(None, bin, config, extra, log)
+}
+
+/// As [`spawn_server`], inside the network namespace `netns` when given (`ip netns exec`,
+/// which execs the server: the child's pid is the server's).
+pub fn spawn_server_in(
+    netns: Option<&str>,
+    bin: &Path,
+    config: &Path,
+    extra: &[&str],
+    log: std::fs::File,
+) -> std::io::Result<Child> {
     let err = log.try_clone()?;
-    Command::new(bin)
-        .arg("server")
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.arg("server")
         .arg("--config")
         .arg(config)
         .args(extra)

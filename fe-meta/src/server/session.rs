@@ -1,0 +1,240 @@
+//! Request deadlines and client sessions on the server's write path (`catalog::sessions` holds
+//! the replicated table; this module turns it into answers).
+//!
+//! Deadline: a request's budget (`RequestMeta::budget_ms`, the client's own timeout) becomes an
+//! absolute instant when the server reads the request ([`RequestContext::new`]), so clocks need
+//! not agree. A forwarded write carries what is left of it ([`RequestContext::forward_meta`]),
+//! and the leader makes its own deadline from that.
+//!
+//! INV-1: a write whose deadline has passed is never proposed: the leader checks it while it
+//! holds the planner, right before planning ([`RequestContext::check_deadline`]), and answers
+//! DEADLINE_EXCEEDED (nothing logged). A forward is not sent once the deadline has passed, and
+//! waits no longer than the deadline.
+//! INV-2: the answer to a session write is read from the replicated session table once the
+//! entry is applied here ([`answer_applied`]): `Written` with the recorded outcome (the first
+//! one, for a retry), STALE_REQUEST when the table refused it — never `Written` for an entry
+//! replay did not apply.
+//! INV-3: the planner refuses early what replay would refuse ([`plan`]): a write below the
+//! client's floor (STALE_REQUEST), and a retry of a write already applied (answered with the
+//! first outcome without logging anything).
+
+use std::time::{Duration, Instant};
+
+use crate::catalog::{Admission, Catalog, SessionTag};
+use crate::command::{Command, CommandError, Planned, Planner, Ticket};
+use crate::protocol::{ErrorKind, ErrorReply, RequestMeta};
+
+/// What the server knows about a request beyond its body: its deadline and session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestContext {
+    /// When the client stops waiting (by this server's monotonic clock).
+    pub deadline: Option<Instant>,
+    /// The client's session fields (writes only).
+    pub session: Option<SessionTag>,
+}
+
+/// A write's answer: `(journal_id, created_id)` or the error reply.
+pub type WriteAnswer = Result<(u64, Option<u64>), ErrorReply>;
+
+/// What planning a write gave: an entry to submit, or an answer without submitting.
+#[derive(Debug)]
+pub enum Planning {
+    /// Submit this entry, pending in the planner under the ticket.
+    Submit(Ticket, Planned),
+    /// Answer now; nothing is logged.
+    Answer(WriteAnswer),
+}
+
+impl RequestContext {
+    /// The context of a request read at `received` with `meta`.
+    pub fn new(received: Instant, meta: &RequestMeta) -> RequestContext {
+        RequestContext {
+            deadline: meta
+                .budget_ms
+                .map(|ms| received + Duration::from_millis(u64::from(ms))),
+            session: meta.session,
+        }
+    }
+
+    /// The time left before the deadline (`None`: no deadline).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// `cap`, shortened to the time left before the deadline.
+    pub fn limit(&self, cap: Duration) -> Duration {
+        self.remaining().map_or(cap, |left| left.min(cap))
+    }
+
+    /// DEADLINE_EXCEEDED if the deadline has passed (`stage`: what was not done).
+    pub fn check_deadline(&self, stage: &str) -> Result<(), ErrorReply> {
+        match self.remaining() {
+            Some(left) if left.is_zero() => Err(ErrorReply {
+                kind: ErrorKind::DeadlineExceeded,
+                message: format!(
+                    "the request's deadline passed before {stage}; it was not proposed and \
+                     will not be applied"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The meta a forwarded copy carries: the budget left (at least 1 ms) and the session.
+    pub fn forward_meta(&self) -> RequestMeta {
+        RequestMeta {
+            budget_ms: self
+                .remaining()
+                .map(|left| u32::try_from(left.as_millis()).unwrap_or(u32::MAX).max(1)),
+            session: self.session,
+        }
+    }
+}
+
+fn stale(tag: &SessionTag, floor: u64) -> ErrorReply {
+    ErrorReply::from(&CommandError::StaleRequest {
+        client_id: tag.client_id,
+        seq: tag.seq,
+        floor,
+    })
+}
+
+/// Plans `cmd` (INV-3): with a session, against the applied table first (a retry of a write
+/// that already committed is answered with its outcome), then the planner's speculative one.
+pub fn plan(
+    planner: &mut Planner,
+    applied: &Catalog,
+    cmd: &Command,
+    session: Option<SessionTag>,
+) -> Planning {
+    let Some(tag) = session else {
+        return match planner.plan(cmd) {
+            Ok((ticket, planned)) => Planning::Submit(ticket, planned),
+            Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
+        };
+    };
+    match applied.sessions().admit(&tag) {
+        Admission::Duplicate(first) => {
+            return Planning::Answer(Ok((first.journal_id, first.created_id)))
+        }
+        Admission::Stale { floor } => return Planning::Answer(Err(stale(&tag, floor))),
+        Admission::Fresh => {}
+    }
+    match planner.plan_tagged(cmd, tag) {
+        Ok((ticket, planned)) => Planning::Submit(ticket, planned),
+        Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != 0 => {
+            Planning::Answer(Ok((outcome.journal_id, outcome.created_id)))
+        }
+        Err(CommandError::Duplicate { client_id, seq, .. }) => Planning::Answer(Err(ErrorReply {
+            kind: ErrorKind::Timeout,
+            message: format!(
+                "request {seq} of client {client_id:#x} is already being committed; its outcome \
+                 is not known yet (send it again: it applies at most once)"
+            ),
+        })),
+        Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
+    }
+}
+
+/// The answer to a session write that committed as `journal_id`, read from `applied`, a
+/// catalog that has applied it (INV-2).
+pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: u64) -> WriteAnswer {
+    match applied.sessions().admit(tag) {
+        Admission::Duplicate(outcome) => Ok((outcome.journal_id, outcome.created_id)),
+        Admission::Stale { floor } => Err(stale(tag, floor)),
+        Admission::Fresh => Err(ErrorReply {
+            kind: ErrorKind::Internal,
+            message: format!(
+                "journal id {journal_id:#x} committed, but replay did not apply it: it \
+                 conflicted with the catalog as it was then (nothing changed)"
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::apply;
+
+    fn tag(seq: u64, floor: u64) -> SessionTag {
+        SessionTag {
+            client_id: 3,
+            seq,
+            floor,
+        }
+    }
+
+    fn set(value: &str) -> Command {
+        Command::SetVar {
+            name: "k".into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn deadlines_become_instants_and_forwards_carry_what_is_left() {
+        let meta = RequestMeta {
+            budget_ms: Some(0),
+            session: Some(tag(1, 1)),
+        };
+        let ctx = RequestContext::new(Instant::now(), &meta);
+        let err = ctx.check_deadline("planning").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::DeadlineExceeded);
+        assert_eq!(
+            ctx.forward_meta().budget_ms,
+            Some(1),
+            "never 0: at least 1 ms"
+        );
+        let none = RequestContext::new(Instant::now(), &RequestMeta::default());
+        assert!(none.check_deadline("planning").is_ok());
+        assert_eq!(none.limit(Duration::from_secs(3)), Duration::from_secs(3));
+        let later = RequestContext::new(
+            Instant::now(),
+            &RequestMeta {
+                budget_ms: Some(60_000),
+                session: None,
+            },
+        );
+        assert!(later.limit(Duration::from_secs(3)) <= Duration::from_secs(3));
+        assert!(later.forward_meta().budget_ms.unwrap() > 50_000);
+    }
+
+    #[test]
+    fn answers_come_from_what_replay_recorded() {
+        let mut applied = Catalog::new();
+        let mut planner = Planner::new(applied.clone());
+        let Planning::Submit(_, first) = plan(&mut planner, &applied, &set("a"), Some(tag(1, 1)))
+        else {
+            panic!("a fresh write is submitted")
+        };
+        // Sent again before it committed: not logged twice, outcome not known yet.
+        let Planning::Answer(Err(e)) = plan(&mut planner, &applied, &set("a"), Some(tag(1, 1)))
+        else {
+            panic!("an in-flight retry is answered")
+        };
+        assert_eq!(e.kind, ErrorKind::Timeout);
+        apply(&mut applied, 7, &first.entry).unwrap();
+        assert_eq!(answer_applied(&applied, &tag(1, 1), 7), Ok((7, None)));
+        // After the commit, a retry gets the first outcome without logging.
+        let Planning::Answer(answer) = plan(&mut planner, &applied, &set("a"), Some(tag(1, 1)))
+        else {
+            panic!("a committed retry is answered")
+        };
+        assert_eq!(answer, Ok((7, None)));
+
+        let Planning::Submit(_, newer) = plan(&mut planner, &applied, &set("b"), Some(tag(3, 3)))
+        else {
+            panic!("a newer write is submitted")
+        };
+        apply(&mut applied, 8, &newer.entry).unwrap();
+        // Seq 2 was given up by the client (floor 3 since): refused early, never planned.
+        let Planning::Answer(Err(e)) = plan(&mut planner, &applied, &set("old"), Some(tag(2, 2)))
+        else {
+            panic!("a stale write is refused")
+        };
+        assert_eq!(e.kind, ErrorKind::StaleRequest);
+        assert_eq!(applied.var("k"), Some("b"));
+    }
+}
