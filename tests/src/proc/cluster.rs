@@ -125,7 +125,10 @@ impl ProcCluster {
             };
             let data_dir = spec.data_dirs.get(&sid).map(PathBuf::as_path);
             let net = spec.net.get(&sid).cloned().unwrap_or_default();
-            nodes.insert(sid, ProcNode::new(sid, ports, net, root.path(), data_dir, &bin));
+            nodes.insert(
+                sid,
+                ProcNode::new(sid, ports, net, root.path(), data_dir, &bin),
+            );
         }
         let mut c = ProcCluster {
             name: name.to_owned(),
