@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod broadcast;
+mod durability_bugs;
 mod election;
 mod epochs;
 mod journal;
