@@ -60,18 +60,27 @@ async fn full_log_disk_of_a_follower_exits_it_and_it_catches_up_after_space_is_f
     disk_full("disk_full_follower", 1).await;
 }
 
-/// The scenario of the module docs, with node `full`'s log on the small filesystem.
-async fn disk_full(name: &str, full: u64) {
+/// A small filesystem (dropped: unmounted) with a `log` folder and `FREE_KIB` left free;
+/// `None`, after a printed SKIP, where the machine does not allow the mount.
+fn small_log_fs(name: &str) -> Option<(SmallFs, std::path::PathBuf)> {
     let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
         Ok(fs) => fs,
         Err(why) => {
             println!("SKIP {name}: {why}");
-            return;
+            return None;
         }
     };
     let log_dir = small.path().join("log");
     std::fs::create_dir(&log_dir).unwrap();
     small.leave_free(FREE_KIB << 10).unwrap();
+    Some((small, log_dir))
+}
+
+/// The scenario of the module docs, with node `full`'s log on the small filesystem.
+async fn disk_full(name: &str, full: u64) {
+    let Some((small, log_dir)) = small_log_fs(name) else {
+        return;
+    };
     let spec = ClusterSpec {
         pre_alloc_kib: SEGMENT_KIB,
         extra: vec!["leader_wait_ms=2000".into(), "write_timeout_ms=5000".into()],
@@ -288,16 +297,9 @@ async fn an_embedded_server_closes_its_client_port_when_its_log_disk_fills() {
     use fe_meta::server::{Server, ServerConfig};
 
     let name = "disk_full_embedded";
-    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("SKIP {name}: {why}");
-            return;
-        }
+    let Some((_small, log_dir)) = small_log_fs(name) else {
+        return;
     };
-    let log_dir = small.path().join("log");
-    std::fs::create_dir(&log_dir).unwrap();
-    small.leave_free(FREE_KIB << 10).unwrap();
     let root = tempfile::tempdir().unwrap();
     let data_dir = root.path().join("data");
     std::fs::create_dir(&data_dir).unwrap();

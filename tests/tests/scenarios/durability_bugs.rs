@@ -18,12 +18,6 @@ use zab_core::{Epoch, Message, Role};
 
 use super::*;
 
-/// The scheduler without fsyncs: appends stay pending, and unreported, on every disk.
-const NO_FSYNC: Weights = Weights {
-    fsync: 0,
-    ..Weights::QUIET
-};
-
 /// Steps with `w` until `pred` holds; fails when `within_ms` of virtual time pass first.
 fn step_until(
     c: &mut Cluster,

@@ -24,6 +24,12 @@ mod sync_pitfalls;
 use tests::sim::{Cluster, SimOptions, SyncMode};
 use zab_core::{Role, ServerId, Zxid};
 
+/// The scheduler without fsyncs: appends stay pending, and unreported, on every disk.
+pub const NO_FSYNC: tests::sim::Weights = tests::sim::Weights {
+    fsync: 0,
+    ..tests::sim::Weights::QUIET
+};
+
 /// Node `n`.
 pub fn sid(n: u64) -> ServerId {
     ServerId(n)

@@ -11,12 +11,6 @@ use zab_core::{Epoch, Message, Role};
 
 use super::*;
 
-/// The scheduler without fsyncs: appends stay pending on every disk.
-const NO_FSYNC: Weights = Weights {
-    fsync: 0,
-    ..Weights::QUIET
-};
-
 /// Steps with `w` until `pred` holds; fails after `max` steps.
 fn step_until(
     c: &mut Cluster,

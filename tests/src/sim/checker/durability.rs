@@ -114,9 +114,13 @@ impl Durability {
             })
     }
 
-    /// `node` just became an established leader (INV-U2).
-    pub fn on_established(&mut self, node: NodeView<'_>) -> Verdict {
-        match self.missing_acked(node, Zxid(u64::MAX)) {
+    /// `node` just became an established leader of `epoch` (INV-U2): it holds every write
+    /// acknowledged in an older epoch. A leader of an older epoch may complete its
+    /// establishment late (paused between its NEWLEADER quorum and its confirming PING round)
+    /// after a later epoch acknowledged writes; it can commit nothing more, since the later
+    /// epoch's quorum has left it, and those writes are not "earlier" than it.
+    pub fn on_established(&mut self, node: NodeView<'_>, epoch: zab_core::Epoch) -> Verdict {
+        match self.missing_acked(node, Zxid::new(epoch, 0)) {
             Some((z, payload)) => Err(format!(
                 "Durability: leader {} established without acknowledged write {z} ({payload:?})",
                 node.id

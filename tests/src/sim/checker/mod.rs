@@ -217,7 +217,7 @@ impl Checker {
     pub fn after_step(&mut self, views: &[(NodeView<'_>, PeerView)]) -> Verdict {
         for (node, peer) in views {
             if self.leadership.after_step(node.id, peer)? {
-                self.durability.on_established(*node)?;
+                self.durability.on_established(*node, peer.current_epoch)?;
             }
             self.serving.after_step(node.id, peer)?;
             self.newleader_ack.after_step(*node, peer)?;
