@@ -261,7 +261,7 @@ fn sync_thread_reports_errors_and_stops() {
     // The thread may sync record 5 before record 4 arrives: that report is legitimate.
     let e = loop {
         match events.recv().unwrap() {
-            LogEvent::Persisted { upto } if upto == Zxid(5) => continue,
+            LogEvent::Persisted { upto: Zxid(5) } => continue,
             LogEvent::Failed(e) => break e,
             other => panic!("expected failure, got {other:?}"),
         }
