@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use common::Cluster;
 use zab_core::{Role, ServerId, Zxid};
-use zab_net::SubmitError;
+use zab_net::{NodeStatus, SubmitError};
 
 fn retryable(e: &SubmitError) -> bool {
     matches!(
@@ -307,8 +307,9 @@ async fn a_follower_behind_the_purged_log_gets_a_snap() {
     c.stop(lag).await;
     // Background snapshots every 100 txns, purge keeping 3: the log before ~#700 goes.
     let last = c.put_many(leader, "b", 1000, 100).await;
-    let ls = c.status(leader);
-    assert!(ls.snapshots_taken >= 5, "{ls:?}");
+    let snapshots = |s: &NodeStatus| s.snapshots_taken >= 5;
+    c.wait_status(leader, "5 background snapshots", snapshots, STABLE)
+        .await;
     c.start(lag).await;
     c.wait_applied(lag, last, STABLE).await;
     let st = c.status(lag);

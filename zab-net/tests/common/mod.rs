@@ -188,6 +188,24 @@ impl Cluster {
         );
     }
 
+    /// Waits until `sid`'s status satisfies `want` (snapshots are taken in the background, so
+    /// their count lags the writes that triggered them).
+    pub async fn wait_status(
+        &self,
+        sid: ServerId,
+        what: &str,
+        want: impl Fn(&NodeStatus) -> bool,
+        limit: Duration,
+    ) {
+        let mut w = self.nodes[&sid].watch();
+        let r = tokio::time::timeout(limit, w.wait_for(|s| want(s))).await;
+        assert!(
+            r.is_ok(),
+            "{sid}: {what} not reached in {limit:?}: {:?}",
+            self.status(sid)
+        );
+    }
+
     /// Submits `key=value` through `sid`.
     pub async fn put(&self, sid: ServerId, key: &str, value: &str) -> Result<Zxid, SubmitError> {
         self.nodes[&sid]
