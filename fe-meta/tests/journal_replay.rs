@@ -7,13 +7,13 @@ mod common;
 
 use std::io::{Read, Write};
 
-use fe_meta::catalog::{
+use fe_meta::command::{BackendRef, Command, Planner};
+use fe_meta::state::catalog::{
     Catalog, Change, Column, ColumnType, Frontend, FrontendRole, SessionTag, SharedCatalog,
 };
-use fe_meta::command::{BackendRef, Command, Planner};
-use fe_meta::image::{digest, read_image, write_image};
-use fe_meta::journal::{JournalEntry, Op, OpCode};
-use fe_meta::replay::{apply, apply_batch};
+use fe_meta::state::image::{digest, read_image, write_image};
+use fe_meta::state::journal::{JournalEntry, Op, OpCode};
+use fe_meta::state::replay::{apply, apply_batch};
 use proptest::prelude::*;
 
 /// Plans `cmds` on a leader and returns the entries it would have logged, with journal ids
@@ -288,7 +288,7 @@ fn journal_format_is_stable() {
                 host: "10.0.0.1".into(),
                 port: 9050,
             },
-            state: Some(fe_meta::catalog::BackendState::Offline),
+            state: Some(fe_meta::state::catalog::BackendState::Offline),
             capacity_bytes: None,
         },
         Command::CreateDb {

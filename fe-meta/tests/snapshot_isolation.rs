@@ -8,10 +8,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use fe_meta::catalog::{Catalog, SharedCatalog};
 use fe_meta::command::{Command, Planner};
-use fe_meta::image::{digest, read_image};
-use fe_meta::state_machine::MetaState;
+use fe_meta::state::catalog::{Catalog, SharedCatalog};
+use fe_meta::state::image::{digest, read_image};
+use fe_meta::state::machine::MetaState;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
 fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &Command) {

@@ -20,10 +20,10 @@ use tokio::sync::watch;
 use zab_core::Zxid;
 use zab_net::{ApplyError, SnapshotSource, StateMachine};
 
-use crate::catalog::{Catalog, SharedCatalog};
-use crate::outcomes::{Lookup, RecentOutcomes};
-use crate::staleness::{Stale, StalenessGuard};
-use crate::state_machine::{CatalogSnapshot, MetaState};
+use crate::server::staleness::{Stale, StalenessGuard};
+use crate::state::catalog::{Catalog, SharedCatalog};
+use crate::state::machine::{CatalogSnapshot, MetaState};
+use crate::state::outcomes::{Lookup, RecentOutcomes};
 
 /// Replay progress: the applied journal id (watchable) and the staleness guard.
 #[derive(Debug)]

@@ -31,9 +31,11 @@ mod conn;
 pub mod fatal;
 mod handle;
 pub mod machine;
+pub mod meta_dir;
 mod peer;
 mod pending;
 pub mod session;
+pub mod staleness;
 mod stats;
 mod write;
 
@@ -56,9 +58,9 @@ pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
 pub use peer::FORWARDED_BIT;
 
-use crate::catalog::SharedCatalog;
 use crate::error::MetaError;
-use crate::meta_dir::{MetaDir, MetaDirError, StartCheck};
+use crate::server::meta_dir::{MetaDir, MetaDirError, StartCheck};
+use crate::state::catalog::SharedCatalog;
 use machine::{MetaMachine, Progress};
 
 /// Why the server did not start.

@@ -41,9 +41,9 @@ use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
 use crate::command::Command;
-use crate::outcomes::Lookup;
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
-use crate::replay::{Conflict, ConflictKind, Outcome};
+use crate::state::outcomes::Lookup;
+use crate::state::replay::{Conflict, ConflictKind, Outcome};
 
 /// How a forward failed: not sent (another leader may be tried) or final.
 enum Retry {

@@ -23,11 +23,11 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use crate::catalog::{Catalog, SharedCatalog};
-use crate::image::{read_image, write_image, ImageError};
-use crate::journal::JournalEntry;
-use crate::outcomes::RecentOutcomes;
-use crate::replay::{apply_entry, Outcome, ReplayError};
+use crate::state::catalog::{Catalog, SharedCatalog};
+use crate::state::image::{read_image, write_image, ImageError};
+use crate::state::journal::JournalEntry;
+use crate::state::outcomes::RecentOutcomes;
+use crate::state::replay::{apply_entry, Outcome, ReplayError};
 
 /// A hook called with each newly published version.
 pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
@@ -168,10 +168,10 @@ impl CatalogSnapshot {
     }
 }
 
-fn op_of(data: &[u8]) -> crate::journal::OpCode {
+fn op_of(data: &[u8]) -> crate::state::journal::OpCode {
     match data {
-        [a, b, ..] => crate::journal::OpCode(u16::from_be_bytes([*a, *b])),
-        _ => crate::journal::OpCode(u16::MAX),
+        [a, b, ..] => crate::state::journal::OpCode(u16::from_be_bytes([*a, *b])),
+        _ => crate::state::journal::OpCode(u16::MAX),
     }
 }
 
@@ -180,8 +180,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::catalog::Database;
-    use crate::journal::Op;
+    use crate::state::catalog::Database;
+    use crate::state::journal::Op;
 
     #[test]
     fn apply_publishes_snapshot_is_a_pointer_restore_replaces() {
@@ -226,8 +226,8 @@ mod tests {
 
     #[test]
     fn an_ignored_entry_is_recorded_before_its_version_is_published() {
-        use crate::outcomes::{Lookup, RecentOutcomes};
-        use crate::replay::{ConflictKind, Outcome};
+        use crate::state::outcomes::{Lookup, RecentOutcomes};
+        use crate::state::replay::{ConflictKind, Outcome};
         let shared = Arc::new(SharedCatalog::default());
         let outcomes = Arc::new(RecentOutcomes::default());
         let mut sm = MetaState::new(shared);
