@@ -10,6 +10,7 @@ use std::thread;
 use fe_meta::command::{Command, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
 use fe_meta::state::machine::MetaState;
+use zab_core::Zxid;
 
 /// PITFALLS E11 (in-process half): replay publishes versions without a lock readers hold, so
 /// readers never block it; the server-side waits are in `server_forward`.
@@ -67,7 +68,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(zxid, &planner.plan(&set).unwrap().1.entry.encode())
+        sm.apply(Zxid(zxid), &planner.plan(&set).unwrap().1.entry.encode())
             .unwrap();
     }
     drop(sm);
