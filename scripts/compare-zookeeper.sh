@@ -43,7 +43,7 @@ if [[ -n "${FE_META_BIN:-}" ]]; then
   FE_META=$FE_META_BIN
 else
   log "building fe-meta (release)"
-  (cd "$REPO" && cargo build --release -q -p fe-meta --bin fe-meta)
+  (cd "$REPO" && cargo build --release -q -p fe-meta-cli --bin fe-meta)
   FE_META="${CARGO_TARGET_DIR:-$REPO/target}/release/fe-meta"
 fi
 

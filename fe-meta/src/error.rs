@@ -9,11 +9,11 @@ use std::io;
 use thiserror::Error;
 
 use crate::command::CommandError;
-use crate::image::ImageError;
-use crate::journal::JournalError;
-use crate::meta_dir::MetaDirError;
 use crate::protocol::{FrameTooLong, ProtocolError};
-use crate::replay::ReplayError;
+use crate::server::meta_dir::MetaDirError;
+use crate::state::image::ImageError;
+use crate::state::journal::JournalError;
+use crate::state::replay::ReplayError;
 
 /// Any fe-meta failure.
 #[derive(Debug, Error)]

@@ -1,36 +1,32 @@
 //! fe-meta: a replicated metadata service in the style of the Doris / StarRocks frontends, built
-//! on the ZAB engine of this workspace.
+//! on the ZAB engine of this workspace (through zab-net, its embedding API).
 //!
-//! Every node holds the whole metadata in memory as an immutable [`catalog::Catalog`] version.
-//! The leader turns a client's [`command::Command`] into a [`journal::JournalEntry`] after
-//! validating it against the catalog ([`command::Planner`]); the entry is replicated as one ZAB
-//! txn whose zxid is its journal id; every node applies committed entries in order with
-//! [`replay::apply`] and publishes the new version ([`catalog::SharedCatalog`]). Images
-//! ([`image`]) are the catalog streamed into a ZAB snapshot, and [`state_machine::MetaState`]
-//! ties apply / snapshot / restore together in the shape of zab-net's `StateMachine`;
-//! [`meta_dir`] keeps the node's `VERSION` and `ROLE` files; [`protocol`] is the client
-//! protocol (`docs/PROTOCOL.md`).
+//! The crate's folders follow the design:
+//!
+//! | module | what it is | runs where |
+//! |---|---|---|
+//! | [`state`] | the replicated state machine: catalog, journal entries, replay, images | every node |
+//! | [`command`] | the write vocabulary ([`Command`]) and the leader's [`Planner`] | client, leader |
+//! | [`protocol`] | the client protocol's codec (`docs/PROTOCOL.md`), sans-I/O | client, server |
+//! | [`server`] | the running node: ZAB node, client port, forwarding, staleness, data dir | server |
+//! | [`client`] | the async client library | applications, the CLI |
+//! | [`wire`] | the byte-level codec primitives shared by journal, image and protocol | all |
+//!
+//! The `fe-meta` command (server process, client commands, local cluster, benchmark) is the
+//! fe-meta-cli package; its dependencies (argument parsing, JSON output, process control) are
+//! not this library's.
+//!
+//! Every node holds the whole metadata in memory as an immutable [`Catalog`] version. The
+//! leader turns a client's [`Command`] into a [`JournalEntry`] after validating it against the
+//! catalog ([`Planner`]); the entry is replicated as one ZAB txn whose zxid is its journal id;
+//! every node applies committed entries in order with [`apply`] and publishes the new version
+//! ([`SharedCatalog`]). See `ARCHITECTURE.md` at the repository root for the whole path of a
+//! write.
 //!
 //! ```text
 //! client ─Request─▶ leader: Planner::plan(cmd) ─JournalEntry─▶ ZAB submit ─commit─▶ every node:
 //!                   replay::apply(catalog', zxid, entry) ─▶ SharedCatalog::publish ─▶ readers
 //! ```
-//!
-//! # For the server (what this crate leaves to the running node)
-//! - State machine: implement zab-net's `StateMachine` by delegating to
-//!   [`state_machine::MetaState`] (`apply`, `snapshot` + [`state_machine::CatalogSnapshot::write_to`],
-//!   `restore`); its `on_applied` hook wakes read-your-writes waiters (`journal_id >= target`)
-//!   and, when `last_timestamp_ms` changed, calls [`staleness::StalenessGuard::observe`].
-//! - Writes on the leader: `Planner::plan(cmd)` → submit `planned.entry.encode()` → on commit
-//!   answer with what replay did ([`state_machine::MetaState::set_outcomes`],
-//!   [`outcomes::RecentOutcomes`]): `Written { journal_id: zxid, created_id }` if applied, the
-//!   conflict's typed error if ignored. An entry stays pending in the planner until the node
-//!   answers it (`Planner::settled` / `Planner::failed`) or the epoch changes
-//!   (`Planner::new_epoch`), never because a client gave up. Elsewhere: forward, then wait for
-//!   the returned journal id (no locks held).
-//! - Reads: [`protocol::answer_catalog_read`] after the sync flag and the staleness check;
-//!   STATUS, SHOW_FRONTENDS, SYNC and the four-letter words need node facts.
-//! - Start-up: [`meta_dir::MetaDir::open`] before anything else; refuse to start on error.
 //!
 //! Crate-wide invariants (each module lists its own):
 //! - INV-1: replay is a pure function of (catalog, entry) — no clock, RNG or I/O (`replay`).
@@ -39,26 +35,18 @@
 //! - INV-4: no decoder (journal, image, protocol) panics or allocates beyond its stated bounds
 //!   on any input.
 
-pub mod catalog;
-pub mod cli;
 pub mod client;
 pub mod command;
 pub mod error;
-pub mod image;
-pub mod journal;
-pub mod meta_dir;
-pub mod outcomes;
 pub mod protocol;
-pub mod replay;
 pub mod server;
-pub mod staleness;
-pub mod state_machine;
+pub mod state;
 pub mod wire;
 
-pub use catalog::{Catalog, SharedCatalog};
+pub use state::catalog::{Catalog, SharedCatalog};
 
 pub use command::{Command, CommandError, Planned, Planner};
 pub use error::MetaError;
-pub use journal::{JournalEntry, Op, OpCode};
-pub use replay::{apply, ReplayError};
-pub use state_machine::{CatalogSnapshot, MetaState};
+pub use state::journal::{JournalEntry, Op, OpCode};
+pub use state::machine::{CatalogSnapshot, MetaState};
+pub use state::replay::{apply, ReplayError};

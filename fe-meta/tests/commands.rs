@@ -4,11 +4,11 @@
 
 mod common;
 
-use fe_meta::catalog::{BackendState, Catalog, Column, ColumnType};
 use fe_meta::command::{validate, BackendRef, Command, CommandError, CommandErrorKind, Planner};
-use fe_meta::journal::{JournalEntry, Op};
 use fe_meta::protocol::{ErrorKind, ErrorReply};
-use fe_meta::replay::apply;
+use fe_meta::state::catalog::{BackendState, Catalog, Column, ColumnType};
+use fe_meta::state::journal::{JournalEntry, Op};
+use fe_meta::state::replay::apply;
 
 fn run(
     planner: &mut Planner,

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use fe_meta::catalog::{Catalog, SharedCatalog};
 use fe_meta::command::{Command, Planner};
-use fe_meta::state_machine::MetaState;
+use fe_meta::state::catalog::{Catalog, SharedCatalog};
+use fe_meta::state::machine::MetaState;
+use zab_core::Zxid;
 
 /// PITFALLS E11 (in-process half): replay publishes versions without a lock readers hold, so
 /// readers never block it; the server-side waits are in `server_forward`.
@@ -57,7 +58,7 @@ fn readers_see_whole_versions_while_replay_runs() {
                 (zxid, planner.plan(c).unwrap().1.entry)
             })
             .collect();
-        fe_meta::replay::apply_batch(&shared, entries).unwrap();
+        fe_meta::state::replay::apply_batch(&shared, entries).unwrap();
     }
     // Then one entry per publish through the state machine.
     let mut sm = MetaState::new(shared.clone());
@@ -67,7 +68,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(zxid, &planner.plan(&set).unwrap().1.entry.encode())
+        sm.apply(Zxid(zxid), &planner.plan(&set).unwrap().1.entry.encode())
             .unwrap();
     }
     drop(sm);
@@ -86,9 +87,9 @@ fn table(i: usize, name: &str) -> Command {
     Command::CreateTable {
         db: format!("db{i}"),
         name: name.into(),
-        columns: vec![fe_meta::catalog::Column {
+        columns: vec![fe_meta::state::catalog::Column {
             name: "c".into(),
-            ty: fe_meta::catalog::ColumnType::Int,
+            ty: fe_meta::state::catalog::ColumnType::Int,
             nullable: true,
             is_key: false,
             default: None,

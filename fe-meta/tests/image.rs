@@ -9,12 +9,12 @@ mod common;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::time::Instant;
 
-use fe_meta::catalog::{
+use fe_meta::state::catalog::{
     Backend, BackendState, Catalog, Database, Frontend, FrontendRole, SessionTag, Table,
 };
-use fe_meta::image::{digest, digest_hex, read_image, write_image, ImageError};
-use fe_meta::journal::Op;
-use fe_meta::replay::apply;
+use fe_meta::state::image::{digest, digest_hex, read_image, write_image, ImageError};
+use fe_meta::state::journal::Op;
+use fe_meta::state::replay::apply;
 use proptest::prelude::*;
 
 /// A catalog of `backends` backends, `dbs` databases with `tables_per_db` tables of `cols`

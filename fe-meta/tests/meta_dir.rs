@@ -2,8 +2,8 @@
 //! cluster id, another role or another sid is refused with a message that says why.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
-use fe_meta::catalog::FrontendRole;
-use fe_meta::meta_dir::{MetaDir, MetaDirError, StartCheck, ROLE_FILE, VERSION_FILE};
+use fe_meta::server::meta_dir::{MetaDir, MetaDirError, StartCheck, ROLE_FILE, VERSION_FILE};
+use fe_meta::state::catalog::FrontendRole;
 
 fn check(sid: u64, role: FrontendRole, cluster_id: Option<u64>, may_bootstrap: bool) -> StartCheck {
     StartCheck {

@@ -6,7 +6,6 @@
 mod common;
 
 use bytes::BytesMut;
-use fe_meta::catalog::{Database, SessionTag};
 use fe_meta::command::BackendRef;
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
@@ -14,6 +13,7 @@ use fe_meta::protocol::{
     ReadOptions, Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody,
     StatusInfo,
 };
+use fe_meta::state::catalog::{Database, SessionTag};
 use proptest::prelude::*;
 
 fn opts() -> impl Strategy<Value = ReadOptions> {
@@ -205,7 +205,7 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
                 tables: ops
                     .into_iter()
                     .filter_map(|op| match op {
-                        fe_meta::journal::Op::CreateTable(t) => Some(t),
+                        fe_meta::state::journal::Op::CreateTable(t) => Some(t),
                         _ => None,
                     })
                     .collect(),

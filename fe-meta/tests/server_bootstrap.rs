@@ -8,8 +8,6 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use fe_meta::cli::{Cli, Command};
 use server_support::{add_backend, call, Cluster};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zab_core::Role;
@@ -20,22 +18,6 @@ async fn mntr(addr: std::net::SocketAddr) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
-}
-
-#[test]
-fn the_server_command_takes_bootstrap() {
-    let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
-        Command::Server { bootstrap, .. } => bootstrap,
-        other => panic!("{other:?}"),
-    };
-    assert!(parse(&[
-        "fe-meta",
-        "server",
-        "--config",
-        "z.cfg",
-        "--bootstrap"
-    ]));
-    assert!(!parse(&["fe-meta", "server", "--config", "z.cfg"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,8 +8,8 @@ mod server_support;
 
 use std::time::Duration;
 
-use fe_meta::catalog::SessionTag;
 use fe_meta::protocol::{ErrorKind, ReadOptions, RequestBody, RequestMeta, Response, ResponseBody};
+use fe_meta::state::catalog::SessionTag;
 use server_support::{Client, Cluster};
 
 fn create_db(name: &str) -> RequestBody {

@@ -4,9 +4,9 @@
 
 mod server_support;
 
-use fe_meta::catalog::FrontendRole;
-use fe_meta::meta_dir::MetaDir;
+use fe_meta::server::meta_dir::MetaDir;
 use fe_meta::server::{Server, ServerError};
+use fe_meta::state::catalog::FrontendRole;
 use server_support::Cluster;
 
 /// PITFALLS E5: a server whose data dir belongs to another cluster refuses to start, naming it.

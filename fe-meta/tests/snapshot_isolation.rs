@@ -8,15 +8,16 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use fe_meta::catalog::{Catalog, SharedCatalog};
 use fe_meta::command::{Command, Planner};
-use fe_meta::image::{digest, read_image};
-use fe_meta::state_machine::MetaState;
+use fe_meta::state::catalog::{Catalog, SharedCatalog};
+use fe_meta::state::image::{digest, read_image};
+use fe_meta::state::machine::MetaState;
+use zab_core::Zxid;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
 fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &Command) {
     let entry = planner.plan(cmd).unwrap().1.entry;
-    sm.apply(zxid, &entry.encode()).unwrap();
+    sm.apply(Zxid(zxid), &entry.encode()).unwrap();
 }
 
 fn create_db(i: u64) -> Command {
@@ -62,7 +63,7 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
         write(&mut sm, &mut planner, i, &create_db(i));
     }
     let at_400 = digest(&shared.load()).unwrap();
-    let snap = sm.snapshot();
+    let snap = sm.capture();
 
     let (started_tx, started) = mpsc::channel();
     let (go_tx, go) = mpsc::channel();
@@ -72,7 +73,7 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
             started: Some(started_tx),
             go,
         };
-        snap.write_to(&mut out).unwrap();
+        snap.write_image(&mut out).unwrap();
         out.out
     });
     started.recv().unwrap();
@@ -111,7 +112,7 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
 
     // Restored as the snapshot of zxid 400 and replayed onwards, it reaches the live state.
     let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
-    other.restore(400, &mut &image[..]).unwrap();
+    other.restore(Zxid(400), &mut &image[..]).unwrap();
     assert_eq!(other.shared().journal_id(), 400);
 }
 
@@ -129,7 +130,7 @@ fn a_checkpoint_shares_the_catalog_instead_of_copying_it() {
         zxid += 1;
         write(&mut sm, &mut planner, zxid, &create_db(i));
     }
-    let snap = sm.snapshot();
+    let snap = sm.capture();
     for i in 2_000..2_100 {
         zxid += 1;
         write(&mut sm, &mut planner, zxid, &create_db(i));

@@ -11,7 +11,7 @@
 //! - soak: `cargo run --release -p tests --bin soak -- --secs 600` (or `--seeds N`), which
 //!   reports seeds/second and the failing seeds.
 //! - multi-process fault tests (needs the `fe-meta` binary, built by the workspace's
-//!   `cargo test --release`, or `cargo build --release -p fe-meta`; `FE_META_BIN` overrides):
+//!   `cargo test --release`, or `cargo build --release -p fe-meta-cli`; `FE_META_BIN` overrides):
 //!   `cargo test -p tests --release --test process -- --nocapture` (prints `RECOVERY` lines)
 //!
 //! Exploration knobs (never for CI): `ZAB_NO_PURGE=1` (no log purge), `ZAB_ALLOW_SNAP_REGRESS=1`

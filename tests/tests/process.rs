@@ -7,7 +7,7 @@
 //! times as one `RECOVERY scenario=<name> ...` line (run with `-- --nocapture`). Clusters run
 //! one at a time (the harness's slot), so the binary stays within a few minutes on 2 cores.
 //!
-//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
+//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta-cli` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]

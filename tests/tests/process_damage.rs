@@ -14,7 +14,7 @@
 //! (fe-meta staleness INV-3), which the harness's journal-ids-never-backwards monitor checks
 //! here: the snapshot, leader-kill, log-cut and snapshot-flip scenarios failed on it before.
 //!
-//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
+//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta-cli` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]

@@ -21,7 +21,7 @@
 //! and passes. The mount is undone also when the test fails (`SmallFs` drops after the
 //! cluster, whose drop kills the nodes).
 //!
-//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
+//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta-cli` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]

@@ -8,7 +8,7 @@
 //! is recorded as unknown, a definite refusal as failed. At the end the history goes through
 //! `tests::lincheck` and the cluster through the harness's shared end checks.
 //!
-//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta` (the workspace's
+//! Needs the `fe-meta` binary: `cargo build --release -p fe-meta-cli` (the workspace's
 //! `cargo test --release` builds it) or `FE_META_BIN`. Prints `LINCHECK` and `RECOVERY` lines
 //! with `-- --nocapture`.
 

@@ -5,9 +5,9 @@
 //! [`ClientError::Protocol`], never a panic.
 
 use super::{Client, ClientError};
-use crate::catalog::{Backend, BackendState, Column, Database, Table};
 use crate::command::BackendRef;
 use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
+use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
 
 /// A committed write: committed on a quorum and applied on the node that answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

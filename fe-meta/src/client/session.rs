@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::catalog::SessionTag;
+use crate::state::catalog::SessionTag;
 
 #[derive(Debug, Default)]
 struct State {

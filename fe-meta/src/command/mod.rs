@@ -3,7 +3,7 @@
 //!
 //! INV-1: [`validate`] reads only the catalog it is given and the command: an error means
 //! nothing is logged; success yields exactly one entry whose replay on that catalog is
-//! [`Change::Applied`](crate::catalog::Change::Applied).
+//! [`Change::Applied`](crate::state::catalog::Change::Applied).
 //! INV-2 (ids): a new entity's id is the catalog's `next_id`, carried inside the entry; replay
 //! raises `next_id` past it (replay INV-5), so allocation is deterministic and needs no
 //! separate SAVE_NEXTID (which remains for reserving id ranges, [`Command::ReserveIds`]).
@@ -18,8 +18,8 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
-use crate::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
+use crate::state::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
+use crate::state::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
 
 mod plan;
 mod planner;

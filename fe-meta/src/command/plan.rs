@@ -2,11 +2,11 @@
 //! module's invariants).
 
 use super::{BackendRef, Command, CommandError, RESERVE_IDS_MAX};
-use crate::catalog::{
+use crate::state::catalog::{
     Backend, BackendState, Catalog, Column, Database, Frontend, Table, COLUMNS_MAX, HOST_LEN_MAX,
     NAME_LEN_MAX, VALUE_LEN_MAX,
 };
-use crate::journal::Op;
+use crate::state::journal::Op;
 
 type Plan = Result<(Op, Option<u64>), CommandError>;
 

@@ -26,9 +26,9 @@
 use std::collections::BTreeMap;
 
 use super::{validate, Command, CommandError, Planned};
-use crate::catalog::{Admission, Catalog, SessionTag};
-use crate::journal::{Op, ENTRY_LEN_MAX};
-use crate::replay::apply_op;
+use crate::state::catalog::{Admission, Catalog, SessionTag};
+use crate::state::journal::{Op, ENTRY_LEN_MAX};
+use crate::state::replay::apply_op;
 
 /// Names one planned entry until it settles or fails (INV-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -153,8 +153,8 @@ impl Planner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Database;
-    use crate::replay::apply;
+    use crate::state::catalog::Database;
+    use crate::state::replay::apply;
 
     fn create(name: &str) -> Command {
         Command::CreateDb { name: name.into() }

@@ -9,8 +9,8 @@ use super::{
     encode_response, ErrorKind, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody,
     FRAME_LEN_MAX,
 };
-use crate::catalog::{Catalog, Frontend};
-use crate::image;
+use crate::state::catalog::{Catalog, Frontend};
+use crate::state::image;
 
 /// The answer to `body` from `catalog`, if `body` is a read that needs only the catalog
 /// (DIGEST, SHOW_BACKENDS, SHOW_DATABASES, SHOW_TABLES, GET_VAR, SHOW_VARS); `None` otherwise.
@@ -115,14 +115,14 @@ pub fn encode_response_bounded(resp: &Response) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Op;
     use crate::protocol::ReadOptions;
-    use crate::replay::apply;
+    use crate::state::journal::Op;
+    use crate::state::replay::apply;
 
     #[test]
     fn catalog_reads_answer_from_one_version() {
         let mut c = Catalog::new();
-        let db = crate::catalog::Database {
+        let db = crate::state::catalog::Database {
             id: 10_000,
             name: "d".into(),
         };

@@ -12,10 +12,10 @@
 use bytes::BufMut;
 
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION, PROTOCOL_VERSION_META};
-use crate::catalog::{
+use crate::command::{BackendRef, Command};
+use crate::state::catalog::{
     BackendState, Codec, Column, SessionTag, COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
 };
-use crate::command::{BackendRef, Command};
 use crate::wire::{Put, Reader, WireError};
 
 /// Options of a read.

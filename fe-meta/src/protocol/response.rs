@@ -12,9 +12,11 @@ use bytes::BufMut;
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
-use crate::catalog::{Backend, Codec, Database, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX};
 use crate::command::{CommandError, CommandErrorKind};
-use crate::staleness::Stale;
+use crate::server::staleness::Stale;
+use crate::state::catalog::{
+    Backend, Codec, Database, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
+};
 use crate::wire::{Put, Reader, WireError};
 
 /// A response to the request with the same id.

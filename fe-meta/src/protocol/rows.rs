@@ -6,7 +6,7 @@
 use bytes::BufMut;
 
 use super::fourlw::Mode;
-use crate::catalog::{Codec, Frontend, FrontendRole, NAME_LEN_MAX};
+use crate::state::catalog::{Codec, Frontend, FrontendRole, NAME_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
 /// A node's status.

@@ -27,7 +27,7 @@ use zab_core::{LearnerType, ServerId};
 use zab_net::config::{load, read_myid, ConfigError, NodeConfig};
 
 use super::ServerError;
-use crate::catalog::FrontendRole;
+use crate::state::catalog::FrontendRole;
 
 /// The keys fe-meta adds to zoo.cfg.
 pub const EXTRA_KEYS: &[&str] = &[

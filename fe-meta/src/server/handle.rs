@@ -29,11 +29,11 @@ use zab_net::NodeStatus;
 use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
-use crate::catalog::Frontend;
 use crate::protocol::{
     answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta,
     ResponseBody, ServerStats, StatusInfo,
 };
+use crate::state::catalog::Frontend;
 
 /// How long peers' STATUS answers are reused.
 const PEER_CACHE: Duration = Duration::from_secs(1);

@@ -1,9 +1,9 @@
-//! zab-net's `StateMachine` for fe-meta (one delegation per method to [`MetaState`]) and the
-//! node's replay progress as the request handlers see it.
+//! The state machine the node drives ([`state_machine`]: a [`MetaState`] wired to the server)
+//! and what the request handlers learn from replay besides the catalog itself ([`Progress`]).
+//! The applied journal id is the published catalog's (`SharedCatalog` INV-3), nowhere else.
 //!
-//! INV-1: [`Progress::applied`] is the journal id of the last published catalog version; it is
-//! updated by the applied hook right after the publish (on the node's driver, holding no lock
-//! the readers need: PITFALLS E11), so a waiter woken for id `j` reads a catalog that has `j`.
+//! INV-1: the applied hook runs right after each publish, on the node's driver, holding no
+//! lock the readers need (PITFALLS E11).
 //! INV-2: the staleness guard is fed only from applied TIMESTAMP entries (a change of
 //! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (the high
 //! 32 bits of its journal id) for the offset-corrected age at apply and the server's monotonic
@@ -12,33 +12,27 @@
 //! machine records every ignored entry before it publishes (`state_machine` INV-5), so the
 //! write path, answered by the node once the entry is applied, reads a settled outcome.
 
-use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
-use zab_core::Zxid;
-use zab_net::{ApplyError, SnapshotSource, StateMachine};
+use crate::server::staleness::{Stale, StalenessGuard};
+use crate::state::catalog::{Catalog, SharedCatalog};
+use crate::state::machine::MetaState;
+use crate::state::outcomes::{Lookup, RecentOutcomes};
 
-use crate::catalog::{Catalog, SharedCatalog};
-use crate::outcomes::{Lookup, RecentOutcomes};
-use crate::staleness::{Stale, StalenessGuard};
-use crate::state_machine::{CatalogSnapshot, MetaState};
-
-/// Replay progress: the applied journal id (watchable) and the staleness guard.
+/// Replay as the request handlers see it: the outcomes of applied entries and the staleness
+/// guard fed by applied TIMESTAMPs.
 #[derive(Debug)]
 pub struct Progress {
-    applied: watch::Sender<u64>,
     guard: Mutex<StalenessGuard>,
     started: Instant,
     outcomes: Arc<RecentOutcomes>,
 }
 
 impl Progress {
-    /// Progress starting at `journal_id`, with a staleness tolerance.
-    pub fn new(journal_id: u64, tolerance_ms: u64) -> Progress {
+    /// Progress with a staleness tolerance.
+    pub fn new(tolerance_ms: u64) -> Progress {
         Progress {
-            applied: watch::Sender::new(journal_id),
             guard: Mutex::new(StalenessGuard::new(tolerance_ms)),
             started: Instant::now(),
             outcomes: Arc::default(),
@@ -48,20 +42,6 @@ impl Progress {
     /// What replay did with `journal_id`, which the caller knows was applied here (INV-3).
     pub fn outcome(&self, journal_id: u64) -> Lookup {
         self.outcomes.lookup(journal_id)
-    }
-
-    /// The applied journal id (INV-1).
-    pub fn applied(&self) -> u64 {
-        *self.applied.borrow()
-    }
-
-    /// Waits (no lock held) until the applied journal id reaches `target`; false on timeout.
-    pub async fn wait_applied(&self, target: u64, limit: Duration) -> bool {
-        let mut rx = self.applied.subscribe();
-        let reached = tokio::time::timeout(limit, rx.wait_for(|j| *j >= target))
-            .await
-            .is_ok_and(|r| r.is_ok());
-        reached
     }
 
     /// The server's monotonic clock, ms since start.
@@ -101,7 +81,6 @@ impl Progress {
             self.guard()
                 .observe(ts, catalog.journal_id() >> 32, wall_ms(), mono);
         }
-        self.applied.send_replace(catalog.journal_id());
     }
 }
 
@@ -112,45 +91,21 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The state machine the node drives.
-#[derive(Debug)]
-pub struct MetaMachine {
-    state: MetaState,
+/// The state machine the node drives: publishing to `shared`, recording ignored entries and
+/// feeding the staleness guard through `progress`.
+pub fn state_machine(shared: Arc<SharedCatalog>, progress: Arc<Progress>) -> MetaState {
+    let mut state = MetaState::new(shared);
+    state.set_outcomes(progress.outcomes.clone());
+    let mut last_ts = 0;
+    state.set_on_applied(Box::new(move |c| progress.on_published(c, &mut last_ts)));
+    state
 }
 
-impl MetaMachine {
-    /// A machine publishing to `shared` and reporting to `progress`.
-    pub fn new(shared: Arc<SharedCatalog>, progress: Arc<Progress>) -> MetaMachine {
-        let mut state = MetaState::new(shared);
-        state.set_outcomes(progress.outcomes.clone());
-        let mut last_ts = 0;
-        state.set_on_applied(Box::new(move |c| progress.on_published(c, &mut last_ts)));
-        MetaMachine { state }
-    }
-}
-
-struct Snap(CatalogSnapshot);
-
-impl SnapshotSource for Snap {
-    fn write_to(self: Box<Self>, out: &mut dyn Write) -> std::io::Result<()> {
-        self.0.write_to(out)
-    }
-}
-
-impl StateMachine for MetaMachine {
-    fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError> {
-        self.state
-            .apply(zxid.0, data)
-            .map_err(|e| ApplyError::new(e.to_string()))
-    }
-
-    fn snapshot(&self) -> Box<dyn SnapshotSource> {
-        Box::new(Snap(self.state.snapshot()))
-    }
-
-    fn restore(&mut self, zxid: Zxid, src: &mut dyn Read) -> Result<(), ApplyError> {
-        self.state
-            .restore(zxid.0, src)
-            .map_err(|e| ApplyError::new(e.to_string()))
-    }
+/// Waits (holding no lock) until `catalog` publishes journal id `target`; false on timeout.
+pub async fn wait_applied(catalog: &SharedCatalog, target: u64, limit: Duration) -> bool {
+    let mut applied = catalog.watch_applied();
+    let reached = tokio::time::timeout(limit, applied.wait_for(|j| *j >= target))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    reached
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! fe-meta server --config zoo.cfg [--bootstrap]
 //!   ServerConfig::load ─▶ MetaDir::open (VERSION = clusterId, ROLE = the server.N role)
-//!   ─▶ Node::start_with(MetaMachine) ─▶ client listener (conn) ─▶ Shared::handle per request
+//!   ─▶ Node::start_with(MetaState) ─▶ client listener (conn) ─▶ Shared::handle per request
 //!         writes: leader plans + submits (write) · others forward once to the leader (peer)
 //!                 and wait until they applied the returned journal id
 //!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
@@ -31,9 +31,11 @@ mod conn;
 pub mod fatal;
 mod handle;
 pub mod machine;
+pub mod meta_dir;
 mod peer;
 mod pending;
 pub mod session;
+pub mod staleness;
 mod stats;
 mod write;
 
@@ -56,10 +58,10 @@ pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
 pub use peer::FORWARDED_BIT;
 
-use crate::catalog::SharedCatalog;
 use crate::error::MetaError;
-use crate::meta_dir::{MetaDir, MetaDirError, StartCheck};
-use machine::{MetaMachine, Progress};
+use crate::server::meta_dir::{MetaDir, MetaDirError, StartCheck};
+use crate::state::catalog::SharedCatalog;
+use machine::Progress;
 
 /// Why the server did not start.
 #[derive(Debug, Error)]
@@ -232,8 +234,8 @@ impl Server {
                     source,
                 })?;
             let catalog = Arc::new(SharedCatalog::default());
-            let progress = Arc::new(Progress::new(0, cfg.tolerance_ms));
-            let machine = MetaMachine::new(catalog.clone(), progress.clone());
+            let progress = Arc::new(Progress::new(cfg.tolerance_ms));
+            let machine = machine::state_machine(catalog.clone(), progress.clone());
             opts.request_timeout = cfg.write_timeout;
             opts.bootstrap = cfg.bootstrap;
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
@@ -300,7 +302,7 @@ impl Server {
 
     /// The last applied journal id.
     pub fn applied_journal_id(&self) -> u64 {
-        self.shared.progress.applied()
+        self.shared.catalog.journal_id()
     }
 
     /// Fault injection for tests: this node's ZAB driver stands still for `duration` (no

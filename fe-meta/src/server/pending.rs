@@ -28,8 +28,8 @@ use zab_core::{Epoch, Zxid};
 use zab_net::{Node, SubmitError};
 
 use super::session::{Planning, WriteAnswer};
-use crate::catalog::{Catalog, SharedCatalog};
 use crate::command::{Planner, Ticket};
+use crate::state::catalog::{Catalog, SharedCatalog};
 
 type Answer = Result<Zxid, SubmitError>;
 

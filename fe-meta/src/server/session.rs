@@ -20,9 +20,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::catalog::{Admission, Catalog, SessionTag};
 use crate::command::{Command, CommandError, Planned, Planner, Ticket};
 use crate::protocol::{ErrorKind, ErrorReply, RequestMeta};
+use crate::state::catalog::{Admission, Catalog, SessionTag};
 
 /// What the server knows about a request beyond its body: its deadline and session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,7 +156,7 @@ pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: u64) -> W
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::apply;
+    use crate::state::replay::apply;
 
     fn tag(seq: u64, floor: u64) -> SessionTag {
         SessionTag {

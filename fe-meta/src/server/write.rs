@@ -35,15 +35,15 @@ use tracing::{debug, warn};
 use zab_core::{Epoch, Role, ServerId};
 use zab_net::{NodeStatus, SubmitError};
 
-use super::machine::wall_ms;
+use super::machine::{wait_applied, wall_ms};
 use super::peer::CallError;
 use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
 use crate::command::Command;
-use crate::outcomes::Lookup;
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
-use crate::replay::{Conflict, ConflictKind, Outcome};
+use crate::state::outcomes::Lookup;
+use crate::state::replay::{Conflict, ConflictKind, Outcome};
 
 /// How a forward failed: not sent (another leader may be tried) or final.
 enum Retry {
@@ -296,18 +296,15 @@ impl Shared {
             return Err(Retry::Final(err(ErrorKind::Internal, why)));
         };
         let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
-        if !self
-            .progress
-            .wait_applied(*journal_id, left.max(Duration::from_millis(1)))
-            .await
-        {
+        let limit = left.max(Duration::from_millis(1));
+        if !wait_applied(&self.catalog, *journal_id, limit).await {
             return Err(Retry::Final(err(
                 ErrorKind::Timeout,
                 format!(
                     "the write committed as journal id {journal_id:#x}, but this node has not \
                      applied it within {} ms (applied {:#x})",
                     self.cfg.write_timeout.as_millis(),
-                    self.progress.applied()
+                    self.catalog.journal_id()
                 ),
             )));
         }
@@ -330,14 +327,10 @@ impl Shared {
             Some(_) => {}
         }
         let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
-        if !self
-            .progress
-            .wait_applied(z.0, self.cfg.write_timeout)
-            .await
-        {
+        if !wait_applied(&self.catalog, z.0, self.cfg.write_timeout).await {
             return Err(err(ErrorKind::Timeout, "synced, but not applied in time"));
         }
-        Ok(self.progress.applied())
+        Ok(self.catalog.journal_id())
     }
 }
 

@@ -1,11 +1,11 @@
 //! Shared proptest strategies and helpers for fe-meta's integration tests.
 #![allow(dead_code, missing_docs)]
 
-use fe_meta::catalog::{
+use fe_meta::command::{BackendRef, Command};
+use fe_meta::state::catalog::{
     Backend, BackendState, Column, ColumnType, Database, Frontend, FrontendRole, SessionTag, Table,
 };
-use fe_meta::command::{BackendRef, Command};
-use fe_meta::journal::Op;
+use fe_meta::state::journal::Op;
 use proptest::prelude::*;
 
 pub fn name() -> impl Strategy<Value = String> {

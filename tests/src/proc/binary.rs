@@ -1,8 +1,8 @@
 //! Where the `fe-meta` binary is.
 //!
 //! Lookup order: `FE_META_BIN`; else `target/<profile>/fe-meta` next to the test executable's
-//! `deps/` dir (`cargo test --release` of the workspace builds it, since fe-meta has
-//! integration tests); else [`ProcError::NoBinary`] saying how to build it.
+//! `deps/` dir (`cargo test --release` of the workspace builds it: it is the fe-meta-cli
+//! package's binary, which has integration tests); else [`ProcError::NoBinary`] saying how to build it.
 
 use std::path::PathBuf;
 

@@ -69,7 +69,7 @@ use thiserror::Error;
 pub enum ProcError {
     /// The `fe-meta` binary is missing.
     #[error(
-        "no fe-meta binary at {0}: build it with `cargo build --release -p fe-meta` (or run \
+        "no fe-meta binary at {0}: build it with `cargo build --release -p fe-meta-cli` (or run \
          `cargo test --release` of the workspace), or point FE_META_BIN at it"
     )]
     NoBinary(String),

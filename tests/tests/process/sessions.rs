@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fe_meta::catalog::SessionTag;
 use fe_meta::client::{Client, ClientError, ClientOptions, ClientSession};
 use fe_meta::protocol::{RequestBody, RequestMeta};
+use fe_meta::state::catalog::SessionTag;
 use tests::proc::{ClusterSpec, NetLab, NodeNet, ProcCluster};
 
 /// The writer's connections: a short timeout, so its write to the frozen node is given up.

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::catalog::FrontendRole;
+use crate::state::catalog::FrontendRole;
 
 /// The cluster id file's name.
 pub const VERSION_FILE: &str = "VERSION";

@@ -12,7 +12,7 @@
 //! INV-2: every wait is bounded (`--wait-secs` for the leader, `--stop-timeout` to stop).
 
 pub mod layout;
-pub(in crate::cli) mod procs;
+pub(crate) mod procs;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,8 +22,8 @@ use clap::Args;
 use super::render::{status_row, table, STATUS_HEADERS};
 use super::server_cmd::shutdown_signal;
 use super::{runtime, Failure};
-use crate::client::{Client, ClientOptions};
-use crate::protocol::{Mode, StatusInfo};
+use fe_meta::client::{Client, ClientOptions};
+use fe_meta::protocol::{Mode, StatusInfo};
 use layout::Layout;
 use procs::Children;
 
@@ -125,7 +125,7 @@ fn status_table(layout: &Layout, statuses: &[Option<StatusInfo>]) -> String {
 
 /// Polls every node's STATUS until one is the leader and every node follows it; fails early
 /// if a child exits, and after `wait`.
-pub(in crate::cli) async fn wait_for_leader(
+pub(crate) async fn wait_for_leader(
     layout: &Layout,
     children: &mut Children,
     wait: Duration,
@@ -165,7 +165,7 @@ pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
 }
 
 /// Each endpoint's STATUS, `None` for a node that does not answer (quickly).
-pub(in crate::cli) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInfo>> {
+pub(crate) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInfo>> {
     let options = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(1),
@@ -182,7 +182,7 @@ pub(in crate::cli) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<S
 }
 
 /// Whether every node answered and all follow the one leader in its epoch.
-pub(in crate::cli) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
+pub(crate) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
     let Some(all) = statuses.iter().cloned().collect::<Option<Vec<_>>>() else {
         return false;
     };
@@ -198,7 +198,7 @@ pub(in crate::cli) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
 
 /// Whether every node has applied an entry of its current epoch (a learner applies nothing
 /// of a leader's epoch before its UPTODATE, so this one is synced and serving).
-pub(in crate::cli) fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
+pub(crate) fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
     statuses.iter().all(|s| {
         s.as_ref()
             .is_some_and(|s| s.applied_journal_id >> 32 == s.epoch)

@@ -21,7 +21,7 @@ use super::super::local_cluster::layout::{self, Layout};
 use super::super::local_cluster::procs::Children;
 use super::super::local_cluster::{elected, in_leader_epoch, poll_endpoints, wait_for_leader};
 use super::super::Failure;
-use crate::protocol::{Mode, StatusInfo};
+use fe_meta::protocol::{Mode, StatusInfo};
 
 /// A launched cluster: its folder and children.
 struct Launched {

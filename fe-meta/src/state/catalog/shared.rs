@@ -4,10 +4,14 @@
 //! lock-free pointer read and never see a half-applied entry.
 //! INV-2: published journal ids never go down (a version with a lower journal id than the
 //! current one is refused by [`SharedCatalog::publish`]).
+//! INV-3: the published version's journal id is the node's one applied point: waiters
+//! ([`SharedCatalog::watch_applied`]) are woken after the version is stored, so a waiter woken
+//! for id `j` loads a catalog that has `j`. Nobody else keeps an applied journal id.
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use tokio::sync::watch;
 
 use super::Catalog;
 
@@ -15,12 +19,14 @@ use super::Catalog;
 #[derive(Debug)]
 pub struct SharedCatalog {
     current: ArcSwap<Catalog>,
+    applied: watch::Sender<u64>,
 }
 
 impl SharedCatalog {
     /// Publishes `initial`.
     pub fn new(initial: Catalog) -> SharedCatalog {
         SharedCatalog {
+            applied: watch::Sender::new(initial.journal_id()),
             current: ArcSwap::from_pointee(initial),
         }
     }
@@ -41,20 +47,32 @@ impl SharedCatalog {
         if next.journal_id() < self.journal_id() {
             return false;
         }
-        self.current.store(Arc::new(next));
+        self.store(Arc::new(next));
         true
     }
 
     /// Publishes an already shared version unconditionally (the state machine keeps the `Arc`
     /// it hands to its hook).
     pub fn reset_arc(&self, next: Arc<Catalog>) {
-        self.current.store(next);
+        self.store(next);
     }
 
     /// Replaces the current version unconditionally (loading an image, e.g. after a SNAP from
     /// the leader or a TRUNC that forces a rebuild).
     pub fn reset(&self, next: Catalog) {
-        self.current.store(Arc::new(next));
+        self.store(Arc::new(next));
+    }
+
+    /// The published journal id, watchable: a waiter woken for id `j` loads a catalog that
+    /// has `j` (INV-3).
+    pub fn watch_applied(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
+    }
+
+    fn store(&self, next: Arc<Catalog>) {
+        let journal_id = next.journal_id();
+        self.current.store(next);
+        self.applied.send_replace(journal_id);
     }
 }
 

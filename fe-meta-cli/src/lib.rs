@@ -1,6 +1,6 @@
 //! The `fe-meta` command line: `server`, `local-cluster`, and one client command per request
 //! kind (`add-backend`, `show-backends`, `create-db`, …), each talking to any node through
-//! [`crate::client`].
+//! [`fe_meta::client`].
 //!
 //! Module map: [`exit`] (exit codes), `client_cmds` (client commands → output), `render`
 //! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
@@ -87,8 +87,8 @@ pub struct ClientArgs {
 
 impl ClientArgs {
     /// The client options these arguments ask for.
-    pub fn options(&self) -> crate::client::ClientOptions {
-        crate::client::ClientOptions {
+    pub fn options(&self) -> fe_meta::client::ClientOptions {
+        fe_meta::client::ClientOptions {
             connect_timeout: secs(self.connect_timeout),
             request_timeout: secs(self.timeout),
         }
@@ -167,8 +167,8 @@ impl Failure {
     }
 }
 
-impl From<crate::client::ClientError> for Failure {
-    fn from(e: crate::client::ClientError) -> Failure {
+impl From<fe_meta::client::ClientError> for Failure {
+    fn from(e: fe_meta::client::ClientError) -> Failure {
         Failure {
             code: ExitCode::from(&e),
             message: format!("{}: {e}", e.name()),

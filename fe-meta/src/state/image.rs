@@ -30,11 +30,11 @@ use bytes::BufMut;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::catalog::{
+use crate::state::catalog::{
     Backend, Catalog, Change, Codec, Database, Frontend, Outcome, SessionRecord, Table,
     NAME_LEN_MAX, OUTCOMES_MAX, VALUE_LEN_MAX,
 };
-use crate::journal::ENTRY_LEN_MAX;
+use crate::state::journal::ENTRY_LEN_MAX;
 use crate::wire::{Put, Reader, WireError};
 
 /// The image magic.
@@ -255,7 +255,7 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
         }
     }
     read_end(&mut r, total)?;
-    if cat.next_id() != next_id.max(crate::catalog::FIRST_ID) {
+    if cat.next_id() != next_id.max(crate::state::catalog::FIRST_ID) {
         return Err(ImageError::Inconsistent {
             section: "header",
             index: 0,

@@ -29,9 +29,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 
 use super::{runtime, Failure};
-use crate::client::{ClientError, ClientOptions};
 use cluster::Cluster;
 use cpu::{Quiet, Window};
+use fe_meta::client::{ClientError, ClientOptions};
 use report::Line;
 
 /// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9030..).

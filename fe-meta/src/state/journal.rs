@@ -41,7 +41,7 @@ use std::fmt;
 use bytes::{BufMut, Bytes};
 use thiserror::Error;
 
-use crate::catalog::{
+use crate::state::catalog::{
     Backend, Codec, Database, Frontend, SessionTag, Table, NAME_LEN_MAX, VALUE_LEN_MAX,
 };
 use crate::wire::{Put, Reader, WireError};

@@ -5,7 +5,7 @@
 //! Ctrl-C (SIGINT) or SIGTERM stops the node cleanly.
 //!
 //! INV: the process exits 0 after a clean stop, 1 with one line on stderr when the node cannot
-//! start, and 4 ([`crate::server::FATAL_EXIT_STATUS`]) when the node stopped on a fatal error
+//! start, and 4 ([`fe_meta::server::FATAL_EXIT_STATUS`]) when the node stopped on a fatal error
 //! (the ERROR log line says what failed, which file and what to do; a supervisor restarts it
 //! once that is fixed). The exit does not wait more than a few seconds for threads stuck on a
 //! failed disk.
@@ -17,7 +17,7 @@ use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
 use super::{runtime, ExitCode, Failure};
-use crate::server::Stopped;
+use fe_meta::server::Stopped;
 
 /// How long the runtime's leftover blocking tasks may delay the exit.
 const RUNTIME_STOP_WAIT: Duration = Duration::from_secs(2);
@@ -32,7 +32,7 @@ pub(super) fn run(config: &Path, bootstrap: bool) -> Result<(), Failure> {
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let rt = runtime()?;
-    let ended = rt.block_on(crate::server::run(config, bootstrap, shutdown_signal()));
+    let ended = rt.block_on(fe_meta::server::run(config, bootstrap, shutdown_signal()));
     rt.shutdown_timeout(RUNTIME_STOP_WAIT);
     match ended {
         Ok(Stopped::Requested) => Ok(()),

@@ -41,10 +41,10 @@
 use thiserror::Error;
 use tracing::warn;
 
-use crate::catalog::{
+use crate::state::catalog::{
     Admission, Catalog, Change, Outcome as SessionOutcome, SessionTag, SharedCatalog,
 };
-use crate::journal::{JournalEntry, JournalError, Op, OpCode};
+use crate::state::journal::{JournalEntry, JournalError, Op, OpCode};
 
 /// Why replay stopped.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -295,7 +295,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::catalog::Database;
+    use crate::state::catalog::Database;
 
     fn db(id: u64, name: &str) -> JournalEntry {
         Op::CreateDb(Database {
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn an_ignored_entry_reports_a_typed_conflict() {
-        use crate::catalog::{Column, ColumnType, Table};
+        use crate::state::catalog::{Column, ColumnType, Table};
         let mut c = Catalog::new();
         assert_eq!(
             apply_entry(&mut c, 1, &db(10_000, "a")).unwrap(),

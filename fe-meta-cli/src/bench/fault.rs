@@ -28,9 +28,9 @@ use super::cluster::Cluster;
 use super::load::connect;
 use super::report::Line;
 use super::{progress, Params};
-use crate::cli::Failure;
-use crate::client::{four_letter_word, Client, ClientError, ClientOptions};
-use crate::protocol::Mode;
+use crate::Failure;
+use fe_meta::client::{four_letter_word, Client, ClientError, ClientOptions};
+use fe_meta::protocol::Mode;
 
 const PHASE: Duration = Duration::from_secs(60);
 

@@ -3,7 +3,7 @@
 //! INV: server errors exit with 10 + their protocol status code (`docs/PROTOCOL.md` §7), so a
 //! script can tell "not found" from "no quorum" without parsing text.
 
-use crate::client::ClientError;
+use fe_meta::client::ClientError;
 
 /// An exit code of `fe-meta`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub enum ExitCode {
     Connection,
     /// 4: `fe-meta server`: the node stopped on a fatal error (txn log, epoch file, SNAP
     /// install, state machine); fix what the ERROR line names and start it again
-    /// ([`crate::server::FATAL_EXIT_STATUS`]).
+    /// ([`fe_meta::server::FATAL_EXIT_STATUS`]).
     NodeFatal,
     /// 5: an answer that does not decode.
     Protocol,
@@ -52,7 +52,7 @@ impl ExitCode {
             ExitCode::Other => 1,
             ExitCode::Usage => 2,
             ExitCode::Connection => 3,
-            ExitCode::NodeFatal => crate::server::FATAL_EXIT_STATUS,
+            ExitCode::NodeFatal => fe_meta::server::FATAL_EXIT_STATUS,
             ExitCode::Protocol => 5,
             ExitCode::NotLeader => 11,
             ExitCode::Stale => 12,

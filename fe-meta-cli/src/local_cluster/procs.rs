@@ -46,7 +46,7 @@ impl fmt::Display for Dead {
 }
 
 /// The running children.
-pub(in crate::cli) struct Children {
+pub(crate) struct Children {
     procs: Vec<Proc>,
 }
 
@@ -95,7 +95,7 @@ impl Children {
     /// Starts one `server` child per node of `layout`; on failure stops those started. A
     /// folder made by this run starts its nodes with `--bootstrap` (a new cluster); a reused
     /// one without it, so a node whose data dir was emptied resyncs before it votes.
-    pub(in crate::cli) fn start(exe: &Path, layout: &Layout) -> Result<Children, Failure> {
+    pub(crate) fn start(exe: &Path, layout: &Layout) -> Result<Children, Failure> {
         let mut children = Children { procs: Vec::new() };
         for node in &layout.nodes {
             match spawn(exe, &node.config, &node.log, layout.created) {
@@ -157,7 +157,7 @@ impl Children {
     }
 
     /// The pid of node `sid`'s running child, if it runs.
-    pub(in crate::cli) fn pid(&self, sid: u64) -> Option<u32> {
+    pub(crate) fn pid(&self, sid: u64) -> Option<u32> {
         self.procs
             .iter()
             .find(|p| p.sid == sid && p.child.is_some())
@@ -165,7 +165,7 @@ impl Children {
     }
 
     /// The pids of every running child.
-    pub(in crate::cli) fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         self.procs
             .iter()
             .filter(|p| p.child.is_some())
@@ -175,12 +175,7 @@ impl Children {
 
     /// Sends `sig` to node `sid`'s child and waits (at most `timeout`, then SIGKILL) until it
     /// has exited and been reaped. `false` if it was not running.
-    pub(in crate::cli) async fn stop_one(
-        &mut self,
-        sid: u64,
-        sig: Signal,
-        timeout: Duration,
-    ) -> bool {
+    pub(crate) async fn stop_one(&mut self, sid: u64, sig: Signal, timeout: Duration) -> bool {
         let Some(p) = self.procs.iter_mut().find(|p| p.sid == sid) else {
             return false;
         };
@@ -207,7 +202,7 @@ impl Children {
     }
 
     /// Starts node `sid` of `layout` again (after [`Children::stop_one`]); its new pid.
-    pub(in crate::cli) fn restart(
+    pub(crate) fn restart(
         &mut self,
         exe: &Path,
         layout: &Layout,
@@ -251,7 +246,7 @@ impl Children {
 
     /// SIGTERM to every running child, up to `timeout` for them to exit, then SIGKILL; every
     /// child has been waited for on return. Reports each exit on stderr.
-    pub(in crate::cli) async fn stop(&mut self, timeout: Duration) {
+    pub(crate) async fn stop(&mut self, timeout: Duration) {
         self.signal_all(Signal::SIGTERM);
         let deadline = Instant::now() + timeout;
         while self.running() > 0 && Instant::now() < deadline {

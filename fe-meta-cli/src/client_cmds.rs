@@ -8,9 +8,9 @@ use clap::Subcommand;
 
 use super::render::{self, Output};
 use super::{runtime, ClientArgs, ExitCode, Failure};
-use crate::catalog::{BackendState, Column, ColumnType};
-use crate::client::Client;
-use crate::command::BackendRef;
+use fe_meta::client::Client;
+use fe_meta::command::BackendRef;
+use fe_meta::state::catalog::{BackendState, Column, ColumnType};
 
 /// A command sent to one node.
 #[derive(Debug, Subcommand)]

@@ -1,13 +1,13 @@
-//! The replicated state machine: committed ZAB txns in, published catalog versions out. Its
-//! three operations have the shapes of zab-net's `StateMachine` (`apply(zxid, data)`,
-//! `snapshot()`, `restore(zxid, src)`), so the server's implementation of that trait is one
-//! delegation per method; this crate stays free of the node runtime.
+//! The replicated state machine: committed ZAB txns in, published catalog versions out.
+//! [`MetaState`] is what the node drives (it implements zab-net's [`StateMachine`], whose
+//! snapshots are [`CatalogSnapshot`]s); its inherent methods are the same operations with
+//! typed errors, for tools and tests that replay without a node.
 //!
 //! INV-1: a txn's data is exactly one encoded journal entry; its zxid is its journal id.
 //! [`MetaState::apply`] decodes and applies it (`replay` INV-1..5) and then publishes the new
 //! version; on error nothing is published and the caller must stop the node.
 //! INV-2: [`MetaState::snapshot`] is O(1): it captures the current immutable version; the image
-//! is streamed later from that version by [`CatalogSnapshot::write_to`], on any thread.
+//! is streamed later from that version by [`CatalogSnapshot::write_image`], on any thread.
 //! INV-3: [`MetaState::restore`] replaces the state only with a completely read and verified
 //! image (`image` INV-3) whose journal id is not after the snapshot's zxid; a failed restore
 //! leaves the state unchanged.
@@ -22,12 +22,14 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use tracing::debug;
+use zab_core::Zxid;
+use zab_net::{ApplyError, SnapshotSource, StateMachine};
 
-use crate::catalog::{Catalog, SharedCatalog};
-use crate::image::{read_image, write_image, ImageError};
-use crate::journal::JournalEntry;
-use crate::outcomes::RecentOutcomes;
-use crate::replay::{apply_entry, Outcome, ReplayError};
+use crate::state::catalog::{Catalog, SharedCatalog};
+use crate::state::image::{read_image, write_image, ImageError};
+use crate::state::journal::JournalEntry;
+use crate::state::outcomes::RecentOutcomes;
+use crate::state::replay::{apply_entry, Outcome, ReplayError};
 
 /// A hook called with each newly published version.
 pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
@@ -97,7 +99,8 @@ impl MetaState {
     }
 
     /// Applies the committed txn `zxid` carrying `data` (INV-1).
-    pub fn apply(&mut self, zxid: u64, data: &[u8]) -> Result<(), ReplayError> {
+    pub fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ReplayError> {
+        let zxid = zxid.0;
         let entry = JournalEntry::decode(data).map_err(|source| ReplayError::Undecodable {
             journal_id: zxid,
             op: op_of(data),
@@ -112,12 +115,13 @@ impl MetaState {
     }
 
     /// The current version, to be written as an image later (INV-2).
-    pub fn snapshot(&self) -> CatalogSnapshot {
+    pub fn capture(&self) -> CatalogSnapshot {
         CatalogSnapshot(self.shared.load())
     }
 
     /// Replaces the state with the image read from `src`, the snapshot at `zxid` (INV-3).
-    pub fn restore(&mut self, zxid: u64, src: &mut dyn Read) -> Result<(), RestoreError> {
+    pub fn restore(&mut self, zxid: Zxid, src: &mut dyn Read) -> Result<(), RestoreError> {
+        let zxid = zxid.0;
         let mut catalog = read_image(src).map_err(|source| RestoreError::Image { zxid, source })?;
         if catalog.journal_id() > zxid {
             return Err(RestoreError::AheadOfSnapshot {
@@ -154,13 +158,27 @@ impl MetaState {
     }
 }
 
+impl StateMachine for MetaState {
+    fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError> {
+        MetaState::apply(self, zxid, data).map_err(|e| ApplyError::new(e.to_string()))
+    }
+
+    fn snapshot(&self) -> Box<dyn SnapshotSource> {
+        Box::new(self.capture())
+    }
+
+    fn restore(&mut self, zxid: Zxid, src: &mut dyn Read) -> Result<(), ApplyError> {
+        MetaState::restore(self, zxid, src).map_err(|e| ApplyError::new(e.to_string()))
+    }
+}
+
 /// A captured catalog version, written as an image on demand.
 #[derive(Clone, Debug)]
 pub struct CatalogSnapshot(pub Arc<Catalog>);
 
 impl CatalogSnapshot {
     /// Streams the image to `out` (`image` INV-1: bounded memory).
-    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+    pub fn write_image(&self, out: &mut dyn Write) -> io::Result<()> {
         write_image(&self.0, out).map(|_| ()).map_err(|e| match e {
             ImageError::Io { source, .. } => source,
             other => io::Error::other(other.to_string()),
@@ -168,10 +186,16 @@ impl CatalogSnapshot {
     }
 }
 
-fn op_of(data: &[u8]) -> crate::journal::OpCode {
+impl SnapshotSource for CatalogSnapshot {
+    fn write_to(self: Box<Self>, out: &mut dyn Write) -> io::Result<()> {
+        self.write_image(out)
+    }
+}
+
+fn op_of(data: &[u8]) -> crate::state::journal::OpCode {
     match data {
-        [a, b, ..] => crate::journal::OpCode(u16::from_be_bytes([*a, *b])),
-        _ => crate::journal::OpCode(u16::MAX),
+        [a, b, ..] => crate::state::journal::OpCode(u16::from_be_bytes([*a, *b])),
+        _ => crate::state::journal::OpCode(u16::MAX),
     }
 }
 
@@ -180,8 +204,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::catalog::Database;
-    use crate::journal::Op;
+    use crate::state::catalog::Database;
+    use crate::state::journal::Op;
 
     #[test]
     fn apply_publishes_snapshot_is_a_pointer_restore_replaces() {
@@ -194,28 +218,28 @@ mod tests {
             id: 10_000,
             name: "d".into(),
         });
-        sm.apply(5, &db.to_entry().encode()).unwrap();
+        sm.apply(Zxid(5), &db.to_entry().encode()).unwrap();
         assert_eq!(shared.journal_id(), 5);
-        let snap = sm.snapshot();
+        let snap = sm.capture();
         let ts = Op::Timestamp {
             wall_ms: 9,
             session_expiry_ms: 0,
         };
-        sm.apply(6, &ts.to_entry().encode()).unwrap();
+        sm.apply(Zxid(6), &ts.to_entry().encode()).unwrap();
         assert_eq!(snap.0.journal_id(), 5, "a snapshot is a fixed version");
 
-        let err = sm.apply(7, &[0, 99, 1]).unwrap_err();
+        let err = sm.apply(Zxid(7), &[0, 99, 1]).unwrap_err();
         assert!(err.to_string().contains("journal id 7"), "{err}");
         assert_eq!(shared.journal_id(), 6, "nothing published on error");
 
         let mut image = Vec::new();
-        snap.write_to(&mut image).unwrap();
+        snap.write_image(&mut image).unwrap();
         let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
-        other.restore(5, &mut &image[..]).unwrap();
+        other.restore(Zxid(5), &mut &image[..]).unwrap();
         assert_eq!(*other.shared().load(), *snap.0);
-        let err = other.restore(4, &mut &image[..]).unwrap_err();
+        let err = other.restore(Zxid(4), &mut &image[..]).unwrap_err();
         assert!(matches!(err, RestoreError::AheadOfSnapshot { .. }));
-        assert!(other.restore(5, &mut &image[..9]).is_err());
+        assert!(other.restore(Zxid(5), &mut &image[..9]).is_err());
         assert_eq!(
             other.shared().journal_id(),
             5,
@@ -226,8 +250,8 @@ mod tests {
 
     #[test]
     fn an_ignored_entry_is_recorded_before_its_version_is_published() {
-        use crate::outcomes::{Lookup, RecentOutcomes};
-        use crate::replay::{ConflictKind, Outcome};
+        use crate::state::outcomes::{Lookup, RecentOutcomes};
+        use crate::state::replay::{ConflictKind, Outcome};
         let shared = Arc::new(SharedCatalog::default());
         let outcomes = Arc::new(RecentOutcomes::default());
         let mut sm = MetaState::new(shared);
@@ -245,8 +269,8 @@ mod tests {
             .to_entry()
             .encode()
         };
-        sm.apply(1, &db(10_000, "d")).unwrap();
-        sm.apply(2, &db(10_001, "d")).unwrap();
+        sm.apply(Zxid(1), &db(10_000, "d")).unwrap();
+        sm.apply(Zxid(2), &db(10_001, "d")).unwrap();
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen[0], Lookup::Known(Outcome::Applied));
         assert!(

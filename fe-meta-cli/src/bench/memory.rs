@@ -21,10 +21,10 @@ use super::cluster::Cluster;
 use super::load::connect;
 use super::report::Line;
 use super::{progress, Params};
-use crate::catalog::{Column, ColumnType};
-use crate::cli::Failure;
-use crate::client::{Client, ClientError, ClientOptions};
-use crate::protocol::Mode;
+use crate::Failure;
+use fe_meta::client::{Client, ClientError, ClientOptions};
+use fe_meta::protocol::Mode;
+use fe_meta::state::catalog::{Column, ColumnType};
 
 const TABLES_PER_DB: usize = 1000;
 

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::replay::{Conflict, Outcome};
+use crate::state::replay::{Conflict, Outcome};
 
 /// What is known of one applied journal id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl RecentOutcomes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::ConflictKind;
+    use crate::state::replay::ConflictKind;
 
     const TAKEN: Conflict = Conflict {
         kind: ConflictKind::AlreadyExists,

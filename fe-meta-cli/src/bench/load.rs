@@ -21,7 +21,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::report::{percentiles, Line};
 use super::Params;
-use crate::client::{Client, ClientError};
+use fe_meta::client::{Client, ClientError};
 
 /// A connection with the bench's options.
 pub async fn connect(endpoint: &str, p: &Params) -> Result<Client, ClientError> {

@@ -7,9 +7,9 @@
 
 use serde_json::{json, Value};
 
-use crate::catalog::{Backend, Column, Database, Table};
-use crate::client::{Read, Written};
-use crate::protocol::{FrontendRow, StatusInfo};
+use fe_meta::client::{Read, Written};
+use fe_meta::protocol::{FrontendRow, StatusInfo};
+use fe_meta::state::catalog::{Backend, Column, Database, Table};
 
 /// A rendered answer.
 pub(super) struct Output {
