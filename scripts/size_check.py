@@ -278,16 +278,18 @@ def parse_allowlist(text: str) -> dict:
     return entries
 
 
-def check(root: str, allowlist: dict, show_all: bool, out) -> int:
+def check(
+    root: str, allowlist: dict, show_all: bool, out, allowlist_name="scripts/size-allowlist.txt"
+) -> int:
     """Prints the offenders (all of them with `show_all`, else those not allowed) and the
     stale allow-list entries; returns the exit status."""
     offenders, errors = [], 0
     for path in rust_files(root):
-        with open(os.path.join(root, path), encoding="utf-8") as f:
-            src = f.read()
         try:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                src = f.read()
             offenders.extend(offenders_in(path, src))
-        except SourceError as e:
+        except (OSError, UnicodeDecodeError, SourceError) as e:
             print(f"{path}: cannot measure: {e}", file=out)
             errors += 1
     used = set()
@@ -304,7 +306,7 @@ def check(root: str, allowlist: dict, show_all: bool, out) -> int:
         for entry, number in sorted(allowlist.items(), key=lambda e: e[1]):
             if entry not in used:
                 print(
-                    f"scripts/size-allowlist.txt:{number}: `{entry}` is within budget now "
+                    f"{allowlist_name}:{number}: `{entry}` is within budget now "
                     "(or gone): delete the entry",
                     file=out,
                 )
@@ -335,7 +337,8 @@ def main(argv=None) -> int:
     except (OSError, AllowListError) as e:
         print(f"{args.allowlist}: {e}", file=sys.stderr)
         return 2
-    return check(args.root, allowlist, args.all, sys.stdout)
+    name = os.path.relpath(args.allowlist)
+    return check(args.root, allowlist, args.all, sys.stdout, name)
 
 
 if __name__ == "__main__":

@@ -221,6 +221,15 @@ class AllowListTest(unittest.TestCase):
             self.assertEqual(size_check.check(root, {"src/lib.rs::long": 1}, True, out), 0)
             self.assertIn("fn long is 72 lines (max 70)  [allowed]", out.getvalue())
 
+            with open(os.path.join(root, "src", "bad.rs"), "wb") as f:
+                f.write(b"fn f() { let s = \"\xff\"; }\n")
+            with open(os.path.join(root, "src", "open.rs"), "w", encoding="utf-8") as f:
+                f.write("fn f() {\n")
+            out = io.StringIO()
+            self.assertEqual(size_check.check(root, {"src/lib.rs::long": 1}, False, out), 1)
+            self.assertIn("src/bad.rs: cannot measure:", out.getvalue())
+            self.assertIn("src/open.rs: cannot measure: line 1: fn f: unbalanced", out.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()
