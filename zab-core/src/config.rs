@@ -49,6 +49,13 @@ pub struct Config {
     /// The largest zxid counter a leader may assign before it forces a new epoch. `u32::MAX`
     /// in production; tests lower it to reach the rollover quickly.
     pub max_counter: u32,
+    /// Seeds the generator of the jitter added to LOOKING's notification resends, the core's
+    /// only randomness (`peer::jitter`). 0, the default, seeds it from the sid alone
+    /// (`sid × 0x9e37_79b9_7f4a_7c15 | 1`), exactly as before this field existed; any other
+    /// value is mixed into that, and peers with the same seed still draw different sequences.
+    /// The simulation sets it from its run seed to vary election timing per run while a seed
+    /// still replays exactly; a deployment has no reason to change it.
+    pub jitter_seed: u64,
 }
 
 impl Config {
@@ -67,6 +74,7 @@ impl Config {
             diff_from_log_limit: 100_000,
             snapshot_size_factor: 0.33,
             max_counter: u32::MAX,
+            jitter_seed: 0,
         }
     }
 

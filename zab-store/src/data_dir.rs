@@ -81,28 +81,7 @@ impl DataDir {
         let snapshot_bytes = newest
             .and_then(|info| std::fs::metadata(&info.path).ok())
             .map_or(0, |m| m.len());
-        let reader = self.log.reader();
-        let last = reader.last_zxid().unwrap_or(reader.floor());
-        if last < snapshot_zxid {
-            if reader.last_zxid().is_none() {
-                // No record at all: the log was reset to a received SNAP and nothing was
-                // appended before the node stopped (or the log is new). Nothing was lost.
-                tracing::info!(
-                    dir = %reader.dir().display(),
-                    snapshot = %snapshot_zxid,
-                    "the txn log is empty: it starts at the newest snapshot"
-                );
-            } else {
-                tracing::warn!(
-                    dir = %reader.dir().display(),
-                    log_last = %last,
-                    snapshot = %snapshot_zxid,
-                    "the txn log ends before the newest snapshot (records the snapshot covers \
-                     were not synced before a crash): the log restarts at the snapshot"
-                );
-            }
-            self.log.reset(snapshot_zxid)?;
-        }
+        self.reset_log_behind(snapshot_zxid)?;
         let reader = self.log.reader();
         let last = reader.last_zxid().unwrap_or(reader.floor());
         let log_tail = if last <= snapshot_zxid {
@@ -144,6 +123,34 @@ impl DataDir {
             log_tail,
             needs_initial_sync: self.epochs.needs_initial_sync()?,
         })
+    }
+
+    /// Resets a log that ends before the loaded snapshot at `snapshot_zxid` to start there
+    /// (INV-3); a log that reaches the snapshot is left alone.
+    fn reset_log_behind(&mut self, snapshot_zxid: Zxid) -> Result<()> {
+        let reader = self.log.reader();
+        let last = reader.last_zxid().unwrap_or(reader.floor());
+        if last < snapshot_zxid {
+            if reader.last_zxid().is_none() {
+                // No record at all: the log was reset to a received SNAP and nothing was
+                // appended before the node stopped (or the log is new). Nothing was lost.
+                tracing::info!(
+                    dir = %reader.dir().display(),
+                    snapshot = %snapshot_zxid,
+                    "the txn log is empty: it starts at the newest snapshot"
+                );
+            } else {
+                tracing::warn!(
+                    dir = %reader.dir().display(),
+                    log_last = %last,
+                    snapshot = %snapshot_zxid,
+                    "the txn log ends before the newest snapshot (records the snapshot covers \
+                     were not synced before a crash): the log restarts at the snapshot"
+                );
+            }
+            self.log.reset(snapshot_zxid)?;
+        }
+        Ok(())
     }
 }
 

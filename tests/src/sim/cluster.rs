@@ -30,7 +30,7 @@ use zab_core::{Input, RequestError, RequestId, ServerId, Zxid};
 use super::checker::{Checker, PeerView, Verdict};
 use super::core::Peer;
 use super::disk::Disk;
-use super::net::{Delivery, Network};
+use super::net::{Delivery, LinkKey, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
 use super::record::{EpochWrite, Event, SyncRecorder};
@@ -56,6 +56,20 @@ pub enum StepKind {
     Sync,
     /// Injected a fault.
     Fault,
+}
+
+/// What each step kind could act on in one step (drawn from by `Cluster::step_with`).
+struct StepCandidates {
+    /// Nodes up and not paused.
+    live: Vec<ServerId>,
+    /// Links with a message to deliver to a live node.
+    links: Vec<LinkKey>,
+    /// Live nodes with a pending `ConnectionLost`.
+    notices: Vec<ServerId>,
+    /// Live nodes with appends to fsync (or a `LogPersisted` owed) and no stalled disk.
+    fsyncs: Vec<ServerId>,
+    /// Live nodes with a SNAP install pending.
+    installs: Vec<ServerId>,
 }
 
 /// The whole simulated cluster.
@@ -242,81 +256,28 @@ impl Cluster {
     pub fn step_with(&mut self, w: Weights) -> StepKind {
         self.step_no += 1;
         self.scheduled_disk_faults();
-        let live = self.live();
-        let links: Vec<_> = self
-            .net
-            .ready_links()
-            .filter(|(_, to, _)| self.nodes[to].is_live())
-            .collect();
-        let notices: Vec<_> = self
-            .net
-            .ready_notices()
-            .filter(|id| self.nodes[id].is_live())
-            .collect();
-        let fsyncs: Vec<_> = live
-            .iter()
-            .copied()
-            .filter(|id| {
-                let n = &self.nodes[id];
-                let d = &n.disk;
-                (!d.pending.is_empty() || d.owed_persisted.is_some())
-                    && !n.fsync_stalled(self.now_ms)
-            })
-            .collect();
-        let installs: Vec<_> = live
-            .iter()
-            .copied()
-            .filter(|id| self.nodes[id].disk.install.is_some())
-            .collect();
-        let has_live = !live.is_empty();
-        let options = [
-            (
-                StepKind::Deliver,
-                w.deliver,
-                !links.is_empty() || !notices.is_empty(),
-            ),
-            (StepKind::Tick, w.tick, has_live),
-            (StepKind::Fsync, w.fsync, !fsyncs.is_empty()),
-            (StepKind::Install, w.install, !installs.is_empty()),
-            (StepKind::Write, w.write, has_live),
-            (StepKind::Sync, w.sync, has_live),
-            (StepKind::Fault, w.fault, true),
-        ];
-        let total: u32 = options.iter().filter(|o| o.2).map(|o| o.1).sum();
-        let mut kind = StepKind::Tick;
-        if total > 0 {
-            let mut r = self.rng.gen_range(0..total);
-            for (k, weight, enabled) in options {
-                if !enabled {
-                    continue;
-                }
-                if r < weight {
-                    kind = k;
-                    break;
-                }
-                r -= weight;
-            }
-        }
+        let c = self.candidates();
+        let kind = self.choose_step(w, &c);
         self.mix(kind as u64);
         match kind {
             StepKind::Deliver => {
-                let n = links.len() + notices.len();
+                let n = c.links.len() + c.notices.len();
                 let i = self.rng.gen_range(0..n);
-                if i < links.len() {
-                    self.deliver(links[i]);
+                if i < c.links.len() {
+                    self.deliver(c.links[i]);
                 } else {
-                    self.deliver_notice(notices[i - links.len()]);
+                    self.deliver_notice(c.notices[i - c.links.len()]);
                 }
             }
             StepKind::Tick => {
                 let delta = self.rng.gen_range(1..=(self.opts.tick_ms / 10).max(1));
                 self.advance(delta);
-                if let Some(id) = self.pick(&live) {
+                if let Some(id) = self.pick(&c.live) {
                     self.tick_node(id);
                 }
             }
             StepKind::Fsync => {
-                if let Some(id) = self.pick(&fsyncs) {
+                if let Some(id) = self.pick(&c.fsyncs) {
                     let len = self.nodes[&id].disk.pending.len();
                     let n = if len == 0 {
                         0
@@ -327,17 +288,17 @@ impl Cluster {
                 }
             }
             StepKind::Install => {
-                if let Some(id) = self.pick(&installs) {
+                if let Some(id) = self.pick(&c.installs) {
                     self.finish_install(id);
                 }
             }
             StepKind::Write => {
-                if let Some(id) = self.pick(&live) {
+                if let Some(id) = self.pick(&c.live) {
                     self.write(id);
                 }
             }
             StepKind::Sync => {
-                if let Some(id) = self.pick(&live) {
+                if let Some(id) = self.pick(&c.live) {
                     self.sync_read(id);
                 }
             }
@@ -347,9 +308,80 @@ impl Cluster {
         kind
     }
 
+    /// What each step kind could act on now.
+    fn candidates(&self) -> StepCandidates {
+        let live = self.live();
+        let links = self
+            .net
+            .ready_links()
+            .filter(|(_, to, _)| self.nodes[to].is_live())
+            .collect();
+        let notices = self
+            .net
+            .ready_notices()
+            .filter(|id| self.nodes[id].is_live())
+            .collect();
+        let fsyncs = live
+            .iter()
+            .copied()
+            .filter(|id| {
+                let n = &self.nodes[id];
+                let d = &n.disk;
+                (!d.pending.is_empty() || d.owed_persisted.is_some())
+                    && !n.fsync_stalled(self.now_ms)
+            })
+            .collect();
+        let installs = live
+            .iter()
+            .copied()
+            .filter(|id| self.nodes[id].disk.install.is_some())
+            .collect();
+        StepCandidates {
+            live,
+            links,
+            notices,
+            fsyncs,
+            installs,
+        }
+    }
+
+    /// Draws the step kind by weight among the kinds that have something to act on (a tick
+    /// when none has).
+    fn choose_step(&mut self, w: Weights, c: &StepCandidates) -> StepKind {
+        let has_live = !c.live.is_empty();
+        let options = [
+            (
+                StepKind::Deliver,
+                w.deliver,
+                !c.links.is_empty() || !c.notices.is_empty(),
+            ),
+            (StepKind::Tick, w.tick, has_live),
+            (StepKind::Fsync, w.fsync, !c.fsyncs.is_empty()),
+            (StepKind::Install, w.install, !c.installs.is_empty()),
+            (StepKind::Write, w.write, has_live),
+            (StepKind::Sync, w.sync, has_live),
+            (StepKind::Fault, w.fault, true),
+        ];
+        let total: u32 = options.iter().filter(|o| o.2).map(|o| o.1).sum();
+        if total == 0 {
+            return StepKind::Tick;
+        }
+        let mut r = self.rng.gen_range(0..total);
+        for (kind, weight, enabled) in options {
+            if !enabled {
+                continue;
+            }
+            if r < weight {
+                return kind;
+            }
+            r -= weight;
+        }
+        StepKind::Tick
+    }
+
     /// Delivers the head of `key`, then keeps delivering while the link's backlog exceeds
     /// [`BURST_BACKLOG`] and the receiver is live (INV-C3).
-    fn deliver(&mut self, key: super::net::LinkKey) {
+    fn deliver(&mut self, key: LinkKey) {
         self.deliver_one(key);
         while self.net.queue_len(key) > BURST_BACKLOG && self.nodes[&key.1].is_live() {
             self.deliver_one(key);

@@ -99,47 +99,8 @@ impl Cluster {
         match action {
             Action::Send { to, msg } => self.send(id, to, msg),
             Action::Disconnect { peer } => self.net.disconnect(id, peer),
-            Action::SendLogRange { to, after, upto } => {
-                let disk = &self.nodes[&id].disk;
-                match disk.read_range(after, upto) {
-                    Some(txns) => {
-                        self.syncs.on_log_range(id, to);
-                        for t in txns {
-                            let zxid = t.zxid;
-                            self.send(id, to, Message::Proposal(t));
-                            self.send(id, to, Message::Commit { zxid });
-                        }
-                    }
-                    None => {
-                        let msg = format!(
-                            "node {id} asks to send log range ({after}, {upto}] to {to}, which \
-                             its log (base {}, {} records, first {:?}, last {:?}) does not hold \
-                             contiguously",
-                            disk.log_base,
-                            disk.log.len(),
-                            disk.log.first().map(|t| t.zxid),
-                            disk.last_appended()
-                        );
-                        self.fail(&msg);
-                    }
-                }
-            }
-            Action::SendSnapshot { to, zxid } => {
-                let bytes = Snapshot::of(&self.nodes[&id].applied).encode();
-                let chunks = self.rng.gen_range(1..=3usize);
-                let size = bytes.len().div_ceil(chunks).max(1);
-                self.syncs.on_snapshot(id, to);
-                self.send(id, to, Message::Snap { zxid });
-                let mut rest = bytes;
-                loop {
-                    let data = rest.split_to(size.min(rest.len()));
-                    let last = rest.is_empty();
-                    self.send(id, to, Message::SnapChunk { data, last });
-                    if last {
-                        break;
-                    }
-                }
-            }
+            Action::SendLogRange { to, after, upto } => self.send_log_range(id, to, after, upto),
+            Action::SendSnapshot { to, zxid } => self.send_snapshot(id, to, zxid),
             Action::WriteDone {
                 request_id,
                 outcome,
@@ -157,29 +118,78 @@ impl Cluster {
                     self.leaders_with_pending_tail += 1;
                 }
             }
-            local => {
-                if let Action::TruncateLog { zxid } = &local {
-                    let disk = &self.nodes[&id].disk;
-                    if disk.pending.back().is_some_and(|t| t.zxid > *zxid) {
-                        self.truncates_into_pending += 1;
-                    }
-                }
-                if let (true, Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e)) =
-                    (self.opts.record_events, &local)
-                {
-                    self.epoch_writes.push(EpochWrite {
-                        step: self.step_no,
-                        node: id,
-                        accepted: matches!(local, Action::PersistAcceptedEpoch(_)),
-                        epoch: *e,
-                        before_event: self.events.len(),
-                    });
-                }
-                let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
-                if let Err(msg) = execute_local(node, local) {
-                    self.fail(&msg);
+            local => self.execute_on_disk(id, local),
+        }
+    }
+
+    /// `SendLogRange`: streams `(after, upto]` from `id`'s log to `to` as PROPOSAL + COMMIT
+    /// pairs; a range the log does not hold contiguously is a failure of the core.
+    fn send_log_range(&mut self, id: ServerId, to: ServerId, after: Zxid, upto: Zxid) {
+        let disk = &self.nodes[&id].disk;
+        match disk.read_range(after, upto) {
+            Some(txns) => {
+                self.syncs.on_log_range(id, to);
+                for t in txns {
+                    let zxid = t.zxid;
+                    self.send(id, to, Message::Proposal(t));
+                    self.send(id, to, Message::Commit { zxid });
                 }
             }
+            None => {
+                let msg = format!(
+                    "node {id} asks to send log range ({after}, {upto}] to {to}, which its log \
+                     (base {}, {} records, first {:?}, last {:?}) does not hold contiguously",
+                    disk.log_base,
+                    disk.log.len(),
+                    disk.log.first().map(|t| t.zxid),
+                    disk.last_appended()
+                );
+                self.fail(&msg);
+            }
+        }
+    }
+
+    /// `SendSnapshot`: SNAP, then `id`'s applied state in one to three chunks (drawn from the
+    /// run's rng).
+    fn send_snapshot(&mut self, id: ServerId, to: ServerId, zxid: Zxid) {
+        let bytes = Snapshot::of(&self.nodes[&id].applied).encode();
+        let chunks = self.rng.gen_range(1..=3usize);
+        let size = bytes.len().div_ceil(chunks).max(1);
+        self.syncs.on_snapshot(id, to);
+        self.send(id, to, Message::Snap { zxid });
+        let mut rest = bytes;
+        loop {
+            let data = rest.split_to(size.min(rest.len()));
+            let last = rest.is_empty();
+            self.send(id, to, Message::SnapChunk { data, last });
+            if last {
+                break;
+            }
+        }
+    }
+
+    /// An action on `id`'s own disk and state machine, counted and recorded first.
+    fn execute_on_disk(&mut self, id: ServerId, local: Action) {
+        if let Action::TruncateLog { zxid } = &local {
+            let disk = &self.nodes[&id].disk;
+            if disk.pending.back().is_some_and(|t| t.zxid > *zxid) {
+                self.truncates_into_pending += 1;
+            }
+        }
+        if let (true, Action::PersistAcceptedEpoch(e) | Action::PersistCurrentEpoch(e)) =
+            (self.opts.record_events, &local)
+        {
+            self.epoch_writes.push(EpochWrite {
+                step: self.step_no,
+                node: id,
+                accepted: matches!(local, Action::PersistAcceptedEpoch(_)),
+                epoch: *e,
+                before_event: self.events.len(),
+            });
+        }
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        if let Err(msg) = execute_local(node, local) {
+            self.fail(&msg);
         }
     }
 

@@ -12,7 +12,9 @@
 //!
 //! A failing run panics with its seed, its step and the command that replays it:
 //! `ZAB_SEED=<n> cargo test -p tests --release --test random -- --nocapture`
-//! (`ZAB_TRACE=1` prints every step). The same seed replays the same run exactly.
+//! (`ZAB_TRACE=1` prints every step). The same seed replays the same run exactly: the seed
+//! drives the scheduler, the cluster's shape and knobs, and the peers' election jitter
+//! (`SimOptions::jitter_seed`, zab-core's `Config::jitter_seed`).
 
 pub mod checker;
 pub mod cluster;
@@ -57,6 +59,14 @@ pub struct RunReport {
 /// liveness phase. Panics (with the seed) on any violation.
 pub fn run_seed(seed: u64) -> RunReport {
     let (opts, steps) = SimOptions::for_seed(seed);
+    run_with(opts, steps)
+}
+
+/// A run of the random sweep with the given options and number of random steps (`run_seed`
+/// draws both from the seed): replays a seed with one knob changed, for instance a past
+/// failure with the election jitter it failed with.
+pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
+    let seed = opts.seed;
     let mut c = Cluster::new(opts);
     c.run_random(steps);
     c.check_liveness();

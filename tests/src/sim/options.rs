@@ -72,6 +72,11 @@ pub struct SimOptions {
     pub snapshot_size_factor: f64,
     /// Largest zxid counter before a forced new epoch.
     pub max_counter: u32,
+    /// `Config::jitter_seed` of every node: seeds the election's resend jitter (each node
+    /// still draws its own sequence). 0 in scripted scenarios, the jitter zab-core draws by
+    /// default; the random sweep uses the run seed (seed 0 thus keeps the default), so each run
+    /// explores its own election timing and a seed still replays exactly.
+    pub jitter_seed: u64,
     /// Take a local snapshot every this many applies (0 = never).
     pub snap_every: usize,
     /// Snapshots kept on disk.
@@ -123,6 +128,7 @@ impl SimOptions {
             diff_from_log_limit: 40,
             snapshot_size_factor: -1.0,
             max_counter: u32::MAX,
+            jitter_seed: 0,
             snap_every: 15,
             snap_retain: 2,
             keep_log: 5,
@@ -138,9 +144,9 @@ impl SimOptions {
         }
     }
 
-    /// The random sweep's run for `seed`: the cluster shape (3, 5 or 7 voters, 0–2 observers)
-    /// and a few knobs are drawn from the seed itself; returns the options and the number of
-    /// random steps before the liveness phase.
+    /// The random sweep's run for `seed`: the cluster shape (3, 5 or 7 voters, 0–2 observers),
+    /// a few knobs and the election jitter seed are drawn from the seed itself; returns the
+    /// options and the number of random steps before the liveness phase.
     pub fn for_seed(seed: u64) -> (SimOptions, u64) {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5eed_5eed_5eed);
@@ -159,6 +165,8 @@ impl SimOptions {
         o.wipes = std::env::var_os("ZAB_NO_WIPES").is_none() && rng.gen_ratio(1, 2);
         // from the seed, not the rng: off, ZooKeeper's default, or lenient
         o.snapshot_size_factor = [-1.0, 0.33, 1.0][(seed % 3) as usize];
+        // the seed itself, not the rng: the ZAB_NO_* switches, which skip draws, keep it
+        o.jitter_seed = seed;
         o.crash_keeps_unsynced_prefix = true;
         o.slow_disks = std::env::var_os("ZAB_NO_SLOW_DISKS").is_none();
         (o, steps)
@@ -190,6 +198,7 @@ impl SimOptions {
         c.diff_from_log_limit = self.diff_from_log_limit;
         c.snapshot_size_factor = self.snapshot_size_factor;
         c.max_counter = self.max_counter;
+        c.jitter_seed = self.jitter_seed;
         c
     }
 }

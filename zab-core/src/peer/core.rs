@@ -18,6 +18,8 @@ use crate::io::Action;
 use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
 use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
 
+use super::jitter::Jitter;
+
 /// A client request a role could not start yet, or could not finish.
 #[derive(Clone, Debug)]
 pub(crate) enum ClientOp {
@@ -44,7 +46,8 @@ pub(crate) struct Core {
     /// The data dir needs an initial sync before this peer may vote (`DurableState` INV-1).
     pub(crate) needs_initial_sync: bool,
     actions: Vec<Action>,
-    rng: u64,
+    /// The election's resend jitter, the core's only randomness.
+    pub(crate) jitter: Jitter,
 }
 
 impl Core {
@@ -62,7 +65,7 @@ impl Core {
             zxid: log.last(),
             peer_epoch: current_epoch,
         };
-        let rng = cfg.sid.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let jitter = Jitter::new(cfg.sid, cfg.jitter_seed);
         Core {
             cfg,
             now_ms,
@@ -75,7 +78,7 @@ impl Core {
             vote,
             needs_initial_sync,
             actions: Vec::new(),
-            rng,
+            jitter,
         }
     }
 
@@ -127,19 +130,6 @@ impl Core {
         self.cfg
             .tick_ms
             .saturating_mul(u64::from(self.cfg.sync_limit_ticks))
-    }
-
-    /// A deterministic pseudo-random number below `bound` (xorshift64*, seeded from the sid).
-    pub(crate) fn jitter(&mut self, bound: u64) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let x = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        if bound == 0 {
-            0
-        } else {
-            x % bound
-        }
     }
 
     /// The vote for ourselves: `(current_epoch, last logged zxid, sid)` (INV-4 of history).

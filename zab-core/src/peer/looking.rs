@@ -18,7 +18,8 @@
 //! waits for its FOLLOWERINFO quorum past `Config::epoch_wait_ticks` re-elects (leader
 //! discovery INV-6).
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
-//! (plus jitter from the seeded generator) until a decision.
+//! (plus up to a quarter of it as jitter, from the generator seeded by `Config::jitter_seed`,
+//! `jitter` INV-1) until a decision.
 //! INV-7: a LOOKING participant also answers a LOOKING participant of its own round whose vote
 //! is worse than its own. The sender adopts the better vote (and answers nothing, its vote is
 //! now ours), so this cannot ping-pong. It matters after a leader dies: the first survivor to
@@ -85,7 +86,7 @@ impl Peer {
             .tick_ms
             .max(self.core.cfg.finalize_wait_ms)
             .max(1);
-        let jitter = self.core.jitter(cap / 4 + 1);
+        let jitter = self.core.jitter.below(cap / 4 + 1);
         let RoleState::Looking(e) = &mut self.role else {
             return Ok(());
         };
@@ -122,35 +123,7 @@ impl Peer {
         let now = self.core.now_ms;
         let sender_votes = is_participant(&self.core.cfg, from);
         let RoleState::Looking(e) = &mut self.role else {
-            let looking = matches!(
-                n.state,
-                ElectionState::Looking | ElectionState::Uninitialized
-            );
-            if looking {
-                let reply = self.core.notification(self.my_state());
-                self.core.send(from, Message::Notification(reply));
-            }
-            if n.state == ElectionState::Looking && sender_votes {
-                if let RoleState::Leading(l) = &self.role {
-                    if l.abandons_epoch_for(&self.core, from) {
-                        // A voter went back to LOOKING and no epoch quorum came (INV-6).
-                        tracing::info!(%from, "leader: no epoch quorum and a voter is LOOKING");
-                        return self.enter_looking(
-                            "leader: a voter is LOOKING and no epoch quorum within epoch_wait",
-                        );
-                    }
-                }
-            }
-            let epoch = self.epoch();
-            // An uninitialized peer's vote carries no weight, not even to depose (INV-5).
-            let counts = n.state != ElectionState::Uninitialized;
-            if counts && epoch > Epoch(0) && n.vote.peer_epoch > epoch {
-                // Someone's currentEpoch is above ours: a later epoch passed discovery, so this
-                // role is stale (INV-4).
-                tracing::debug!(%from, vote_epoch = %n.vote.peer_epoch, %epoch, "deposed");
-                return self.enter_looking("a later epoch exists");
-            }
-            return Ok(());
+            return self.on_notification_in_role(from, n, sender_votes);
         };
         let init = self.core.self_vote();
         let before = self.core.round;
@@ -194,5 +167,45 @@ impl Peer {
             }
         }
         self.try_decide()
+    }
+
+    /// A notification from `from` while leading or learning: answer a LOOKING sender (INV-2),
+    /// re-elect for a LOOKING voter without an epoch quorum (INV-6), leave a stale role
+    /// (INV-4).
+    fn on_notification_in_role(
+        &mut self,
+        from: ServerId,
+        n: Notification,
+        sender_votes: bool,
+    ) -> Result<(), StepError> {
+        let looking = matches!(
+            n.state,
+            ElectionState::Looking | ElectionState::Uninitialized
+        );
+        if looking {
+            let reply = self.core.notification(self.my_state());
+            self.core.send(from, Message::Notification(reply));
+        }
+        if n.state == ElectionState::Looking && sender_votes {
+            if let RoleState::Leading(l) = &self.role {
+                if l.abandons_epoch_for(&self.core, from) {
+                    // A voter went back to LOOKING and no epoch quorum came (INV-6).
+                    tracing::info!(%from, "leader: no epoch quorum and a voter is LOOKING");
+                    return self.enter_looking(
+                        "leader: a voter is LOOKING and no epoch quorum within epoch_wait",
+                    );
+                }
+            }
+        }
+        let epoch = self.epoch();
+        // An uninitialized peer's vote carries no weight, not even to depose (INV-5).
+        let counts = n.state != ElectionState::Uninitialized;
+        if counts && epoch > Epoch(0) && n.vote.peer_epoch > epoch {
+            // Someone's currentEpoch is above ours: a later epoch passed discovery, so this
+            // role is stale (INV-4).
+            tracing::debug!(%from, vote_epoch = %n.vote.peer_epoch, %epoch, "deposed");
+            return self.enter_looking("a later epoch exists");
+        }
+        Ok(())
     }
 }

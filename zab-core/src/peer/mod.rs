@@ -9,14 +9,16 @@
 //! SNAP in progress, closes its quorum channels, and the commit point falls back to what is
 //! applied; what is logged stays (its in-flight appends still get their `LogPersisted`), so the
 //! vote uses the last appended zxid (history INV-4) (C5, C11, C13, C19).
-//! INV-2: no clock, no randomness but the core's seeded generator, no `HashMap` iteration:
-//! the same inputs give the same actions.
+//! INV-2: no clock, no randomness but the core's seeded generator (`jitter`), no `HashMap`
+//! iteration: the same configuration and inputs give the same actions (`zab-core/clippy.toml`
+//! rejects clocks, ambient randomness and hash maps at lint time).
 //! INV-3: `step` returns `Err` only for fatal local conditions; a peer's bad message is
 //! dropped or makes this peer leave its role.
 
 pub(crate) mod core;
 #[cfg(test)]
 mod initial_sync_tests;
+mod jitter;
 mod looking;
 #[cfg(test)]
 mod tests;

@@ -126,33 +126,7 @@ impl Checker {
                 self.leadership
                     .on_persist_epoch(node.id, accepted, *e, disk)
             }
-            Action::TruncateLog { zxid } => {
-                if *zxid < node.last_applied() {
-                    return Err(format!(
-                        "node {} truncates its log to {zxid} below its last applied (committed) \
-                         zxid {}",
-                        node.id,
-                        node.last_applied()
-                    ));
-                }
-                let disk = node.disk;
-                let dropped = disk
-                    .log
-                    .iter()
-                    .chain(disk.pending.iter())
-                    .filter(|t| t.zxid > *zxid);
-                for t in dropped {
-                    self.durability.on_drop(node.id, *zxid, t)?;
-                    if self.order.is_applied_somewhere(t) {
-                        return Err(format!(
-                            "node {} truncates its log to {zxid}, dropping {} which is committed \
-                             (applied on some node)",
-                            node.id, t.zxid
-                        ));
-                    }
-                }
-                Ok(())
-            }
+            Action::TruncateLog { zxid } => self.on_truncate(node, *zxid),
             Action::Apply(txn) => {
                 self.serving.on_serve(node.id, "Apply")?;
                 self.order.on_apply(node.id, node.applied, txn)
@@ -192,6 +166,36 @@ impl Checker {
             }
             _ => Ok(()),
         }
+    }
+
+    /// `node` truncates its log after `zxid`: never below what it applied, never dropping a
+    /// txn applied anywhere.
+    fn on_truncate(&mut self, node: NodeView<'_>, zxid: Zxid) -> Verdict {
+        if zxid < node.last_applied() {
+            return Err(format!(
+                "node {} truncates its log to {zxid} below its last applied (committed) \
+                 zxid {}",
+                node.id,
+                node.last_applied()
+            ));
+        }
+        let disk = node.disk;
+        let dropped = disk
+            .log
+            .iter()
+            .chain(disk.pending.iter())
+            .filter(|t| t.zxid > zxid);
+        for t in dropped {
+            self.durability.on_drop(node.id, zxid, t)?;
+            if self.order.is_applied_somewhere(t) {
+                return Err(format!(
+                    "node {} truncates its log to {zxid}, dropping {} which is committed \
+                     (applied on some node)",
+                    node.id, t.zxid
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn on_send(&mut self, node: NodeView<'_>, to: ServerId, msg: &Message) -> Verdict {
