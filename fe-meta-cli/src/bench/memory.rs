@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use futures::stream::{FuturesUnordered, StreamExt};
 use nix::sys::signal::Signal;
 
+use super::catchup::wait_caught_up;
 use super::cluster::Cluster;
 use super::load::connect;
 use super::report::Line;
 use super::{progress, Params};
 use crate::Failure;
-use fe_meta::client::{Client, ClientError, ClientOptions};
-use fe_meta::protocol::Mode;
+use fe_meta::client::{Client, ClientError};
 use fe_meta::state::catalog::{Column, ColumnType};
 
 const TABLES_PER_DB: usize = 1000;
@@ -103,44 +103,11 @@ pub async fn run(cluster: &mut Cluster, p: &Params) -> Result<Line, Failure> {
     let leader = cluster.wait_healthy(Duration::from_secs(60)).await?;
     let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
     let client = connect(&lep, p).await.map_err(Failure::from)?;
-    let tables = p.memory_entries / 5 * 2 + p.memory_entries % 5 / 3;
-    for d in 0..tables.div_ceil(TABLES_PER_DB) {
-        client
-            .create_db(&format!("db{d}"))
-            .await
-            .map_err(Failure::from)?;
-    }
-    let cols = columns();
-    let errors = AtomicU64::new(0);
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(600);
-    let mut inflight = FuturesUnordered::new();
-    let (mut next, mut reported) = (0usize, 0usize);
-    let (c, errs, cols) = (&client, &errors, &cols);
-    while next < p.memory_entries || !inflight.is_empty() {
-        while next < p.memory_entries && inflight.len() < 1000 && Instant::now() < deadline {
-            let i = next;
-            next += 1;
-            inflight.push(async move {
-                if write_entry(c, i, cols).await.is_err() {
-                    errs.fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
-        if inflight.next().await.is_none() {
-            break;
-        }
-        if next >= reported + 100_000 {
-            reported = next;
-            progress(&format!("memory: {next} writes issued"));
-        }
-    }
-    let write_s = started.elapsed().as_secs_f64();
+    let filled = fill(&client, p).await?;
     let status = client.status().await.map_err(Failure::from)?;
     progress(&format!(
-        "memory: {next} writes in {write_s:.1} s (errors {}); leader has {} entries",
-        errors.load(Ordering::Relaxed),
-        status.entry_count
+        "memory: {} writes in {:.1} s (errors {}); leader has {} entries",
+        filled.writes, filled.secs, filled.errors, status.entry_count
     ));
     // Let followers apply and background snapshots finish.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -164,36 +131,17 @@ pub async fn run(cluster: &mut Cluster, p: &Params) -> Result<Line, Failure> {
         .map_err(Failure::from)?
         .applied_journal_id;
     cluster.stop_node(follower, Signal::SIGTERM).await?;
-    let t0 = Instant::now();
     cluster.restart_node(follower)?;
-    let quick = ClientOptions {
-        connect_timeout: Duration::from_millis(500),
-        request_timeout: Duration::from_secs(2),
-    };
-    let (mut serving, mut done) = (None, None);
-    while t0.elapsed() < Duration::from_secs(300) {
-        if let Ok(fc) = Client::connect_with(&fep, quick).await {
-            if let Ok(s) = fc.status().await {
-                if s.mode == Mode::Follower {
-                    serving.get_or_insert(t0.elapsed());
-                    if s.applied_journal_id >= lz {
-                        done = Some(t0.elapsed());
-                        break;
-                    }
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (serving, done) = wait_caught_up(&fep, lz).await;
     let rss_after = cluster.pid(follower).and_then(rss_mib);
     let ms = |d: Option<Duration>| {
         d.map_or("-1".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3))
     };
     let mut l = Line::new("memory", "ens");
     l.set("entries", status.entry_count)
-        .set("writes", next)
-        .set("write_s", format!("{write_s:.1}"))
-        .set("write_errors", errors.load(Ordering::Relaxed))
+        .set("writes", filled.writes)
+        .set("write_s", format!("{:.1}", filled.secs))
+        .set("write_errors", filled.errors)
         .set("rss_mib", rss.join(","))
         .set("image_bytes", image.as_ref().map_or(0, |i| i.0))
         .set("image", image.map_or("none".to_owned(), |i| i.1))
@@ -205,4 +153,53 @@ pub async fn run(cluster: &mut Cluster, p: &Params) -> Result<Line, Failure> {
             rss_after.map_or("NA".to_owned(), |m| format!("{m:.0}")),
         );
     Ok(l)
+}
+
+/// How filling the catalog went.
+struct Filled {
+    writes: usize,
+    secs: f64,
+    errors: u64,
+}
+
+/// Writes `p.memory_entries` catalog entries (databases first, then tables, backends and
+/// variables), at most 1000 in flight, within 600 s.
+async fn fill(client: &Client, p: &Params) -> Result<Filled, Failure> {
+    let tables = p.memory_entries / 5 * 2 + p.memory_entries % 5 / 3;
+    for d in 0..tables.div_ceil(TABLES_PER_DB) {
+        client
+            .create_db(&format!("db{d}"))
+            .await
+            .map_err(Failure::from)?;
+    }
+    let cols = columns();
+    let errors = AtomicU64::new(0);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(600);
+    let mut inflight = FuturesUnordered::new();
+    let (mut next, mut reported) = (0usize, 0usize);
+    let (errs, cols) = (&errors, &cols);
+    while next < p.memory_entries || !inflight.is_empty() {
+        while next < p.memory_entries && inflight.len() < 1000 && Instant::now() < deadline {
+            let i = next;
+            next += 1;
+            inflight.push(async move {
+                if write_entry(client, i, cols).await.is_err() {
+                    errs.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        if inflight.next().await.is_none() {
+            break;
+        }
+        if next >= reported + 100_000 {
+            reported = next;
+            progress(&format!("memory: {next} writes issued"));
+        }
+    }
+    Ok(Filled {
+        writes: next,
+        secs: started.elapsed().as_secs_f64(),
+        errors: errors.load(Ordering::Relaxed),
+    })
 }

@@ -14,9 +14,10 @@
 //! INV-3: a launched cluster is stopped (every child reaped) and its folder removed before
 //! `run` returns, whatever failed.
 
+mod catchup;
 mod cluster;
 mod cpu;
-mod fault;
+mod failover;
 mod load;
 mod memory;
 mod report;
@@ -249,121 +250,142 @@ async fn workloads(
     out: &mut Output,
 ) -> Result<(), Failure> {
     let mut failed: Option<Failure> = None;
-    let mut fail = |what: &str, e: Failure| {
-        progress(&format!("{what} failed: {}", e.message));
-        failed.get_or_insert(e);
-    };
-    let quiet = |args: &BenchArgs| {
-        cpu::wait_quiet(args.quiet_cores, Duration::from_secs(args.quiet_max_wait))
-    };
     for w in selected {
         let leader = match cluster.wait_healthy(Duration::from_secs(60)).await {
-            Ok(l) => l,
+            Ok(leader) => leader,
             Err(e) => {
-                fail(w, e);
+                progress(&format!("{w} failed: {}", e.message));
+                failed.get_or_insert(e);
                 break;
             }
         };
-        let follower = cluster
-            .sids
-            .iter()
-            .copied()
-            .find(|&s| s != leader)
-            .unwrap_or(leader);
-        let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
-        let fep = cluster.endpoint(follower).unwrap_or_default().to_owned();
-        let pids = cluster.server_pids();
-        let pids = pids.as_deref();
-        match w.as_str() {
-            "W0" => {
-                progress("W0 (read floor: closed-loop get-var on the leader)");
-                let r = measured(
-                    quiet(args).await,
-                    p,
-                    pids,
-                    load::closed_loop("W0", "ens-leader", &lep, p),
-                )
-                .await;
-                out.result(r).unwrap_or_else(|e| fail(w, e));
-            }
-            "W1" => {
-                for (label, ep) in [("ens-leader", &lep), ("ens-follower", &fep)] {
-                    progress(&format!(
-                        "W1 (closed-loop set-var, client on the {})",
-                        &label[4..]
-                    ));
-                    let r = measured(
-                        quiet(args).await,
-                        p,
-                        pids,
-                        load::closed_loop("W1", label, ep, p),
-                    )
-                    .await;
-                    out.result(r).unwrap_or_else(|e| fail(w, e));
-                }
-            }
-            "W2" => {
-                progress(&format!(
-                    "W2 (one connection, {} writes in flight, on the leader)",
-                    p.outstanding
-                ));
-                let r = measured(
-                    quiet(args).await,
-                    p,
-                    pids,
-                    load::pipelined("ens-leader", &lep, p),
-                )
-                .await;
-                out.result(r).unwrap_or_else(|e| fail(w, e));
-            }
-            "W3" => {
-                let spread = cluster.endpoints.clone();
-                for (label, eps) in [("ens-spread", spread), ("ens-leader", vec![lep.clone()])] {
-                    progress(&format!("W3 ({} clients, {label})", p.sessions));
-                    let r = measured(quiet(args).await, p, pids, load::concurrent(label, &eps, p))
-                        .await;
-                    out.result(r).unwrap_or_else(|e| fail(w, e));
-                }
-            }
+        let errors = match w.as_str() {
+            "W0" | "W1" | "W2" | "W3" => steady(w, leader, cluster, args, p, out).await,
             "W4" | "W5" | "MEMORY" | "memory" if !cluster.launched() => {
                 progress(&format!(
                     "{w}: skipped (needs a cluster launched by the bench, not --attach)"
                 ));
+                Vec::new()
             }
-            "W4" => {
-                progress(&format!("W4 (failover, {} trials)", p.trials));
-                let q = quiet(args).await;
-                let a = cpu::stat();
-                let r = fault::failover(cluster, p).await;
-                out.gate_note("W4 ens", q, a);
-                match r {
-                    Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
-                    Err(e) => fail(w, e),
-                }
-            }
-            "W5" => {
-                for (label, op) in [("ens-set", "set"), ("ens-create", "create")] {
-                    progress(&format!("W5 (catch-up after {} {op} writes)", p.w5_txns));
-                    let q = quiet(args).await;
-                    let a = cpu::stat();
-                    let r = fault::catchup(cluster, p, label, op).await;
-                    out.gate_note(&format!("W5 {label}"), q, a);
-                    match r {
-                        Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
-                        Err(e) => fail(w, e),
-                    }
-                }
-            }
-            _ => {
-                progress(&format!("memory ({} catalog entries)", p.memory_entries));
-                match memory::run(cluster, p).await {
-                    Ok(l) => out.line(l),
-                    Err(e) => fail(w, e),
-                }
-            }
+            _ => faults(w, cluster, args, p, out).await,
+        };
+        for e in errors {
+            progress(&format!("{w} failed: {}", e.message));
+            failed.get_or_insert(e);
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// Waits for an idle machine (cpu.sh's gate) before a measured phase.
+async fn quiet(args: &BenchArgs) -> cpu::Quiet {
+    cpu::wait_quiet(args.quiet_cores, Duration::from_secs(args.quiet_max_wait)).await
+}
+
+/// The steady-state workloads W0-W3; returns their failures.
+async fn steady(
+    w: &str,
+    leader: u64,
+    cluster: &Cluster,
+    args: &BenchArgs,
+    p: &Params,
+    out: &mut Output,
+) -> Vec<Failure> {
+    let follower = cluster
+        .sids
+        .iter()
+        .copied()
+        .find(|&s| s != leader)
+        .unwrap_or(leader);
+    let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
+    let fep = cluster.endpoint(follower).unwrap_or_default().to_owned();
+    let pids = cluster.server_pids();
+    let pids = pids.as_deref();
+    let mut errors = Vec::new();
+    match w {
+        "W0" => {
+            progress("W0 (read floor: closed-loop get-var on the leader)");
+            let load = load::closed_loop("W0", "ens-leader", &lep, p);
+            let r = measured(quiet(args).await, p, pids, load).await;
+            out.result(r).unwrap_or_else(|e| errors.push(e));
+        }
+        "W1" => {
+            for (label, ep) in [("ens-leader", &lep), ("ens-follower", &fep)] {
+                progress(&format!(
+                    "W1 (closed-loop set-var, client on the {})",
+                    &label[4..]
+                ));
+                let load = load::closed_loop("W1", label, ep, p);
+                let r = measured(quiet(args).await, p, pids, load).await;
+                out.result(r).unwrap_or_else(|e| errors.push(e));
+            }
+        }
+        "W2" => {
+            progress(&format!(
+                "W2 (one connection, {} writes in flight, on the leader)",
+                p.outstanding
+            ));
+            let load = load::pipelined("ens-leader", &lep, p);
+            let r = measured(quiet(args).await, p, pids, load).await;
+            out.result(r).unwrap_or_else(|e| errors.push(e));
+        }
+        _ => {
+            let spread = cluster.endpoints.clone();
+            for (label, eps) in [("ens-spread", spread), ("ens-leader", vec![lep.clone()])] {
+                progress(&format!("W3 ({} clients, {label})", p.sessions));
+                let load = load::concurrent(label, &eps, p);
+                let r = measured(quiet(args).await, p, pids, load).await;
+                out.result(r).unwrap_or_else(|e| errors.push(e));
+            }
+        }
+    }
+    errors
+}
+
+/// The fault workloads W4, W5 and the memory workload (a launched cluster only); returns
+/// their failures.
+async fn faults(
+    w: &str,
+    cluster: &mut Cluster,
+    args: &BenchArgs,
+    p: &Params,
+    out: &mut Output,
+) -> Vec<Failure> {
+    let mut errors = Vec::new();
+    match w {
+        "W4" => {
+            progress(&format!("W4 (failover, {} trials)", p.trials));
+            let q = quiet(args).await;
+            let a = cpu::stat();
+            let r = failover::failover(cluster, p).await;
+            out.gate_note("W4 ens", q, a);
+            match r {
+                Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
+                Err(e) => errors.push(e),
+            }
+        }
+        "W5" => {
+            for (label, op) in [("ens-set", "set"), ("ens-create", "create")] {
+                progress(&format!("W5 (catch-up after {} {op} writes)", p.w5_txns));
+                let q = quiet(args).await;
+                let a = cpu::stat();
+                let r = catchup::catchup(cluster, p, label, op).await;
+                out.gate_note(&format!("W5 {label}"), q, a);
+                match r {
+                    Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        _ => {
+            progress(&format!("memory ({} catalog entries)", p.memory_entries));
+            match memory::run(cluster, p).await {
+                Ok(l) => out.line(l),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    errors
 }
 
 /// Runs a steady-state workload with CPU sampled over cpu.sh's window.
