@@ -51,14 +51,16 @@ pub mod netlab;
 pub mod node;
 pub mod ports;
 pub mod small_fs;
+pub mod spec;
 
 pub use checks::CheckFailure;
-pub use cluster::{ClusterSpec, NodeNet, ProcCluster};
+pub use cluster::ProcCluster;
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
 pub use netlab::{NetLab, NetLabUnavailable};
 pub use node::{NodePorts, ProcNode, SyncCounts};
 pub use small_fs::SmallFs;
+pub use spec::{ClusterSpec, NodeNet};
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::cluster::NodeNet;
+use super::spec::NodeNet;
 use super::ProcError;
 
 /// A node's three loopback ports.
