@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use zab_core::{LearnerType, ServerId};
-use zab_net::config::{load, read_myid, ConfigError, NodeConfig};
+use zab_net::config::{load, read_myid, ConfigError, NodeConfig, ServerAddr};
 
 use super::ServerError;
 use crate::state::catalog::FrontendRole;
@@ -96,49 +96,13 @@ impl ServerConfig {
             .get(&ServerId(sid))
             .ok_or(ConfigError::NotAMember { sid })?
             .clone();
-        let cluster_id = match node.cluster_id {
-            Some(id) if id != 0 => id,
-            _ => {
-                return Err(ServerError::Invalid(
-                    "missing or zero `clusterId`: every fe-meta node of a cluster must carry \
-                     the same non-zero clusterId (local-cluster generates one)"
-                        .to_string(),
-                ))
-            }
-        };
+        let cluster_id = cluster_id(&node)?;
         let members = node
             .servers
             .iter()
-            .map(|(id, s)| {
-                let member = Member {
-                    host: s.host.clone(),
-                    client_addr: s.client_endpoint(),
-                    client_port: s.client.as_ref().map_or(0, |c| c.port),
-                    role: role_of(s.learner_type),
-                };
-                (id.0, member)
-            })
+            .map(|(id, s)| (id.0, member(s)))
             .collect::<BTreeMap<_, _>>();
-        let listen_port = match (node.client_port, own.client.as_ref()) {
-            (Some(p), _) => p,
-            (None, Some(c)) => c.port,
-            (None, None) => {
-                return Err(ServerError::Invalid(format!(
-                    "no client port for server {sid}: set `clientPort`, or give \
-                     `server.{sid}=host:quorumPort:electionPort;clientPort`"
-                )))
-            }
-        };
-        let listen_host = own
-            .client
-            .as_ref()
-            .and_then(|c| c.host.clone())
-            .unwrap_or_else(|| own.host.clone());
-        let client_listen = if listen_host.contains(':') {
-            format!("[{listen_host}]:{listen_port}")
-        } else {
-            format!("{listen_host}:{listen_port}")
-        };
+        let client_listen = client_listen(&node, &own, sid)?;
         let tolerance_s: u64 = node
             .extra_value("meta_delay_toleration_second")?
             .unwrap_or(300);
@@ -175,6 +139,53 @@ impl ServerConfig {
     pub fn timestamp_interval(&self) -> Duration {
         Duration::from_millis((self.tolerance_ms / 2).max(1))
     }
+}
+
+/// The configured `clusterId`, which must be there and non-zero.
+fn cluster_id(node: &NodeConfig) -> Result<u64, ServerError> {
+    match node.cluster_id {
+        Some(id) if id != 0 => Ok(id),
+        _ => Err(ServerError::Invalid(
+            "missing or zero `clusterId`: every fe-meta node of a cluster must carry \
+             the same non-zero clusterId (local-cluster generates one)"
+                .to_string(),
+        )),
+    }
+}
+
+/// A `server.N` line as a frontend member.
+fn member(s: &ServerAddr) -> Member {
+    Member {
+        host: s.host.clone(),
+        client_addr: s.client_endpoint(),
+        client_port: s.client.as_ref().map_or(0, |c| c.port),
+        role: role_of(s.learner_type),
+    }
+}
+
+/// Where this server's client port listens: `clientPort` or its `server.N` line's client
+/// part for the port, the client host or else the quorum host for the address.
+fn client_listen(node: &NodeConfig, own: &ServerAddr, sid: u64) -> Result<String, ServerError> {
+    let listen_port = match (node.client_port, own.client.as_ref()) {
+        (Some(p), _) => p,
+        (None, Some(c)) => c.port,
+        (None, None) => {
+            return Err(ServerError::Invalid(format!(
+                "no client port for server {sid}: set `clientPort`, or give \
+                 `server.{sid}=host:quorumPort:electionPort;clientPort`"
+            )))
+        }
+    };
+    let listen_host = own
+        .client
+        .as_ref()
+        .and_then(|c| c.host.clone())
+        .unwrap_or_else(|| own.host.clone());
+    Ok(if listen_host.contains(':') {
+        format!("[{listen_host}]:{listen_port}")
+    } else {
+        format!("{listen_host}:{listen_port}")
+    })
 }
 
 fn role_of(t: LearnerType) -> FrontendRole {
