@@ -18,17 +18,25 @@
 //! report is also checked against the real log's durable records at the moment it was made
 //! (L1, L2). At the end both logs must hold the same records after a reopen (the real log) and
 //! after a power loss with everything synced (the simulated disk).
+//!
+//! Here: the scripts and the runner. `log_conformance/tracker.rs` is the contract's peer,
+//! `log_conformance/real_log.rs` and `log_conformance/sim_log.rs` the two sides.
 
 // Test code: a failed expectation aborts the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::mpsc;
+mod log_conformance {
+    pub mod real_log;
+    pub mod sim_log;
+    pub mod tracker;
+}
 
-use bytes::{Bytes, BytesMut};
-use tests::sim::disk::{Disk, Snapshot};
-use zab_core::{Epoch, Input, Txn, Zxid};
-use zab_store::{LogCommand, LogEvent, LogOptions, LogReader, LogWriter, SyncThread, TxnLog};
+use bytes::Bytes;
+use zab_core::{Epoch, Txn, Zxid};
+use zab_store::{LogCommand, LogOptions};
+
+use log_conformance::real_log::Real;
+use log_conformance::sim_log::Sim;
 
 /// One step of a script.
 #[derive(Clone, Copy, Debug)]
@@ -54,283 +62,7 @@ enum Act {
     Reset,
 }
 
-/// The peer side of the contract: what a peer that follows L1–L3 derives.
-#[derive(Debug, Default)]
-struct Tracker {
-    /// The log as the peer sees it: every appended zxid not removed since.
-    log: Vec<Zxid>,
-    /// The zxid the log follows.
-    base: Zxid,
-    /// The durable point the peer counts.
-    persisted: Zxid,
-    /// Zxids a truncate or reset removed (a late report may name one: L3).
-    removed: BTreeSet<Zxid>,
-}
-
-impl Tracker {
-    fn last(&self) -> Zxid {
-        self.log.last().copied().unwrap_or(self.base)
-    }
-
-    fn append(&mut self, z: Zxid) {
-        assert!(z > self.last(), "script appends {z} after {}", self.last());
-        self.log.push(z);
-    }
-
-    /// L2: a completed truncate leaves exactly the kept records, all durable.
-    fn truncate(&mut self, to: Zxid) {
-        self.removed.extend(self.log.iter().filter(|z| **z > to));
-        self.log.retain(|z| *z <= to);
-        self.base = self.base.min(to);
-        self.persisted = self.last();
-    }
-
-    /// A SNAP install reset the log: it holds nothing and follows `after`, durably.
-    fn reset(&mut self, after: Zxid) {
-        self.removed.extend(self.log.drain(..));
-        self.base = after;
-        self.persisted = after;
-    }
-
-    /// Feeds one input; `Err` when the contract does not allow it.
-    fn feed(&mut self, input: &Input) -> Result<(), String> {
-        match input {
-            Input::LogPersisted { upto } => {
-                if self.log.contains(upto) {
-                    // L1
-                    self.persisted = self.persisted.max(*upto);
-                    Ok(())
-                } else if self.removed.contains(upto) {
-                    // L3: issued before a truncate/reset that removed it; ignored
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "LogPersisted {{ upto: {upto} }} names a zxid never appended (log {:?})",
-                        self.log
-                    ))
-                }
-            }
-            other => Err(format!("unexpected input {other:?}")),
-        }
-    }
-
-    /// L1/L2 against the durable records of the log at the moment of a report: everything the
-    /// peer may count durable is durable.
-    fn check_durable(&self, durable: &[Zxid]) -> Result<(), String> {
-        for z in self.log.iter().filter(|z| **z <= self.persisted) {
-            if !durable.contains(z) {
-                return Err(format!(
-                    "the peer counts {z} durable (persisted {}) but the log's durable records \
-                     are {durable:?}",
-                    self.persisted
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// An event of the real writer with the log's durable records when it was reported.
-type Observed = (LogEvent, Vec<Zxid>);
-
-/// The real writer, driven as the node driver drives it.
-struct Real {
-    writer: Option<LogWriter>,
-    thread: Option<SyncThread>,
-    events: mpsc::Receiver<Observed>,
-    gate: mpsc::Sender<()>,
-    next_token: u64,
-    tracker: Tracker,
-    /// The records each issued truncate/reset keeps, in issue order (checked on its event).
-    expect_kept: VecDeque<Vec<Zxid>>,
-    dir: tempfile::TempDir,
-}
-
-impl Real {
-    fn new() -> Real {
-        let dir = tempfile::tempdir().unwrap();
-        let (log, _) = TxnLog::open(dir.path(), log_options()).unwrap();
-        let reader: LogReader = log.reader();
-        let (tx, events) = mpsc::channel();
-        let (gate, gate_rx) = mpsc::channel::<()>();
-        let (writer, _, thread) = LogWriter::spawn(log, move |ev| {
-            // runs on the sync thread, right after the event's effect: what is durable now
-            let hold = matches!(ev, LogEvent::Flushed { .. });
-            let _ = tx.send((ev, reader.zxids()));
-            if hold {
-                // the test queues a whole batch while the thread waits here
-                let _ = gate_rx.recv();
-            }
-        })
-        .unwrap();
-        Real {
-            writer: Some(writer),
-            thread: Some(thread),
-            events,
-            gate,
-            next_token: 0,
-            tracker: Tracker::default(),
-            expect_kept: VecDeque::new(),
-            dir,
-        }
-    }
-
-    fn writer(&self) -> &LogWriter {
-        self.writer.as_ref().unwrap()
-    }
-
-    /// Sends a flush and feeds every event up to its `Flushed`; the sync thread then waits in
-    /// the `Flushed` report until [`Real::release`].
-    fn hold(&mut self) {
-        self.next_token += 1;
-        let token = self.next_token;
-        self.writer().flush(token).unwrap();
-        loop {
-            let (ev, durable) = self.events.recv().unwrap();
-            if let LogEvent::Flushed { token: t, .. } = ev {
-                assert_eq!(t, token);
-                return;
-            }
-            self.observe(ev, &durable);
-        }
-    }
-
-    fn release(&self) {
-        self.gate.send(()).unwrap();
-    }
-
-    /// Feeds one event as the node driver does, and checks it against the durable records.
-    fn observe(&mut self, ev: LogEvent, durable: &[Zxid]) {
-        match &ev {
-            LogEvent::Failed(e) => panic!("real writer failed: {e}"),
-            LogEvent::Truncated { .. } | LogEvent::Reset { .. } => {
-                // L2: the removal is durable and the kept records are all durable
-                let kept = self.expect_kept.pop_front().unwrap();
-                assert_eq!(
-                    durable, kept,
-                    "after {ev:?} the real log's durable records differ from the kept ones"
-                );
-            }
-            _ => {}
-        }
-        if let Some(input) = ev.input() {
-            self.tracker
-                .feed(&input)
-                .unwrap_or_else(|e| panic!("real writer: {e}"));
-            self.tracker
-                .check_durable(durable)
-                .unwrap_or_else(|e| panic!("real writer after {input:?}: {e}"));
-        }
-    }
-
-    /// Runs one batch as one group commit.
-    fn batch(&mut self, cmds: &[LogCommand]) {
-        self.hold();
-        for cmd in cmds {
-            match cmd {
-                LogCommand::Append(t) => self.tracker.append(t.zxid),
-                LogCommand::Truncate { to } => {
-                    self.tracker.truncate(*to);
-                    self.expect_kept.push_back(self.tracker.log.clone());
-                }
-                LogCommand::Reset { after } => {
-                    self.tracker.reset(*after);
-                    self.expect_kept.push_back(Vec::new());
-                }
-                other => panic!("not a batch command: {other:?}"),
-            }
-            self.writer().send(cmd.clone()).unwrap();
-        }
-        self.release();
-    }
-
-    fn settle(&mut self) {
-        self.hold();
-        self.release();
-    }
-
-    /// Stops the writer and returns the records a reopen finds.
-    fn reopen(mut self) -> Vec<Zxid> {
-        self.settle();
-        assert!(
-            self.expect_kept.is_empty(),
-            "a truncate/reset was never reported"
-        );
-        drop(self.writer.take());
-        self.thread.take().unwrap().join().unwrap();
-        let (log, _) = TxnLog::open(self.dir.path(), log_options()).unwrap();
-        log.reader().zxids()
-    }
-}
-
-/// The simulated disk, driven as `tests::sim::exec` drives it.
-#[derive(Default)]
-struct Sim {
-    disk: Disk,
-    tracker: Tracker,
-}
-
-impl Sim {
-    fn batch(&mut self, cmds: &[LogCommand]) {
-        for cmd in cmds {
-            match cmd {
-                LogCommand::Append(t) => {
-                    self.tracker.append(t.zxid);
-                    assert!(self.disk.append(t.clone()), "sim disk refuses {t:?}");
-                }
-                LogCommand::Truncate { to } => {
-                    self.tracker.truncate(*to);
-                    self.disk.truncate(*to);
-                    self.check_kept("truncate");
-                }
-                LogCommand::Reset { after } => {
-                    // a SNAP's stream, its end and its install, as the sim's driver runs them
-                    let snap = Snapshot::of(&[txn(*after)]);
-                    self.disk.incoming = Some((*after, BytesMut::from(&snap.encode()[..])));
-                    assert!(self.disk.end_snapshot(*after).is_some());
-                    assert!(self.disk.finish_install().is_some());
-                    self.tracker.reset(*after);
-                    self.check_kept("reset");
-                }
-                other => panic!("not a batch command: {other:?}"),
-            }
-        }
-    }
-
-    /// L2 on the sim: after a truncate or reset the disk holds exactly the kept records, all
-    /// durable.
-    fn check_kept(&self, what: &str) {
-        let durable: Vec<Zxid> = self.disk.log.iter().map(|t| t.zxid).collect();
-        assert_eq!(durable, self.tracker.log, "sim disk after {what}");
-        assert!(self.disk.pending.is_empty(), "sim disk after {what}");
-    }
-
-    /// An fsync step of the simulation's scheduler.
-    fn fsync(&mut self, n: usize) {
-        if let Some(upto) = self.disk.fsync(n) {
-            let input = Input::LogPersisted { upto };
-            self.tracker
-                .feed(&input)
-                .unwrap_or_else(|e| panic!("sim disk: {e}"));
-            let durable: Vec<Zxid> = self.disk.log.iter().map(|t| t.zxid).collect();
-            self.tracker
-                .check_durable(&durable)
-                .unwrap_or_else(|e| panic!("sim disk after {input:?}: {e}"));
-        }
-    }
-
-    fn settle(&mut self) {
-        self.fsync(self.disk.pending.len());
-    }
-
-    /// What a restart finds after a power loss with everything synced.
-    fn reopen(mut self) -> Vec<Zxid> {
-        self.settle();
-        self.disk.crash();
-        self.disk.load().0.log_index
-    }
-}
-
+/// The real log's options: small segments, fsync on.
 fn log_options() -> LogOptions {
     LogOptions {
         prealloc_bytes: 64 << 10,
@@ -338,6 +70,7 @@ fn log_options() -> LogOptions {
     }
 }
 
+/// The txn of `zxid`, with a payload naming it.
 fn txn(zxid: Zxid) -> Txn {
     Txn {
         zxid,

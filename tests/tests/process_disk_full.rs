@@ -27,10 +27,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{four_letter_word, ClientOptions};
-use tests::proc::{fill, ClusterSpec, Load, ProcCluster, SmallFs};
+use fe_meta::client::{four_letter_word, Client, ClientOptions};
+use fe_meta::server::{Server, ServerConfig};
+use tests::proc::{fill, ClusterSpec, Load, ProcCluster, ProcError, SmallFs};
 
 /// `preAllocSize`, KiB: each log segment's size.
 const SEGMENT_KIB: u64 = 256;
@@ -60,16 +62,22 @@ async fn full_log_disk_of_a_follower_exits_it_and_it_catches_up_after_space_is_f
     disk_full("disk_full_follower", 1).await;
 }
 
-/// A small filesystem (dropped: unmounted) with a `log` folder and `FREE_KIB` left free;
-/// `None`, after a printed SKIP, where the machine does not allow the mount.
-fn small_log_fs(name: &str) -> Option<(SmallFs, std::path::PathBuf)> {
-    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
-        Ok(fs) => fs,
+/// A small filesystem of `FS_BYTES` (dropped: unmounted); `None`, after a printed SKIP, where
+/// the machine does not allow the mount.
+fn small_fs(name: &str) -> Option<SmallFs> {
+    match SmallFs::mount(name, FS_BYTES).unwrap() {
+        Ok(fs) => Some(fs),
         Err(why) => {
             println!("SKIP {name}: {why}");
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// A small filesystem (dropped: unmounted) with a `log` folder and `FREE_KIB` left free;
+/// `None`, after a printed SKIP, where the machine does not allow the mount.
+fn small_log_fs(name: &str) -> Option<(SmallFs, PathBuf)> {
+    let small = small_fs(name)?;
     let log_dir = small.path().join("log");
     std::fs::create_dir(&log_dir).unwrap();
     small.leave_free(FREE_KIB << 10).unwrap();
@@ -95,64 +103,15 @@ async fn disk_full(name: &str, full: u64) {
     let started = Instant::now();
     let code = c.node_mut(full).unwrap().wait_exit(EXIT_WITHIN).await;
     let exited_after = started.elapsed();
-    let code = match code {
-        Ok(code) => code,
-        Err(e) => {
-            c.keep_dir();
-            panic!("node {full} did not exit with its log disk full: {e}");
-        }
-    };
-    assert_eq!(
-        code,
-        Some(4),
-        "node {full} must exit with status 4 (fatal node error)"
-    );
-
+    exited_fatally(&mut c, full, code, "its log disk full");
     // One clear line: what failed, which file, what to do.
-    let log = std::fs::read_to_string(c.node(full).unwrap().log_path()).unwrap();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains(FATAL_LINE)).collect();
-    assert_eq!(lines.len(), 1, "one fatal line expected, found {lines:?}");
-    let line = lines[0];
-    let dir = log_dir.display().to_string();
-    assert!(line.contains("ERROR"), "{line}");
-    assert!(line.contains("No space left on device"), "{line}");
-    assert!(
-        line.contains(&format!("{dir}/log.")),
-        "names no log file: {line}"
-    );
-    assert!(
-        line.contains(&format!(
-            "free space on the filesystem of {dir}, then start it again"
-        )),
-        "{line}"
-    );
+    log_full_line_is_clear(&c, full, &log_dir);
 
     // The two others keep serving writes and reads while node 3 is down.
     let others: Vec<u64> = c.sids().into_iter().filter(|s| *s != full).collect();
     let leader_after = c.leader(Duration::from_secs(30)).await.unwrap();
     assert_ne!(leader_after, full);
-    for sid in &others {
-        let n = fill(
-            &c,
-            *sid,
-            &format!("while-down-{sid}-"),
-            50,
-            64,
-            8,
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
-        assert_eq!(n, 50, "node {sid} must keep taking writes");
-        let read = c
-            .client(*sid, Some(READ))
-            .await
-            .unwrap()
-            .get_var(&format!("while-down-{sid}-49"), true)
-            .await
-            .unwrap();
-        assert!(read.value.is_some(), "node {sid} must read its write back");
-    }
+    keep_taking_writes_and_reads(&c, &others).await;
     let report = load.stop().await;
     assert!(
         report.acked > 0,
@@ -164,18 +123,7 @@ async fn disk_full(name: &str, full: u64) {
     small.free_space().unwrap();
     c.restart(full).unwrap();
     let restarted = Instant::now();
-    let addr = c.client_addr(full);
-    let mut answered = false;
-    while restarted.elapsed() < Duration::from_secs(30) && !answered {
-        answered = four_letter_word(&addr, "ruok", Duration::from_secs(1))
-            .await
-            .is_ok_and(|t| t == "imok");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        answered,
-        "node {full} restarted on freed space does not answer ruok"
-    );
+    answers_ruok_within(&c, full, restarted, Duration::from_secs(30)).await;
     let end = c.finish().await.unwrap();
     println!(
         "RECOVERY scenario={name} full_node={full} leader_before={leader_before} leader_after={leader_after} \
@@ -200,12 +148,8 @@ async fn disk_full(name: &str, full: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_data_dir_makes_the_next_epoch_file_write_fatal() {
     let (name, full) = ("disk_full_epoch", 1);
-    let small = match SmallFs::mount(name, FS_BYTES).unwrap() {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("SKIP {name}: {why}");
-            return;
-        }
+    let Some(small) = small_fs(name) else {
+        return;
     };
     let data_dir = small.path().join("data");
     let spec = ClusterSpec {
@@ -232,31 +176,8 @@ async fn full_data_dir_makes_the_next_epoch_file_write_fatal() {
     }
     let code = c.node_mut(full).unwrap().wait_exit(EXIT_WITHIN).await;
     let exited_after = killed.elapsed();
-    let code = match code {
-        Ok(code) => code,
-        Err(e) => {
-            c.keep_dir();
-            panic!("node {full} did not exit with its data dir full: {e}");
-        }
-    };
-    assert_eq!(code, Some(4), "node {full} must exit with status 4");
-    let log = std::fs::read_to_string(c.node(full).unwrap().log_path()).unwrap();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains(FATAL_LINE)).collect();
-    assert_eq!(lines.len(), 1, "one fatal line expected, found {lines:?}");
-    let line = lines[0];
-    let dir = data_dir.display().to_string();
-    assert!(line.contains("No space left on device"), "{line}");
-    assert!(
-        line.contains(&format!("{dir}/acceptedEpoch"))
-            || line.contains(&format!("{dir}/currentEpoch")),
-        "names no epoch file: {line}"
-    );
-    assert!(
-        line.contains(&format!(
-            "free space on the filesystem of {dir}, then start it again"
-        )),
-        "{line}"
-    );
+    exited_fatally(&mut c, full, code, "its data dir full");
+    epoch_full_line_is_clear(&c, full, &data_dir);
 
     let leader_after = c.leader(Duration::from_secs(30)).await.unwrap();
     let n = fill(
@@ -293,31 +214,12 @@ async fn full_data_dir_makes_the_next_epoch_file_write_fatal() {
 /// exists; `Server::shutdown` then completes. One voter, its log on the small filesystem.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedded_server_closes_its_client_port_when_its_log_disk_fills() {
-    use fe_meta::client::Client;
-    use fe_meta::server::{Server, ServerConfig};
-
     let name = "disk_full_embedded";
     let Some((_small, log_dir)) = small_log_fs(name) else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let data_dir = root.path().join("data");
-    std::fs::create_dir(&data_dir).unwrap();
-    std::fs::write(data_dir.join("myid"), "1\n").unwrap();
-    let base = tests::proc::ports::free_block().unwrap();
-    let (client_port, quorum, election) = (base, base + 1, base + 2);
-    let cfg_path = root.path().join("zoo.cfg");
-    std::fs::write(
-        &cfg_path,
-        format!(
-            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=yes\npreAllocSize={SEGMENT_KIB}\n\
-             dataDir={}\ndataLogDir={}\nclientPort={client_port}\nclusterId=0xd15cf011\n\
-             server.1=127.0.0.1:{quorum}:{election};127.0.0.1:{client_port}\n",
-            data_dir.display(),
-            log_dir.display()
-        ),
-    )
-    .unwrap();
+    let cfg_path = write_single_voter_config(root.path(), &log_dir);
     let mut cfg = ServerConfig::load(&cfg_path).unwrap();
     cfg.bootstrap = true;
     let server = Server::start_with(cfg, zab_net::NodeOptions::default())
@@ -328,18 +230,7 @@ async fn an_embedded_server_closes_its_client_port_when_its_log_disk_fills() {
     // A connection opened before the disk fills, and a writer until the node stops.
     let before = Client::connect_with(&addr, READ).await.unwrap();
     let writer = Client::connect_with(&addr, READ).await.unwrap();
-    let value = tests::proc::load::value_of("fill", VALUE_LEN);
-    let start = Instant::now();
-    let mut written = 0u64;
-    while server.node_status().fatal.is_none() && start.elapsed() < EXIT_WITHIN {
-        if writer
-            .set_var(&format!("fill-{written}"), &value)
-            .await
-            .is_ok()
-        {
-            written += 1;
-        }
-    }
+    let written = write_until_fatal(&server, &writer).await;
     let fatal = server.node_status().fatal;
     let fatal = fatal.unwrap_or_else(|| panic!("no fatal error after {written} writes"));
     assert!(fatal.contains("No space left on device"), "{fatal}");
@@ -373,4 +264,151 @@ async fn an_embedded_server_closes_its_client_port_when_its_log_disk_fills() {
         "RECOVERY scenario={name} writes_before_fatal={written} port_closed_after_ms={}",
         closing.elapsed().as_millis()
     );
+}
+
+/// Node `full` exited (`code`, from waiting for its exit) with status 4, a fatal node error;
+/// if it did not exit, the cluster's dir is kept and the test fails naming `why` ("its log
+/// disk full").
+fn exited_fatally(c: &mut ProcCluster, full: u64, code: Result<Option<i32>, ProcError>, why: &str) {
+    let code = match code {
+        Ok(code) => code,
+        Err(e) => {
+            c.keep_dir();
+            panic!("node {full} did not exit with {why}: {e}");
+        }
+    };
+    assert_eq!(
+        code,
+        Some(4),
+        "node {full} must exit with status 4 (fatal node error)"
+    );
+}
+
+/// The one fatal line in node `full`'s log (exactly one).
+fn the_fatal_line(c: &ProcCluster, full: u64) -> String {
+    let log = std::fs::read_to_string(c.node(full).unwrap().log_path()).unwrap();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(FATAL_LINE)).collect();
+    assert_eq!(lines.len(), 1, "one fatal line expected, found {lines:?}");
+    lines[0].to_string()
+}
+
+/// The fatal line tells the operator to free space on the filesystem of `dir`.
+fn says_free_space_in(line: &str, dir: &str) {
+    assert!(
+        line.contains(&format!(
+            "free space on the filesystem of {dir}, then start it again"
+        )),
+        "{line}"
+    );
+}
+
+/// Node `full`'s fatal line is an ERROR that says the disk is full, names a log file of
+/// `log_dir` and says to free space there.
+fn log_full_line_is_clear(c: &ProcCluster, full: u64, log_dir: &Path) {
+    let line = the_fatal_line(c, full);
+    let dir = log_dir.display().to_string();
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("No space left on device"), "{line}");
+    assert!(
+        line.contains(&format!("{dir}/log.")),
+        "names no log file: {line}"
+    );
+    says_free_space_in(&line, &dir);
+}
+
+/// Node `full`'s fatal line says the disk is full, names an epoch file of `data_dir` and says
+/// to free space there.
+fn epoch_full_line_is_clear(c: &ProcCluster, full: u64, data_dir: &Path) {
+    let line = the_fatal_line(c, full);
+    let dir = data_dir.display().to_string();
+    assert!(line.contains("No space left on device"), "{line}");
+    assert!(
+        line.contains(&format!("{dir}/acceptedEpoch"))
+            || line.contains(&format!("{dir}/currentEpoch")),
+        "names no epoch file: {line}"
+    );
+    says_free_space_in(&line, &dir);
+}
+
+/// Each of `sids` takes 50 writes and reads the last one back (a sync read).
+async fn keep_taking_writes_and_reads(c: &ProcCluster, sids: &[u64]) {
+    for sid in sids {
+        let n = fill(
+            c,
+            *sid,
+            &format!("while-down-{sid}-"),
+            50,
+            64,
+            8,
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        assert_eq!(n, 50, "node {sid} must keep taking writes");
+        let read = c
+            .client(*sid, Some(READ))
+            .await
+            .unwrap()
+            .get_var(&format!("while-down-{sid}-49"), true)
+            .await
+            .unwrap();
+        assert!(read.value.is_some(), "node {sid} must read its write back");
+    }
+}
+
+/// Node `full`, restarted at `restarted`, answers `ruok` with `imok` within `within`.
+async fn answers_ruok_within(c: &ProcCluster, full: u64, restarted: Instant, within: Duration) {
+    let addr = c.client_addr(full);
+    let mut answered = false;
+    while restarted.elapsed() < within && !answered {
+        answered = four_letter_word(&addr, "ruok", Duration::from_secs(1))
+            .await
+            .is_ok_and(|t| t == "imok");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        answered,
+        "node {full} restarted on freed space does not answer ruok"
+    );
+}
+
+/// The zoo.cfg of the embedded test's single voter, under `root` (with its `data/myid`): its
+/// log in `log_dir`, segments of `SEGMENT_KIB`, free ports. Returns the config's path.
+fn write_single_voter_config(root: &Path, log_dir: &Path) -> PathBuf {
+    let data_dir = root.join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    std::fs::write(data_dir.join("myid"), "1\n").unwrap();
+    let base = tests::proc::ports::free_block().unwrap();
+    let (client_port, quorum, election) = (base, base + 1, base + 2);
+    let cfg_path = root.join("zoo.cfg");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=yes\npreAllocSize={SEGMENT_KIB}\n\
+             dataDir={}\ndataLogDir={}\nclientPort={client_port}\nclusterId=0xd15cf011\n\
+             server.1=127.0.0.1:{quorum}:{election};127.0.0.1:{client_port}\n",
+            data_dir.display(),
+            log_dir.display()
+        ),
+    )
+    .unwrap();
+    cfg_path
+}
+
+/// Writes `fill-<n>` values of `VALUE_LEN` bytes through `writer` until `server` reports a
+/// fatal error or `EXIT_WITHIN` passes; the number of writes acknowledged.
+async fn write_until_fatal(server: &Server, writer: &Client) -> u64 {
+    let value = tests::proc::load::value_of("fill", VALUE_LEN);
+    let start = Instant::now();
+    let mut written = 0u64;
+    while server.node_status().fatal.is_none() && start.elapsed() < EXIT_WITHIN {
+        if writer
+            .set_var(&format!("fill-{written}"), &value)
+            .await
+            .is_ok()
+        {
+            written += 1;
+        }
+    }
+    written
 }

@@ -72,44 +72,9 @@ async fn client_loop(
         let failed = if rng.gen_bool(0.5) {
             seq += 1;
             let value = format!("c{id}-{seq}");
-            let op = rec.invoke(
-                id,
-                &key,
-                Kind::Write {
-                    value: value.clone(),
-                },
-            );
-            match client.set_var(&key, &value).await {
-                Ok(_) => {
-                    rec.ok(op, None);
-                    tally.writes_ok += 1;
-                    false
-                }
-                Err(e) if e.may_be_applied() => {
-                    rec.unknown(op);
-                    tally.writes_unknown += 1;
-                    true
-                }
-                Err(_) => {
-                    rec.failed(op);
-                    tally.writes_failed += 1;
-                    true
-                }
-            }
+            !write_once(client, &rec, id, &key, &value, &mut tally).await
         } else {
-            let op = rec.invoke(id, &key, Kind::Read { observed: None });
-            match client.get_var(&key, true).await {
-                Ok(read) => {
-                    rec.ok(op, read.value);
-                    tally.reads_ok += 1;
-                    false
-                }
-                Err(_) => {
-                    rec.failed(op);
-                    tally.reads_failed += 1;
-                    true
-                }
-            }
+            !read_once(client, &rec, id, &key, &mut tally).await
         };
         if failed {
             conn = None;
@@ -117,6 +82,60 @@ async fn client_loop(
         }
     }
     tally
+}
+
+/// Client `id` writes `value` to `key` through `client`, recorded in `rec` and counted in
+/// `tally`; whether it was acknowledged.
+async fn write_once(
+    client: &Client,
+    rec: &Recorder,
+    id: u32,
+    key: &str,
+    value: &str,
+    tally: &mut Tally,
+) -> bool {
+    let op = rec.invoke(
+        id,
+        key,
+        Kind::Write {
+            value: value.to_string(),
+        },
+    );
+    match client.set_var(key, value).await {
+        Ok(_) => {
+            rec.ok(op, None);
+            tally.writes_ok += 1;
+            true
+        }
+        Err(e) if e.may_be_applied() => {
+            rec.unknown(op);
+            tally.writes_unknown += 1;
+            false
+        }
+        Err(_) => {
+            rec.failed(op);
+            tally.writes_failed += 1;
+            false
+        }
+    }
+}
+
+/// Client `id` reads `key` with `sync` through `client`, recorded in `rec` and counted in
+/// `tally`; whether it was answered.
+async fn read_once(client: &Client, rec: &Recorder, id: u32, key: &str, tally: &mut Tally) -> bool {
+    let op = rec.invoke(id, key, Kind::Read { observed: None });
+    match client.get_var(key, true).await {
+        Ok(read) => {
+            rec.ok(op, read.value);
+            tally.reads_ok += 1;
+            true
+        }
+        Err(_) => {
+            rec.failed(op);
+            tally.reads_failed += 1;
+            false
+        }
+    }
 }
 
 /// kill -9 the leader, wait for the next one, restart the old one and wait until it follows;

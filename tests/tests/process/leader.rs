@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{ClientError, ClientOptions};
+use fe_meta::client::{Client, ClientError, ClientOptions, Written};
 use tests::proc::{ClusterSpec, Load, ProcCluster};
+use tokio::task::JoinHandle;
 
 use crate::{epoch_of, ms};
 
@@ -81,14 +82,7 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
 
     c.pause(old).unwrap();
     let paused_at = Instant::now();
-    let stalled = tokio::spawn(async move {
-        let mut out = Vec::new();
-        for k in 0..5 {
-            let name = format!("stalled-{k}");
-            out.push((name.clone(), stalled_client.set_var(&name, "x").await));
-        }
-        out
-    });
+    let stalled = spawn_stalled_writes(stalled_client);
     let new = c.leader(Duration::from_secs(15)).await.unwrap();
     let elected = paused_at.elapsed();
     assert_ne!(new, old);
@@ -121,7 +115,31 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
             .map(|(n, r)| (n, r.as_ref().map(|w| w.journal_id)))
             .collect::<Vec<_>>()
     );
-    for (name, r) in &stalled {
+    check_stalled_writes(&c, &stalled, new_epoch).await;
+    c.finish().await.unwrap();
+}
+
+/// The outcome of one write sent to the frozen leader: its variable's name and the answer.
+type StalledWrite = (String, Result<Written, ClientError>);
+
+/// Writes `stalled-0` .. `stalled-4` through `client` one after the other, on a task; the task
+/// returned yields their outcomes.
+fn spawn_stalled_writes(client: Client) -> JoinHandle<Vec<StalledWrite>> {
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        for k in 0..5 {
+            let name = format!("stalled-{k}");
+            out.push((name.clone(), client.set_var(&name, "x").await));
+        }
+        out
+    })
+}
+
+/// Each write sent to the frozen leader was either acknowledged in `new_epoch` or later (and
+/// goes into the ledger, to be checked like every acknowledged write), refused with a definite
+/// error (and is on no node), or left without a definite answer.
+async fn check_stalled_writes(c: &ProcCluster, stalled: &[StalledWrite], new_epoch: u64) {
+    for (name, r) in stalled {
         match r {
             Ok(w) => {
                 assert!(
@@ -145,7 +163,6 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
             Err(_) => {}
         }
     }
-    c.finish().await.unwrap();
 }
 
 /// A refusal that says the write was not applied. Not a timeout or a lost connection, and not

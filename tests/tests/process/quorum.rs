@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use fe_meta::client::ClientError;
+use fe_meta::client::{Client, ClientError};
 use tests::proc::{fill, ClusterSpec, ProcCluster};
 
 use crate::{ms, other_than, write_ok};
@@ -34,27 +34,8 @@ async fn majority_killed_writes_fail_fast_reads_answer_then_resume() {
 
     // Within a bound the survivor refuses writes with QUORUM_UNAVAILABLE, each one fast.
     let client = c.client(survivor, None).await.unwrap();
-    let first_refusal = loop {
-        match client.set_var("while-down", "x").await {
-            Err(ClientError::QuorumUnavailable { .. }) => break killed_at.elapsed(),
-            Err(ClientError::NotLeader { .. } | ClientError::ServerTimeout { .. }) => {}
-            other => panic!("a write without quorum: {other:?}"),
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(10),
-            "no QUORUM_UNAVAILABLE"
-        );
-    };
-    for _ in 0..3 {
-        let t = Instant::now();
-        let e = client.set_var("while-down", "x").await.unwrap_err();
-        assert!(matches!(e, ClientError::QuorumUnavailable { .. }), "{e:?}");
-        assert!(
-            t.elapsed() < Duration::from_secs(2),
-            "refusal took {:?}",
-            t.elapsed()
-        );
-    }
+    let first_refusal = first_quorum_refusal(&client, killed_at).await;
+    refusals_are_fast(&client).await;
     // Reads still answer, with everything acknowledged before.
     let vars = client.show_vars(false).await.unwrap().value;
     assert_eq!(
@@ -86,4 +67,35 @@ async fn majority_killed_writes_fail_fast_reads_answer_then_resume() {
         .unwrap();
     assert_eq!(get.value, None, "a refused write was applied");
     c.finish().await.unwrap();
+}
+
+/// Writes through `client` until one is refused with QUORUM_UNAVAILABLE (NOT_LEADER and
+/// SERVER_TIMEOUT are the ways there; anything else fails the test), within 10 s of
+/// `killed_at`; the time from `killed_at` to that refusal.
+async fn first_quorum_refusal(client: &Client, killed_at: Instant) -> Duration {
+    loop {
+        match client.set_var("while-down", "x").await {
+            Err(ClientError::QuorumUnavailable { .. }) => break killed_at.elapsed(),
+            Err(ClientError::NotLeader { .. } | ClientError::ServerTimeout { .. }) => {}
+            other => panic!("a write without quorum: {other:?}"),
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(10),
+            "no QUORUM_UNAVAILABLE"
+        );
+    }
+}
+
+/// Three more writes through `client` are each refused with QUORUM_UNAVAILABLE within 2 s.
+async fn refusals_are_fast(client: &Client) {
+    for _ in 0..3 {
+        let t = Instant::now();
+        let e = client.set_var("while-down", "x").await.unwrap_err();
+        assert!(matches!(e, ClientError::QuorumUnavailable { .. }), "{e:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "refusal took {:?}",
+            t.elapsed()
+        );
+    }
 }

@@ -152,22 +152,7 @@ async fn a_write_forwarded_across_a_partition_never_lands_after_the_heal() {
             return;
         }
     };
-    let net = [1u64, 2, 3]
-        .into_iter()
-        .map(|sid| {
-            let node = NodeNet {
-                host: lab.host(sid),
-                netns: Some(lab.netns(sid)),
-            };
-            (sid, node)
-        })
-        .collect();
-    let spec = ClusterSpec {
-        extra: vec!["write_timeout_ms=4000".into(), "leader_wait_ms=3000".into()],
-        net,
-        ..ClusterSpec::default()
-    };
-    let mut c = ProcCluster::start("stale_write_partition", spec)
+    let mut c = ProcCluster::start("stale_write_partition", partitionable_spec(&lab))
         .await
         .unwrap();
     let leader = c.leader(Duration::from_secs(10)).await.unwrap();
@@ -213,4 +198,24 @@ async fn a_write_forwarded_across_a_partition_never_lands_after_the_heal() {
     c.finish().await.unwrap();
     drop(c);
     drop(lab);
+}
+
+/// The cluster of the partition test: each node in its own network namespace of `lab`, with
+/// the write and leader-wait timeouts of the frozen-node tests.
+fn partitionable_spec(lab: &NetLab) -> ClusterSpec {
+    let net = [1u64, 2, 3]
+        .into_iter()
+        .map(|sid| {
+            let node = NodeNet {
+                host: lab.host(sid),
+                netns: Some(lab.netns(sid)),
+            };
+            (sid, node)
+        })
+        .collect();
+    ClusterSpec {
+        extra: vec!["write_timeout_ms=4000".into(), "leader_wait_ms=3000".into()],
+        net,
+        ..ClusterSpec::default()
+    }
 }

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{ClientError, ClientOptions, Written};
+use fe_meta::client::{Client, ClientError, ClientOptions, Written};
 use tests::proc::{fill, ClusterSpec, Load, ProcCluster};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::{ms, other_than, write_ok};
 
@@ -88,19 +88,7 @@ async fn diverged_old_leader_is_truncated() {
     for f in &followers {
         c.pause(*f).unwrap();
     }
-    let doomed = tokio::spawn(async move {
-        let mut tasks = tokio::task::JoinSet::new();
-        let client = std::sync::Arc::new(doomed_client);
-        for k in 0..5 {
-            let client = client.clone();
-            tasks.spawn(async move { client.set_var(&format!("doomed-{k}"), "x").await });
-        }
-        let mut out = Vec::new();
-        while let Some(r) = tasks.join_next().await {
-            out.push(r.unwrap());
-        }
-        out
-    });
+    let doomed = spawn_doomed_writes(doomed_client);
     // The leader logs (fsyncs) the proposals well within syncLimit × tickTime = 1 s.
     tokio::time::sleep(Duration::from_millis(300)).await;
     for f in &followers {
@@ -136,6 +124,30 @@ async fn diverged_old_leader_is_truncated() {
     );
     assert_eq!(received.snap, 0, "{received:?}");
     let converged = c.finish().await.unwrap();
+    doomed_writes_are_nowhere(&c).await;
+    let _ = (restarted_at, converged);
+}
+
+/// Sends `doomed-0` .. `doomed-4` through `client` at once, each on its own task; the task
+/// returned yields their outcomes.
+fn spawn_doomed_writes(client: Client) -> JoinHandle<Vec<Result<Written, ClientError>>> {
+    tokio::spawn(async move {
+        let mut tasks = JoinSet::new();
+        let client = std::sync::Arc::new(client);
+        for k in 0..5 {
+            let client = client.clone();
+            tasks.spawn(async move { client.set_var(&format!("doomed-{k}"), "x").await });
+        }
+        let mut out = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            out.push(r.unwrap());
+        }
+        out
+    })
+}
+
+/// None of `doomed-0` .. `doomed-4` is on any node.
+async fn doomed_writes_are_nowhere(c: &ProcCluster) {
     for k in 0..5 {
         for sid in c.sids() {
             let client = c.client(sid, None).await.unwrap();
@@ -143,7 +155,6 @@ async fn diverged_old_leader_is_truncated() {
             assert_eq!(v.value, None, "uncommitted doomed-{k} is on node {sid}");
         }
     }
-    let _ = (restarted_at, converged);
 }
 
 /// A follower's data dir is wiped and it restarts without `--bootstrap`: it rejoins by SNAP of

@@ -195,13 +195,7 @@ fn e2_uncommitted_txn_is_truncated_and_never_applied() {
 /// on every node that could lead), and ends with the full committed history.
 #[test]
 fn e6_learner_down_for_many_purge_cycles_gets_a_snap() {
-    let mut o = options(3, 0);
-    o.committed_log_window = 2;
-    o.diff_from_log_limit = 1_000;
-    o.snap_every = 5;
-    o.snap_retain = 1;
-    o.keep_log = 0;
-    let (mut c, l) = started(o);
+    let (mut c, l) = started(purging_options());
     commit_n(&mut c, l, 3);
     c.settle();
     let [f, g] = others(&c, l)[..] else {
@@ -222,19 +216,7 @@ fn e6_learner_down_for_many_purge_cycles_gets_a_snap() {
     let n = elect_among(&mut c, &[l, g]);
     commit_n(&mut c, n, 10);
     c.settle();
-    for x in [l, g] {
-        let disk = &c.node(x).disk;
-        assert!(
-            disk.local_snapshots >= 5,
-            "{x} took {} local snapshots",
-            disk.local_snapshots
-        );
-        assert!(
-            disk.log_base > f_last,
-            "{x} still holds the log after {f_last} (base {})",
-            disk.log_base
-        );
-    }
+    log_purged_past(&c, &[l, g], f_last);
     let mark = c.sync_records().len();
     c.restart(f);
     let reqs: Vec<_> = (0..10).map(|_| c.write(n)).collect();
@@ -267,4 +249,33 @@ fn e6_learner_down_for_many_purge_cycles_gets_a_snap() {
         "only {} txns committed",
         global.len()
     );
+}
+
+/// E6's cluster: 3 voters that snapshot every 5 applies, keep one snapshot and no log behind
+/// it, with a committed window of 2 txns.
+fn purging_options() -> SimOptions {
+    let mut o = options(3, 0);
+    o.committed_log_window = 2;
+    o.diff_from_log_limit = 1_000;
+    o.snap_every = 5;
+    o.snap_retain = 1;
+    o.keep_log = 0;
+    o
+}
+
+/// Each of `ids` took at least 5 local snapshots and purged its log past `f_last`.
+fn log_purged_past(c: &Cluster, ids: &[ServerId], f_last: Zxid) {
+    for &x in ids {
+        let disk = &c.node(x).disk;
+        assert!(
+            disk.local_snapshots >= 5,
+            "{x} took {} local snapshots",
+            disk.local_snapshots
+        );
+        assert!(
+            disk.log_base > f_last,
+            "{x} still holds the log after {f_last} (base {})",
+            disk.log_base
+        );
+    }
 }

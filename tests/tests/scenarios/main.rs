@@ -18,11 +18,12 @@ mod epochs;
 mod journal;
 mod liveness;
 mod sync;
+mod sync_interrupted;
 mod sync_modes;
 mod sync_pitfalls;
 
 use tests::sim::{Cluster, SimOptions, SyncMode};
-use zab_core::{Role, ServerId, Zxid};
+use zab_core::{Message, Role, ServerId, Zxid};
 
 /// The scheduler without fsyncs: appends stay pending, and unreported, on every disk.
 pub const NO_FSYNC: tests::sim::Weights = tests::sim::Weights {
@@ -111,4 +112,26 @@ pub fn applied_payload(c: &Cluster, id: ServerId, payload: &[u8]) -> bool {
         .applied
         .iter()
         .any(|t| t.data.as_ref() == payload)
+}
+
+/// The zxids of the proposals `from` sent to `to` after event `mark`, in send order.
+pub fn proposals_sent(c: &Cluster, mark: usize, from: ServerId, to: ServerId) -> Vec<Zxid> {
+    c.events()[mark..]
+        .iter()
+        .filter(|e| e.from == from && e.to == to)
+        .filter_map(|e| match &e.msg {
+            Message::Proposal(t) => Some(t.zxid),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every zxid `id` holds on its disk (log and pending appends), ascending.
+pub fn disk_zxids(c: &Cluster, id: ServerId) -> Vec<Zxid> {
+    let d = &c.node(id).disk;
+    d.log
+        .iter()
+        .chain(d.pending.iter())
+        .map(|t| t.zxid)
+        .collect()
 }
