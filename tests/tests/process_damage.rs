@@ -30,6 +30,7 @@ use tests::proc::{binary, fill, ports, ClusterSpec, Load, ProcCluster};
 const PROBE: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(2),
+    ..ClientOptions::DEFAULT
 };
 
 fn ms(d: Duration) -> u128 {

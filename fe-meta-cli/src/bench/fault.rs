@@ -96,6 +96,7 @@ async fn probe(survivors: Vec<String>, p: Params, deadline: Instant) -> Option<I
     let opts = ClientOptions {
         connect_timeout: Duration::from_millis(100),
         request_timeout: p.client_options().request_timeout,
+        ..ClientOptions::DEFAULT
     };
     while Instant::now() < deadline {
         for e in &survivors {
@@ -303,6 +304,7 @@ pub async fn catchup(
     let quick = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(1),
+        ..ClientOptions::DEFAULT
     };
     while t0.elapsed() < Duration::from_secs(300) {
         if let Ok(c) = Client::connect_with(&fep, quick).await {

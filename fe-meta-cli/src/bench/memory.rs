@@ -169,6 +169,7 @@ pub async fn run(cluster: &mut Cluster, p: &Params) -> Result<Line, Failure> {
     let quick = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(2),
+        ..ClientOptions::DEFAULT
     };
     let (mut serving, mut done) = (None, None);
     while t0.elapsed() < Duration::from_secs(300) {
