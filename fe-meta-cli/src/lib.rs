@@ -91,6 +91,7 @@ impl ClientArgs {
         fe_meta::client::ClientOptions {
             connect_timeout: secs(self.connect_timeout),
             request_timeout: secs(self.timeout),
+            ..fe_meta::client::ClientOptions::DEFAULT
         }
     }
 }

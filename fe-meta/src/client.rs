@@ -1,165 +1,66 @@
 //! An async client for the fe-meta client protocol (`docs/PROTOCOL.md`): one TCP connection to
-//! any node, pipelined requests.
+//! any node, pipelined requests. It is also how a node forwards a write to the leader and asks
+//! its peers for their status (`server::peer`), with [`ClientOptions::FORWARDING`].
 //!
 //! ```text
-//! caller ─call()─▶ pending[id] = oneshot ─frame─▶ writer task ─TCP─▶ node
-//! caller ◀─oneshot── reader task (matches response id → pending) ◀─TCP─┘
+//! caller ─call()─▶ waiters[id] = oneshot ─frame─▶ writer task ─TCP─▶ node
+//! caller ◀─oneshot── reader task (matches response id → waiter) ◀─TCP─┘
 //! ```
 //!
 //! [`Client`] methods take `&self`: share one client (`Arc<Client>`) between tasks and their
 //! requests are pipelined on the one connection, answered in any order. One method per request
 //! kind ([`Client::add_backend`], [`Client::show_backends`], …) plus the generic
-//! [`Client::call`]. Failures are typed ([`ClientError`]): the server's error replies map one
-//! variant per status code, with their fields.
+//! [`Client::call`], and [`Client::exchange`], which hands back the node's error reply as it
+//! came. Failures are typed ([`ClientError`]): the server's error replies map one variant per
+//! status code, with their fields.
 //!
 //! INV-1: every call ends — with its answer, its server error, [`ClientError::Timeout`] after
-//! the request timeout, or [`ClientError::Closed`] as soon as the connection is lost.
+//! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded.
+//! [`ClientError::Connect`] comes only from dialling: no request was sent.
 //! INV-2: a call that ends early (timeout, or its future dropped) removes its waiter; a late
 //! answer for it is dropped. Nothing grows without bound across calls.
 //! INV-3: request ids are unique per connection (a counter from 1, so never 0 — the server's id
-//! for "frame unreadable", which fails every call in flight and closes the connection — and
-//! never with the top bit set, which the protocol reserves for forwarded writes).
-//! INV-4 (deadline): every request carries the client's request timeout as its budget; the
-//! server refuses to propose a write whose budget ran out (DEADLINE_EXCEEDED).
+//! for "frame unreadable", which fails every call in flight and closes the connection); the
+//! top bit ([`FORWARDED_BIT`]) is set on every id if [`ClientOptions::forwarded_ids`], and on
+//! none otherwise.
+//! INV-4 (deadline): every request of [`Client::call`] carries the client's request timeout as
+//! its budget; the server refuses to propose a write whose budget ran out (DEADLINE_EXCEEDED).
 //! INV-5 (session): every write carries the [`ClientSession`]'s id, a fresh sequence number,
 //! and the session's floor — the lowest sequence number among its writes still waiting (on any
 //! connection sharing the session). A write that ended (answered, timed out, dropped) leaves
 //! the in-flight set at once, so a later write's floor fences it: if its bytes reach a leader
 //! after that later write applied, it is refused (STALE_REQUEST), never applied.
+//! INV-6 (no late delivery, [`OnTimeout::DiscardConnection`]): a call that times out after its
+//! bytes may have been queued discards the connection at once: every call on it fails, later
+//! ones too, and both socket tasks stop, so the socket (SO_LINGER 0) is reset and the kernel
+//! drops what it had not delivered. Bytes the node already received are fenced there by the
+//! request's deadline and session.
 
 mod api;
+mod connection;
 mod error;
+mod options;
 mod session;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 pub use api::{Read, Written};
 pub use error::ClientError;
+pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;
 
 use crate::protocol::{
-    decode_response, encode_frame, encode_request, FrameDecoder, Request, RequestBody, RequestMeta,
-    Response, ResponseBody,
+    encode_frame, encode_request, ErrorReply, Request, RequestBody, RequestMeta, Response,
+    ResponseBody, FORWARDED_BIT,
 };
-
-/// Connection and request timeouts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientOptions {
-    /// How long to wait for the TCP connection.
-    pub connect_timeout: Duration,
-    /// How long to wait for each answer (writes wait for a quorum and for the answering node to
-    /// apply them; the server has its own bounded waits, so this is a backstop).
-    pub request_timeout: Duration,
-}
-
-impl Default for ClientOptions {
-    fn default() -> ClientOptions {
-        ClientOptions {
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Frames queued to the writer task before `call` waits (back-pressure).
-const WRITE_QUEUE: usize = 1024;
-/// Bytes the writer gathers from queued frames into one write.
-const WRITE_BATCH: usize = 256 * 1024;
-
-type Waiter = oneshot::Sender<Result<Response, ClientError>>;
-
-/// Calls in flight and the connection's fate, shared by callers and the reader/writer tasks.
-#[derive(Default)]
-struct Pending {
-    waiters: HashMap<u64, Waiter>,
-    /// Set once the connection is lost; every later call fails with it.
-    closed: Option<ClientError>,
-}
-
-struct Shared {
-    addr: String,
-    pending: Mutex<Pending>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        // A poisoned lock only means a holder panicked between two plain map operations.
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Marks the connection lost and fails every call in flight with `err` (first reason wins).
-    fn close(&self, err: ClientError) {
-        let mut p = self.lock();
-        let err = p.closed.get_or_insert(err).clone();
-        for (_, w) in p.waiters.drain() {
-            let _ = w.send(Err(err.clone()));
-        }
-    }
-
-    fn closed(&self, reason: impl Into<String>) -> ClientError {
-        ClientError::Closed {
-            addr: self.addr.clone(),
-            reason: reason.into(),
-        }
-    }
-
-    /// Hands one response payload to its waiter. Returns `false` when the connection cannot
-    /// go on (the server answered for request id 0).
-    fn deliver(&self, payload: &[u8]) -> bool {
-        match decode_response(payload) {
-            Ok(resp) if resp.id == 0 => {
-                let reason = match resp.result {
-                    Err(reply) => format!("the server rejected a frame: {}", reply.message),
-                    Ok(_) => "the server answered request id 0".to_owned(),
-                };
-                self.close(self.closed(reason));
-                false
-            }
-            Ok(resp) => {
-                if let Some(w) = self.lock().waiters.remove(&resp.id) {
-                    let _ = w.send(Ok(resp));
-                } else {
-                    tracing::debug!(id = resp.id, "answer for a call that already ended");
-                }
-                true
-            }
-            Err(e) => match e.request_id() {
-                Some(id) => {
-                    if let Some(w) = self.lock().waiters.remove(&id) {
-                        let _ = w.send(Err(ClientError::Protocol(e.to_string())));
-                    }
-                    true
-                }
-                None => {
-                    self.close(self.closed(format!("undecodable answer: {e}")));
-                    false
-                }
-            },
-        }
-    }
-}
-
-/// Removes a call's waiter when the call ends, however it ends (INV-2).
-struct WaiterGuard<'a> {
-    shared: &'a Shared,
-    id: u64,
-}
-
-impl Drop for WaiterGuard<'_> {
-    fn drop(&mut self) {
-        self.shared.lock().waiters.remove(&self.id);
-    }
-}
+use connection::{dial, read_loop, write_loop, Shared, WRITE_QUEUE};
 
 /// A connection to one fe-meta node. Dropping it closes the connection.
 pub struct Client {
@@ -168,6 +69,7 @@ pub struct Client {
     next_id: AtomicU64,
     options: ClientOptions,
     session: Arc<ClientSession>,
+    /// The reader and writer tasks, which own the socket's halves (aborted: it closes).
     tasks: [JoinHandle<()>; 2],
 }
 
@@ -206,27 +108,10 @@ impl Client {
         options: ClientOptions,
         session: Arc<ClientSession>,
     ) -> Result<Client, ClientError> {
-        let err = |reason: String| ClientError::Connect {
-            addr: addr.to_owned(),
-            reason,
-        };
-        let stream =
-            match tokio::time::timeout(options.connect_timeout, TcpStream::connect(addr)).await {
-                Err(_) => {
-                    return Err(err(format!(
-                        "timed out after {:?}",
-                        options.connect_timeout
-                    )))
-                }
-                Ok(Err(e)) => return Err(err(e.to_string())),
-                Ok(Ok(s)) => s,
-            };
-        stream.set_nodelay(true).map_err(|e| err(e.to_string()))?;
+        let discard = options.on_timeout == OnTimeout::DiscardConnection;
+        let stream = dial(addr, options.connect_timeout, discard).await?;
         let (rd, wr) = stream.into_split();
-        let shared = Arc::new(Shared {
-            addr: addr.to_owned(),
-            pending: Mutex::new(Pending::default()),
-        });
+        let shared = Arc::new(Shared::new(addr));
         let (frames, queue) = mpsc::channel(WRITE_QUEUE);
         let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
         let writer = tokio::spawn(write_loop(wr, queue, Arc::clone(&shared)));
@@ -255,9 +140,9 @@ impl Client {
         &self.session
     }
 
-    /// Whether the connection is known to be lost (every call would fail).
+    /// Whether the connection is known to be lost or discarded (every call would fail).
     pub fn is_closed(&self) -> bool {
-        self.shared.lock().closed.is_some()
+        self.shared.is_closed()
     }
 
     /// Sends one request and waits for its answer: the success body (checked to be the one
@@ -287,91 +172,82 @@ impl Client {
         body: RequestBody,
         meta: RequestMeta,
     ) -> Result<ResponseBody, ClientError> {
+        self.exchange(body, meta, self.options.request_timeout)
+            .await?
+            .map_err(ClientError::from)
+    }
+
+    /// Sends one request with `meta` as it is and waits at most `limit` for the answer: the
+    /// success body (checked to be the one this kind answers with) or the node's error reply
+    /// unchanged (a node forwarding a write passes the leader's answer on as it came). `Err`
+    /// is a failure of the exchange only — the connection closed, no answer in time (INV-1,
+    /// INV-6), a malformed answer — and never [`ClientError::Connect`]: the request may have
+    /// been sent.
+    pub async fn exchange(
+        &self,
+        body: RequestBody,
+        meta: RequestMeta,
+        limit: Duration,
+    ) -> Result<Result<ResponseBody, ErrorReply>, ClientError> {
         let kind = body.kind();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut p = self.shared.lock();
-            if let Some(e) = &p.closed {
-                return Err(e.clone());
-            }
-            p.waiters.insert(id, tx);
-        }
-        let _guard = WaiterGuard {
-            shared: &self.shared,
-            id,
-        };
+        let id = self.next_request_id();
+        let (_guard, answer) = self.shared.register(id)?;
         let mut frame = Vec::new();
         encode_frame(&encode_request(&Request { id, meta, body }), &mut frame);
-        let after = self.options.request_timeout;
-        let exchange = async {
-            if self.frames.send(frame).await.is_err() {
-                return Err(self.shared.closed("the writer stopped"));
+        let resp = match tokio::time::timeout(limit, self.send_and_wait(frame, answer)).await {
+            Ok(resp) => resp?,
+            Err(_) => {
+                self.on_timeout(limit);
+                return Err(ClientError::Timeout { kind, after: limit });
             }
-            match rx.await {
-                Ok(r) => r,
-                Err(_) => Err(self.shared.closed("the reader stopped")),
-            }
-        };
-        let resp = match tokio::time::timeout(after, exchange).await {
-            Err(_) => return Err(ClientError::Timeout { kind, after }),
-            Ok(r) => r?,
         };
         match resp.result {
-            Err(reply) => Err(ClientError::from(reply)),
-            Ok(body) if resp.kind == kind && body.answers(kind) => Ok(body),
+            Err(reply) => Ok(Err(reply)),
+            Ok(body) if resp.kind == kind && body.answers(kind) => Ok(Ok(body)),
             Ok(_) => Err(ClientError::Protocol(format!(
                 "request {id} ({kind}) was answered as {}",
                 resp.kind
             ))),
         }
     }
-}
 
-async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
-    let decoder = FrameDecoder::default();
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    let err = loop {
-        match decoder.decode(&mut buf) {
-            Ok(Some(payload)) => {
-                if !shared.deliver(&payload) {
-                    return;
-                }
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => break shared.closed(format!("bad frame from the server: {e}")),
-        }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) => break shared.closed("the server closed the connection"),
-            Ok(_) => {}
-            Err(e) => break shared.closed(e.to_string()),
-        }
-    };
-    shared.close(err);
-}
-
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
-    mut queue: mpsc::Receiver<Vec<u8>>,
-    shared: Arc<Shared>,
-) {
-    let mut batch = Vec::with_capacity(WRITE_BATCH);
-    while let Some(frame) = queue.recv().await {
-        batch.clear();
-        batch.extend_from_slice(&frame);
-        while batch.len() < WRITE_BATCH {
-            match queue.try_recv() {
-                Ok(more) => batch.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = wr.write_all(&batch).await {
-            shared.close(shared.closed(format!("write failed: {e}")));
-            return;
+    /// The next request id (INV-3).
+    fn next_request_id(&self) -> u64 {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed) & !FORWARDED_BIT;
+        if self.options.forwarded_ids {
+            n | FORWARDED_BIT
+        } else {
+            n
         }
     }
-    let _ = wr.shutdown().await;
+
+    async fn send_and_wait(
+        &self,
+        frame: Vec<u8>,
+        answer: oneshot::Receiver<Result<Response, ClientError>>,
+    ) -> Result<Response, ClientError> {
+        if self.frames.send(frame).await.is_err() {
+            return Err(self.shared.closed("the writer stopped"));
+        }
+        match answer.await {
+            Ok(r) => r,
+            Err(_) => Err(self.shared.closed("the reader stopped")),
+        }
+    }
+
+    /// What a call that got no answer within `limit` does to the connection (INV-6).
+    fn on_timeout(&self, limit: Duration) {
+        if self.options.on_timeout == OnTimeout::KeepConnection {
+            return;
+        }
+        self.shared.close(self.shared.closed(format!(
+            "discarded after a call got no answer within {limit:?} (what it had not \
+             delivered is dropped, not delivered later)"
+        )));
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
 }
 
 /// Sends a ZooKeeper four-letter word (`ruok`, `srvr`, `stat`, `mntr`) to `addr` and returns

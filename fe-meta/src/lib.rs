@@ -9,7 +9,7 @@
 //! | [`command`] | the write vocabulary ([`Command`]) and the leader's [`Planner`] | client, leader |
 //! | [`protocol`] | the client protocol's codec (`docs/PROTOCOL.md`), sans-I/O | client, server |
 //! | [`server`] | the running node: ZAB node, client port, forwarding, staleness, data dir | server |
-//! | [`client`] | the async client library | applications, the CLI |
+//! | [`client`] | the async client library (also how a node forwards to another) | applications, the CLI, server |
 //! | [`wire`] | the byte-level codec primitives shared by journal, image and protocol | all |
 //!
 //! The `fe-meta` command (server process, client commands, local cluster, benchmark) is the

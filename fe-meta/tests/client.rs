@@ -152,6 +152,7 @@ async fn an_unanswered_call_times_out_and_a_late_answer_is_dropped() {
     let options = ClientOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_millis(200),
+        ..ClientOptions::DEFAULT
     };
     let client = Client::connect_with(&addr, options).await.unwrap();
     let e = client.get_var("a", false).await.unwrap_err();

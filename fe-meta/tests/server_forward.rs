@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 
 use fe_meta::protocol::{
     encode_frame, encode_request, ErrorKind, ReadOptions, Request, RequestBody, RequestMeta,
-    ResponseBody, StatusInfo,
+    ResponseBody, StatusInfo, FORWARDED_BIT,
 };
-use fe_meta::server::FORWARDED_BIT;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const PLAIN: ReadOptions = ReadOptions { sync: false };

@@ -39,6 +39,7 @@ use tests::proc::ProcCluster;
 pub const PROBE: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(2),
+    ..ClientOptions::DEFAULT
 };
 
 /// Milliseconds of `d`, for RECOVERY lines.

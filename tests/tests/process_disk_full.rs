@@ -50,6 +50,7 @@ const FATAL_LINE: &str = "the node stopped on a fatal error and the process exit
 const READ: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(5),
+    ..ClientOptions::DEFAULT
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

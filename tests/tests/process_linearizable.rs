@@ -33,6 +33,7 @@ const CLIENTS: usize = 6;
 const OPTS: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(3),
+    ..ClientOptions::DEFAULT
 };
 
 #[derive(Debug, Default)]

@@ -137,6 +137,7 @@ pub(super) async fn wait_caught_up(
     let quick = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(2),
+        ..ClientOptions::DEFAULT
     };
     while started.elapsed() < LONG_PHASE {
         if let Ok(c) = Client::connect_with(endpoint, quick).await {

@@ -88,6 +88,7 @@ async fn probe(survivors: Vec<String>, p: Params, deadline: Instant) -> Option<I
     let opts = ClientOptions {
         connect_timeout: Duration::from_millis(100),
         request_timeout: p.client_options().request_timeout,
+        ..ClientOptions::DEFAULT
     };
     while Instant::now() < deadline {
         for e in &survivors {

@@ -117,6 +117,7 @@ impl Params {
         ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: self.request_timeout,
+            ..ClientOptions::DEFAULT
         }
     }
 }

@@ -169,6 +169,7 @@ pub(crate) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInf
     let options = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(1),
+        ..ClientOptions::DEFAULT
     };
     let mut out = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {

@@ -40,6 +40,9 @@ use crate::wire::WireError;
 pub const PROTOCOL_VERSION: u8 = 1;
 /// The request version that carries a deadline and a client session ([`RequestMeta`]).
 pub const PROTOCOL_VERSION_META: u8 = 2;
+/// The request-id bit reserved for requests one node forwards to another (`docs/PROTOCOL.md`
+/// §2.1): a node never forwards a request whose id carries it.
+pub const FORWARDED_BIT: u64 = 1 << 63;
 
 /// A request kind (u16 on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -25,13 +25,12 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
 
-use super::peer::FORWARDED_BIT;
 use super::session::RequestContext;
 use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
     classify_start, decode_request, encode_frame, encode_response_bounded, render_four_letter_word,
-    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, RequestKind, Response,
+    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, RequestKind, Response, FORWARDED_BIT,
 };
 
 /// Requests in flight per connection.

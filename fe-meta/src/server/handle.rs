@@ -163,7 +163,7 @@ impl Shared {
                         self.cfg.peer_timeout,
                     )
                     .await;
-                match r.map(|resp| resp.result) {
+                match r {
                     Ok(Ok(ResponseBody::Status(s))) => (*sid, Some(s)),
                     _ => (*sid, None),
                 }

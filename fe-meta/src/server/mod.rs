@@ -56,7 +56,6 @@ use zab_net::{NetError, Node, NodeOptions, NodeStatus};
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
 pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
-pub use peer::FORWARDED_BIT;
 
 use crate::error::MetaError;
 use crate::server::meta_dir::{MetaDir, MetaDirError, StartCheck};

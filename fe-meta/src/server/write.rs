@@ -273,7 +273,7 @@ impl Shared {
             return Err(Retry::Final(self.not_leader(leader, why)));
         };
         let started = Instant::now();
-        let resp = self
+        let answer = self
             .peers
             .call(
                 &addr,
@@ -290,7 +290,7 @@ impl Shared {
                     CallError::Unanswered(_) => Retry::Final(err(ErrorKind::Timeout, why)),
                 }
             })?;
-        let written = resp.result.map_err(Retry::Final)?;
+        let written = answer.map_err(Retry::Final)?;
         let ResponseBody::Written { journal_id, .. } = &written else {
             let why = "the leader answered a write with a non-write body";
             return Err(Retry::Final(err(ErrorKind::Internal, why)));

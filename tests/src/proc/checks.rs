@@ -110,6 +110,7 @@ async fn read_back(cluster: &ProcCluster, sid: u64) -> Result<(), Vec<String>> {
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(30),
+        ..ClientOptions::DEFAULT
     };
     let client = cluster
         .client(sid, Some(opts))

@@ -24,6 +24,7 @@ use super::{binary, checks, ports, Ledger, ProcError};
 pub const PROBE: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(2),
+    ..ClientOptions::DEFAULT
 };
 
 /// A running (or partly running) cluster of `fe-meta server` processes.

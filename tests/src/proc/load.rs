@@ -22,6 +22,7 @@ use super::{Ledger, ProcCluster};
 pub const LOAD_CLIENT: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(500),
     request_timeout: Duration::from_secs(5),
+    ..ClientOptions::DEFAULT
 };
 
 /// Every this many writes of a writer, one creates a database instead of setting a variable.
@@ -234,6 +235,7 @@ pub async fn fill(
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(30),
+        ..ClientOptions::DEFAULT
     };
     let client = Arc::new(Client::connect_with(&cluster.client_addr(sid), opts).await?);
     let deadline = Instant::now() + within;

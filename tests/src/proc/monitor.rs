@@ -23,6 +23,7 @@ const POLL: Duration = Duration::from_millis(100);
 const POLL_CLIENT: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_millis(300),
     request_timeout: Duration::from_millis(500),
+    ..ClientOptions::DEFAULT
 };
 
 /// What the poller saw.

@@ -77,6 +77,7 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
     let stalled_opts = ClientOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(20),
+        ..ClientOptions::DEFAULT
     };
     let stalled_client = c.client(old, Some(stalled_opts)).await.unwrap();
 

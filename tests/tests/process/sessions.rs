@@ -17,6 +17,7 @@ use tests::proc::{ClusterSpec, NetLab, NodeNet, ProcCluster};
 const WRITER: ClientOptions = ClientOptions {
     connect_timeout: Duration::from_secs(1),
     request_timeout: Duration::from_millis(1500),
+    ..ClientOptions::DEFAULT
 };
 
 const KEY: &str = "register";

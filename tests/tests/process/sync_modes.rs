@@ -82,6 +82,7 @@ async fn diverged_old_leader_is_truncated() {
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(10),
+        ..ClientOptions::DEFAULT
     };
     let doomed_client = c.client(old, Some(opts)).await.unwrap();
 
@@ -218,6 +219,7 @@ async fn overwrite(c: &ProcCluster, sid: u64, keys: usize, count: usize, within:
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(30),
+        ..ClientOptions::DEFAULT
     };
     let client = std::sync::Arc::new(c.client(sid, Some(opts)).await.unwrap());
     let deadline = Instant::now() + within;
