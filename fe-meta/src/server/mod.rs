@@ -220,18 +220,7 @@ impl Server {
                 may_bootstrap: false,
             };
             let identity = MetaDir::new(cfg.node.data_dir.clone()).open(&check)?;
-            let listener = TcpListener::bind(&cfg.client_listen)
-                .await
-                .map_err(|source| ServerError::Listen {
-                    addr: cfg.client_listen.clone(),
-                    source,
-                })?;
-            let client_addr = listener
-                .local_addr()
-                .map_err(|source| ServerError::Listen {
-                    addr: cfg.client_listen.clone(),
-                    source,
-                })?;
+            let (listener, client_addr) = bind_client_port(&cfg.client_listen).await?;
             let catalog = Arc::new(SharedCatalog::default());
             let progress = Arc::new(Progress::new(cfg.tolerance_ms));
             let machine = machine::state_machine(catalog.clone(), progress.clone());
@@ -257,22 +246,7 @@ impl Server {
                 frontends: handle::FrontendCache::default(),
             });
             let stop = CancellationToken::new();
-            let here = tracing::Span::current();
-            let tasks = vec![
-                tokio::spawn(
-                    hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone()),
-                ),
-                tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
-                tokio::spawn(
-                    write::mark_synced_when_serving(shared.clone()).instrument(here.clone()),
-                ),
-                tokio::spawn(
-                    fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone()),
-                ),
-                tokio::spawn(
-                    conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here),
-                ),
-            ];
+            let tasks = spawn_tasks(&shared, listener, &stop);
             Ok(Server {
                 shared,
                 client_addr,
@@ -321,4 +295,33 @@ impl Server {
         }
         info!(sid = self.shared.cfg.sid, "fe-meta server stopped");
     }
+}
+
+/// Binds the client port: the listener and the address it got.
+async fn bind_client_port(addr: &str) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let listen_error = |source| ServerError::Listen {
+        addr: addr.to_owned(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).await.map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, bound))
+}
+
+/// The server's tasks, each in the caller's span: the initial-sync hint, the leader's
+/// TIMESTAMPs, the staleness guard's synced mark, the fatal-stop watcher, and the listener.
+fn spawn_tasks(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    stop: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let here = tracing::Span::current();
+    let node = &shared.node;
+    vec![
+        tokio::spawn(hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
+        tokio::spawn(write::mark_synced_when_serving(shared.clone()).instrument(here.clone())),
+        tokio::spawn(fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here)),
+    ]
 }
