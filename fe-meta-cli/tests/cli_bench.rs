@@ -36,34 +36,38 @@ fn num(row: &Value, key: &str) -> f64 {
 #[test]
 fn bench_runs_reads_writes_a_failover_and_a_catch_up_on_its_own_cluster() {
     let tmp = tempfile::tempdir().unwrap();
+    let doc = run_bench(tmp.path());
+    let rows = doc["results"].as_array().unwrap();
+    let find = |w: &str, pred: &dyn Fn(&Value) -> bool| -> Value {
+        rows.iter()
+            .find(|r| r["workload"] == w && pred(r))
+            .unwrap_or_else(|| panic!("no {w} row in {doc:#}"))
+            .clone()
+    };
+    check_steady(&find("W0", &|_| true), &find("W2", &|_| true));
+    check_failover(
+        &find("W4", &|r| r.get("trial").is_some()),
+        &find("W4", &|r| r.get("summary").is_some()),
+    );
+    for label in ["ens-set", "ens-create"] {
+        check_catchup(&find("W5", &|r| r["label"] == label));
+    }
+    // The launched cluster's folder is removed with it.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "bench left {left:?} behind");
+}
+
+/// Runs a short W0, W2, W4, W5 bench on its own cluster under `dir` (150 s at most); its
+/// JSON document.
+fn run_bench(dir: &std::path::Path) -> Value {
     let base = free_base_port();
     let mut child = Command::new(BIN)
-        .args([
-            "bench",
-            "--workload",
-            "W0,W2,W4,W5",
-            "--warm",
-            "0.2",
-            "--run",
-            "0.6",
-        ])
-        .args([
-            "--trials",
-            "1",
-            "--w5-txns",
-            "300",
-            "--w2-outstanding",
-            "50",
-        ])
-        .args([
-            "--quiet-max-wait",
-            "0",
-            "--json",
-            "--base-port",
-            &base.to_string(),
-        ])
+        .args(["bench", "--workload", "W0,W2,W4,W5", "--warm", "0.2"])
+        .args(["--run", "0.6", "--trials", "1", "--w5-txns", "300"])
+        .args(["--w2-outstanding", "50", "--quiet-max-wait", "0", "--json"])
+        .args(["--base-port", &base.to_string()])
         .arg("--dir")
-        .arg(tmp.path())
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -80,51 +84,39 @@ fn bench_runs_reads_writes_a_failover_and_a_catch_up_on_its_own_cluster() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed: {stderr}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = doc["results"].as_array().unwrap();
-    let find = |w: &str, pred: &dyn Fn(&Value) -> bool| -> Value {
-        rows.iter()
-            .find(|r| r["workload"] == w && pred(r))
-            .unwrap_or_else(|| panic!("no {w} row in {doc:#}"))
-            .clone()
-    };
+    serde_json::from_slice(&out.stdout).unwrap()
+}
 
-    let w0 = find("W0", &|_| true);
+fn check_steady(w0: &Value, w2: &Value) {
     assert_eq!(w0["label"], "ens-leader");
-    assert!(num(&w0, "ops") > 0.0 && num(&w0, "p50_us") > 0.0, "{w0}");
+    assert!(num(w0, "ops") > 0.0 && num(w0, "p50_us") > 0.0, "{w0}");
     assert_eq!(w0["pre_busy_cores"], "NA", "the gate was off");
-
-    let w2 = find("W2", &|_| true);
-    assert_eq!(num(&w2, "errors"), 0.0, "{w2}");
+    assert_eq!(num(w2, "errors"), 0.0, "{w2}");
     assert!(
-        num(&w2, "ops") > 0.0 && num(&w2, "outstanding") == 50.0,
+        num(w2, "ops") > 0.0 && num(w2, "outstanding") == 50.0,
         "{w2}"
     );
+}
 
-    let trial = find("W4", &|r| r.get("trial").is_some());
+fn check_failover(trial: &Value, summary: &Value) {
     assert_ne!(trial["killed"], trial["new_leader"], "{trial}");
-    assert!(num(&trial, "new_leader_reported_ms") > 0.0, "{trial}");
-    assert!(num(&trial, "fresh_client_first_write_ms") > 0.0, "{trial}");
-    assert!(num(&trial, "unavail_ms") > 0.0, "{trial}");
+    assert!(num(trial, "new_leader_reported_ms") > 0.0, "{trial}");
+    assert!(num(trial, "fresh_client_first_write_ms") > 0.0, "{trial}");
+    assert!(num(trial, "unavail_ms") > 0.0, "{trial}");
     assert!(
-        num(&trial, "ops_after") > num(&trial, "ops_before"),
+        num(trial, "ops_after") > num(trial, "ops_before"),
         "{trial}"
     );
-    let summary = find("W4", &|r| r.get("summary").is_some());
-    assert_eq!(num(&summary, "trials"), 1.0);
+    assert_eq!(num(summary, "trials"), 1.0);
+}
 
-    for label in ["ens-set", "ens-create"] {
-        let w5 = find("W5", &|r| r["label"] == label);
-        assert_eq!(num(&w5, "txns"), 300.0, "{w5}");
-        assert_eq!(num(&w5, "write_errors"), 0.0, "{w5}");
-        assert!(num(&w5, "restart_to_caught_up_ms") >= 0.0, "{w5}");
-        assert!(
-            num(&w5, "restart_to_caught_up_ms") >= num(&w5, "restart_to_serving_ms"),
-            "{w5}"
-        );
-        assert!(w5["leader_zxid"].as_str().unwrap().starts_with("0x"));
-    }
-    // The launched cluster's folder is removed with it.
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-    assert!(left.is_empty(), "bench left {left:?} behind");
+fn check_catchup(w5: &Value) {
+    assert_eq!(num(w5, "txns"), 300.0, "{w5}");
+    assert_eq!(num(w5, "write_errors"), 0.0, "{w5}");
+    assert!(num(w5, "restart_to_caught_up_ms") >= 0.0, "{w5}");
+    assert!(
+        num(w5, "restart_to_caught_up_ms") >= num(w5, "restart_to_serving_ms"),
+        "{w5}"
+    );
+    assert!(w5["leader_zxid"].as_str().unwrap().starts_with("0x"));
 }

@@ -183,63 +183,8 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     let c = start(&dir, base);
     let [a, b, _] = [&c.endpoints[0], &c.endpoints[1], &c.endpoints[2]];
     assert_eq!(*a, format!("127.0.0.1:{base}"));
-
-    // A write through one node is seen on another (sync read), in tables and JSON.
-    let w = json(a, &["add-backend", "10.0.0.7:9050"]);
-    assert!(w["journal_id"].as_u64().unwrap() > 0);
-    let shown = json(b, &["show-backends", "--sync"]);
-    let backends = shown["backends"].as_array().unwrap();
-    assert_eq!(backends.len(), 1);
-    assert_eq!(backends[0]["host"], "10.0.0.7");
-    assert_eq!(backends[0]["heartbeat_port"], 9050);
-    assert_eq!(backends[0]["state"], "NORMAL");
-    let table = cli(b, &["show-backends"]);
-    assert!(String::from_utf8_lossy(&table.stdout).contains("10.0.0.7"));
-
-    assert!(cli(a, &["create-db", "sales"]).status.success());
-    let t = cli(
-        b,
-        &[
-            "create-table",
-            "sales",
-            "orders",
-            "-C",
-            "id:BIGINT:key",
-            "-C",
-            "note:VARCHAR(64):null",
-        ],
-    );
-    assert!(t.status.success());
-    let tables = json(a, &["show-tables", "sales", "--sync"]);
-    assert_eq!(tables["tables"][0]["columns"][1]["type"], "VARCHAR(64)");
-    assert!(cli(b, &["set-var", "query_timeout", "300"])
-        .status
-        .success());
-    let v = json(a, &["get-var", "query_timeout", "--sync"]);
-    assert_eq!(v["value"], "300");
-    let fe = json(b, &["show-frontends"]);
-    let rows = fe["frontends"].as_array().unwrap();
-    assert_eq!(rows.len(), 3);
-    assert_eq!(rows.iter().filter(|r| r["is_leader"] == true).count(), 1);
-    let st = json(a, &["status"]);
-    assert!(["leader", "follower"].contains(&st["mode"].as_str().unwrap()));
-
-    // Error kinds have their exit codes.
-    let code = |args: &[&str], server: &str| cli(server, args).status.code();
-    assert_eq!(code(&["add-backend", "10.0.0.7:9050"], b), Some(18));
-    assert_eq!(code(&["drop-db", "nope"], a), Some(17));
-    assert_eq!(code(&["create-db", "9bad name"], a), Some(14));
-    assert_eq!(code(&["add-backend", "no-port"], a), Some(2));
-    let closed = format!("127.0.0.1:{}", base + 9);
-    assert_eq!(
-        code(&["status", "--connect-timeout", "2"], &closed),
-        Some(3)
-    );
-    let err = cli(a, &["drop-db", "nope"]);
-    let msg = String::from_utf8_lossy(&err.stderr);
-    assert_eq!(msg.lines().count(), 1, "one line: {msg}");
-    assert!(msg.contains("NOT_FOUND"), "{msg}");
-
+    writes_through_one_node_are_read_on_another(a, b);
+    error_kinds_have_their_exit_codes(a, b, base);
     stop(c, Signal::SIGTERM, &dir);
 
     // A second run reuses the folder: same ports, same data.
@@ -260,4 +205,56 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     );
     assert!(w.status.success());
     stop(c, Signal::SIGINT, &dir);
+}
+
+/// A write through one node is seen on another (sync read), in tables and JSON.
+fn writes_through_one_node_are_read_on_another(a: &str, b: &str) {
+    let w = json(a, &["add-backend", "10.0.0.7:9050"]);
+    assert!(w["journal_id"].as_u64().unwrap() > 0);
+    let shown = json(b, &["show-backends", "--sync"]);
+    let backends = shown["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 1);
+    assert_eq!(backends[0]["host"], "10.0.0.7");
+    assert_eq!(backends[0]["heartbeat_port"], 9050);
+    assert_eq!(backends[0]["state"], "NORMAL");
+    let table = cli(b, &["show-backends"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("10.0.0.7"));
+
+    assert!(cli(a, &["create-db", "sales"]).status.success());
+    let columns = ["-C", "id:BIGINT:key", "-C", "note:VARCHAR(64):null"];
+    let mut create = vec!["create-table", "sales", "orders"];
+    create.extend(columns);
+    assert!(cli(b, &create).status.success());
+    let tables = json(a, &["show-tables", "sales", "--sync"]);
+    assert_eq!(tables["tables"][0]["columns"][1]["type"], "VARCHAR(64)");
+    assert!(cli(b, &["set-var", "query_timeout", "300"])
+        .status
+        .success());
+    let v = json(a, &["get-var", "query_timeout", "--sync"]);
+    assert_eq!(v["value"], "300");
+    let fe = json(b, &["show-frontends"]);
+    let rows = fe["frontends"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().filter(|r| r["is_leader"] == true).count(), 1);
+    let st = json(a, &["status"]);
+    assert!(["leader", "follower"].contains(&st["mode"].as_str().unwrap()));
+}
+
+/// Server errors exit with 10 + their status, usage errors with 2, connection errors with 3;
+/// the error is one line on stderr.
+fn error_kinds_have_their_exit_codes(a: &str, b: &str, base: u16) {
+    let code = |args: &[&str], server: &str| cli(server, args).status.code();
+    assert_eq!(code(&["add-backend", "10.0.0.7:9050"], b), Some(18));
+    assert_eq!(code(&["drop-db", "nope"], a), Some(17));
+    assert_eq!(code(&["create-db", "9bad name"], a), Some(14));
+    assert_eq!(code(&["add-backend", "no-port"], a), Some(2));
+    let closed = format!("127.0.0.1:{}", base + 9);
+    assert_eq!(
+        code(&["status", "--connect-timeout", "2"], &closed),
+        Some(3)
+    );
+    let err = cli(a, &["drop-db", "nope"]);
+    let msg = String::from_utf8_lossy(&err.stderr);
+    assert_eq!(msg.lines().count(), 1, "one line: {msg}");
+    assert!(msg.contains("NOT_FOUND"), "{msg}");
 }
