@@ -17,10 +17,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use zab_core::{Role, ServerId, Zxid};
 use zab_net::config::parse;
 use zab_net::transport::PeerAddrs;
-use zab_net::{ApplyError, Node, NodeOptions, SnapshotSource, StateMachine};
+use zab_net::{ApplyError, Node, NodeOptions, Role, ServerId, SnapshotSource, StateMachine, Zxid};
 
 /// The state: an immutable map behind a shared pointer; a snapshot is a pointer copy.
 #[derive(Clone, Default)]
@@ -111,16 +110,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let mut nodes = BTreeMap::new();
     for sid in 1..=3 {
         let cfg = parse(&zoo_cfg(dir.path(), sid))?;
-        let opts = NodeOptions {
-            listen: Some(any),
-            peer_addrs: (1..=3)
-                .filter(|p| *p != sid)
-                .map(|p| (ServerId(p), PeerAddrs::UNKNOWN))
-                .collect(),
-            // A brand-new cluster in a fresh temp dir: every node starts initialized.
-            bootstrap: true,
-            ..NodeOptions::default()
-        };
+        let mut opts = NodeOptions::default();
+        opts.listen = Some(any);
+        opts.peer_addrs = (1..=3)
+            .filter(|p| *p != sid)
+            .map(|p| (ServerId(p), PeerAddrs::UNKNOWN))
+            .collect();
+        // A brand-new cluster in a fresh temp dir: every node starts initialized.
+        opts.bootstrap = true;
         let kv = Kv::default();
         let node = Node::start_with(cfg, ServerId(sid), kv.clone(), opts).await?;
         println!("node {sid} listens on {:?}", node.local_addrs());

@@ -44,6 +44,7 @@ pub use server::{ClientAddr, ServerAddr};
 
 /// Why a zoo.cfg did not parse or does not fit its use.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
@@ -131,6 +132,7 @@ pub struct ExtraValue {
 
 /// A parsed zoo.cfg.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// `tickTime`: the length of a tick in milliseconds.
     pub tick_ms: u64,

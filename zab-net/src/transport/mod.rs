@@ -81,6 +81,7 @@ impl PeerAddrs {
 
 /// How a transport runs.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TransportConfig {
     /// This server's sid.
     pub sid: ServerId,
@@ -158,6 +159,7 @@ impl TransportConfig {
 
 /// What the transport delivers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A message from an authenticated peer.
     Message {
@@ -175,6 +177,7 @@ pub enum Event {
 
 /// Why a message was not queued.
 #[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// The sid is not a member (or is this server).
     #[error("sid {0} is not a peer of this server")]
@@ -198,6 +201,7 @@ pub enum SendError {
 
 /// Why a transport could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum NetError {
     /// A listener could not bind.
     #[error("cannot listen on {addr} ({channel} port): {source}")]
@@ -239,6 +243,7 @@ pub enum NetError {
 
 /// Counters, for tests and monitoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransportStats {
     /// Connections that completed the handshake and carried messages, both directions.
     pub established: u64,

@@ -53,13 +53,11 @@ impl Cluster {
     /// not started.
     pub fn new(voters: u64, observers: u64) -> Cluster {
         init_tracing();
-        let opts = NodeOptions {
-            request_timeout: Duration::from_secs(10),
-            exact_snap_count: true,
-            stream_stall_timeout: Duration::from_secs(5),
-            bootstrap: true,
-            ..NodeOptions::default()
-        };
+        let mut opts = NodeOptions::default();
+        opts.request_timeout = Duration::from_secs(10);
+        opts.exact_snap_count = true;
+        opts.stream_stall_timeout = Duration::from_secs(5);
+        opts.bootstrap = true;
         Cluster {
             root: tempfile::tempdir().unwrap(),
             voters,
