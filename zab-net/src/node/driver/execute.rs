@@ -60,7 +60,12 @@ impl Driver {
             } => self.on_sync_chosen(learner, mode, (from, to), txns, source),
             Action::SyncReceived { leader, mode, zxid } => {
                 count_sync(self.board.syncs_received(), mode);
-                info!(leader = leader.0, %zxid, "synced by {mode}");
+                let at = match mode {
+                    SyncMode::Diff => "up to",
+                    SyncMode::TruncDiff => "cutting the log to",
+                    SyncMode::Snap => "at",
+                };
+                info!("leader {} syncs this node by {mode} {at} {zxid}", leader.0);
             }
             Action::RoleChanged {
                 role,
