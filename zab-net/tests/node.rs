@@ -131,8 +131,12 @@ async fn catch_up_after(n: usize, factor: Option<f64>) -> CatchUp {
     w.wait_for(|s| s.role == Role::Following).await.unwrap();
     let joined = t0.elapsed();
     c.wait_applied(lag, last, Duration::from_secs(30)).await;
-    let serving = tokio::time::timeout(Duration::from_secs(30), w.wait_for(|s| s.serving)).await;
-    assert!(serving.is_ok(), "{:?}", c.status(lag));
+    // `is_ok` at once: the watch's `Ref` must not be held on, or the node's next status
+    // publish blocks its driver (and a runtime worker) until it is dropped.
+    let serving = tokio::time::timeout(Duration::from_secs(30), w.wait_for(|s| s.serving))
+        .await
+        .is_ok();
+    assert!(serving, "{:?}", c.status(lag));
     assert_eq!(c.status(lag).restored_snapshot, None);
     let done = t0.elapsed();
     let sync = done.saturating_sub(joined).as_secs_f64().max(1e-6);

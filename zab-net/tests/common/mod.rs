@@ -178,9 +178,12 @@ impl Cluster {
     /// Waits until `sid` applied `zxid`.
     pub async fn wait_applied(&self, sid: ServerId, zxid: Zxid, limit: Duration) {
         let mut w = self.nodes[&sid].watch();
-        let r = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid)).await;
+        // `is_ok` at once: a held watch `Ref` would block the node's status publish.
+        let applied = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid))
+            .await
+            .is_ok();
         assert!(
-            r.is_ok(),
+            applied,
             "{sid} did not apply {zxid} in {limit:?}: {:?}",
             self.status(sid)
         );
