@@ -29,8 +29,9 @@
 //! `cargo run -p zab-net --example kv` (see `examples/kv.rs`).
 //!
 //! Measurements (printed, not asserted): `cargo test -p zab-net --test node -- --nocapture`
-//! prints the failover time (leader stopped, or hung past syncLimit → next committed write)
-//! and the catch-up rate of a restarted follower (`ZAB_CATCHUP_TXNS=50000` for a longer run).
+//! prints the failover time (leader stopped, or hung past syncLimit → next committed write);
+//! `cargo test -p zab-net --test sync_and_snapshots -- --nocapture` the catch-up rate of a
+//! restarted follower (`ZAB_CATCHUP_TXNS=50000` for a longer run).
 
 pub mod config;
 pub mod frame;

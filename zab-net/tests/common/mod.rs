@@ -18,6 +18,20 @@ use zab_net::{Node, NodeOptions, NodeStatus, SubmitError};
 
 pub use kv::Kv;
 
+/// How long a test waits for a stable leader or an apply.
+pub const STABLE: Duration = Duration::from_secs(10);
+
+/// A submit failure that a client retries (an election or a lost quorum, not a refusal).
+pub fn retryable(e: &SubmitError) -> bool {
+    matches!(
+        e,
+        SubmitError::NoLeader
+            | SubmitError::NotLeader { .. }
+            | SubmitError::QuorumLost
+            | SubmitError::Timeout(_)
+    )
+}
+
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
