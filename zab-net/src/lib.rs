@@ -22,7 +22,7 @@
 //! transport events) are `#[non_exhaustive]`: read their fields, build them with their
 //! constructors or `Default` and set the fields, and give matches a `_` arm.
 //!
-//! Test-only handles ([`Node::pause`]) exist only with the `test-support` feature, which the
+//! Test-only handles (`Node::pause`) exist only with the `test-support` feature, which the
 //! tests of this crate and of its embedders enable.
 //!
 //! A runnable example, a 3-node key-value cluster in one process on loopback:

@@ -21,7 +21,7 @@ pub struct PeerAddrs {
 
 impl PeerAddrs {
     /// An address not known yet (port 0): links to it do not dial until
-    /// [`Transport::set_peer_addrs`] names a real one.
+    /// [`Transport::set_peer_addrs`](super::Transport::set_peer_addrs) names a real one.
     pub const UNKNOWN: PeerAddrs = PeerAddrs {
         quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
         election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
@@ -44,7 +44,7 @@ pub struct TransportConfig {
     pub sid: ServerId,
     /// The cluster id every peer must present.
     pub cluster_id: u64,
-    /// Where to listen (port 0 picks one; see [`Transport::local_addrs`]).
+    /// Where to listen (port 0 picks one; see [`Transport::local_addrs`](super::Transport::local_addrs)).
     pub listen: PeerAddrs,
     /// Every other member of the ensemble (observers included) and where it listens.
     pub peers: BTreeMap<ServerId, PeerAddrs>,
