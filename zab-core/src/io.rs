@@ -57,6 +57,7 @@
 use bytes::Bytes;
 
 use crate::message::{Message, RequestError};
+use crate::sync_plan::{DiffSource, SyncMode};
 use crate::types::{Epoch, RequestId, Role, ServerId, Txn, Zxid};
 
 /// Something that happened, fed to the peer by its driver.
@@ -194,6 +195,34 @@ pub enum Action {
         request_id: RequestId,
         /// The read point, or why not.
         outcome: Result<Zxid, RequestError>,
+    },
+    /// The leader chose how to sync `learner` (a report, for logs and counters: nothing to
+    /// carry out). Emitted once per sync, before the sync's first message to the learner.
+    SyncChosen {
+        /// The learner being synced.
+        learner: ServerId,
+        /// DIFF, TRUNC+DIFF or SNAP.
+        mode: SyncMode,
+        /// Where the learner's history continues from: the DIFF's start (the learner's last
+        /// zxid), the TRUNC's point, or the SNAP's zxid.
+        from: Zxid,
+        /// The end of the committed history sent before NEWLEADER.
+        to: Zxid,
+        /// How many txns of the history follow `from` up to `to`.
+        txns: u64,
+        /// Where those txns are read: all from memory, or a range from the on-disk log
+        /// (`SendLogRange`) and the rest from memory.
+        source: DiffSource,
+    },
+    /// The learner received its leader's sync header (a report, for logs and counters: nothing
+    /// to carry out). Emitted once per sync; a TRUNC+DIFF is reported at its TRUNC.
+    SyncReceived {
+        /// The leader syncing this learner.
+        leader: ServerId,
+        /// DIFF, TRUNC+DIFF or SNAP.
+        mode: SyncMode,
+        /// The header's zxid: the DIFF's end, the TRUNC's point, or the SNAP's zxid.
+        zxid: Zxid,
     },
     /// The role, leader or epoch changed.
     RoleChanged {

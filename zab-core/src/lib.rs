@@ -56,4 +56,5 @@ pub use error::StepError;
 pub use io::{Action, Input};
 pub use message::{ElectionState, Message, Notification, RequestError, Vote, PROTOCOL_VERSION};
 pub use peer::Peer;
+pub use sync_plan::{DiffSource, SyncMode};
 pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, Zxid};

@@ -16,6 +16,8 @@
 //! `snapshot_size_factor` is not negative, at most that fraction of the snapshot's bytes
 //! (ZooKeeper's `snapshotSizeFactor`); otherwise SNAP. A DIFF from memory is never weighed.
 
+use std::fmt;
+
 use crate::types::Zxid;
 
 /// What the leader knows about its own log when it plans a sync.
@@ -72,6 +74,39 @@ pub enum SyncPlan {
     },
     /// Send the leader's snapshot, then what follows it.
     Snap,
+}
+
+impl SyncPlan {
+    /// The plan's mode, as reported in `Action::SyncChosen`.
+    pub fn mode(&self) -> SyncMode {
+        match self {
+            SyncPlan::Diff { .. } => SyncMode::Diff,
+            SyncPlan::TruncDiff { .. } => SyncMode::TruncDiff,
+            SyncPlan::Snap => SyncMode::Snap,
+        }
+    }
+}
+
+/// How a learner is brought to the leader's history, as the leader reports it
+/// (`Action::SyncChosen`) and the learner reports what it received (`Action::SyncReceived`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SyncMode {
+    /// A DIFF header, then the txns the learner lacks (possibly none).
+    Diff,
+    /// A TRUNC header (the learner cuts its log), then a DIFF.
+    TruncDiff,
+    /// A SNAP header and the leader's snapshot, then the txns that follow it.
+    Snap,
+}
+
+impl fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SyncMode::Diff => "DIFF",
+            SyncMode::TruncDiff => "TRUNC+DIFF",
+            SyncMode::Snap => "SNAP",
+        })
+    }
 }
 
 impl<'a> LeaderLog<'a> {

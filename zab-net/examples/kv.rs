@@ -17,10 +17,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use zab_core::{Role, ServerId, Zxid};
 use zab_net::config::parse;
 use zab_net::transport::PeerAddrs;
-use zab_net::{ApplyError, Node, NodeOptions, SnapshotSource, StateMachine};
+use zab_net::{ApplyError, Node, NodeOptions, Role, ServerId, SnapshotSource, StateMachine, Zxid};
 
 /// The state: an immutable map behind a shared pointer; a snapshot is a pointer copy.
 #[derive(Clone, Default)]
@@ -96,31 +95,26 @@ async fn wait_leader(nodes: &BTreeMap<ServerId, (Node, Kv)>) -> Result<ServerId,
     Err("no leader within 10 s".into())
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let dir = tempfile::tempdir()?;
+/// The nodes of the example, each with its state machine.
+type Nodes = BTreeMap<ServerId, (Node, Kv)>;
+
+/// Starts three nodes on loopback ports chosen by the OS and tells each where the others are.
+async fn start_cluster(dir: &std::path::Path) -> Result<Nodes, Box<dyn Error>> {
     let any: PeerAddrs = "127.0.0.1:0".parse().map(|a| PeerAddrs {
         quorum: a,
         election: a,
     })?;
     let mut nodes = BTreeMap::new();
     for sid in 1..=3 {
-        let cfg = parse(&zoo_cfg(dir.path(), sid))?;
-        let opts = NodeOptions {
-            listen: Some(any),
-            peer_addrs: (1..=3)
-                .filter(|p| *p != sid)
-                .map(|p| (ServerId(p), PeerAddrs::UNKNOWN))
-                .collect(),
-            // A brand-new cluster in a fresh temp dir: every node starts initialized.
-            bootstrap: true,
-            ..NodeOptions::default()
-        };
+        let cfg = parse(&zoo_cfg(dir, sid))?;
+        let mut opts = NodeOptions::default();
+        opts.listen = Some(any);
+        opts.peer_addrs = (1..=3)
+            .filter(|p| *p != sid)
+            .map(|p| (ServerId(p), PeerAddrs::UNKNOWN))
+            .collect();
+        // A brand-new cluster in a fresh temp dir: every node starts initialized.
+        opts.bootstrap = true;
         let kv = Kv::default();
         let node = Node::start_with(cfg, ServerId(sid), kv.clone(), opts).await?;
         println!("node {sid} listens on {:?}", node.local_addrs());
@@ -134,7 +128,50 @@ async fn main() -> Result<(), Box<dyn Error>> {
             }
         }
     }
+    Ok(nodes)
+}
 
+/// Stops the leader and measures the time to the next committed write through `via`.
+async fn failover(
+    nodes: &mut Nodes,
+    leader: ServerId,
+    via: ServerId,
+) -> Result<(), Box<dyn Error>> {
+    let t0 = Instant::now();
+    if let Some((old, _)) = nodes.remove(&leader) {
+        old.shutdown().await;
+    }
+    let zxid = loop {
+        match nodes[&via]
+            .0
+            .submit(Bytes::from_static(b"after=failover"))
+            .await
+        {
+            Ok(z) => break z,
+            Err(e) if t0.elapsed() < Duration::from_secs(15) => {
+                tracing::debug!(error = %e, "retrying");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let new_leader = wait_leader(nodes).await?;
+    println!(
+        "leader {leader} stopped; new leader {new_leader}; next write committed at {zxid} after {:?}",
+        t0.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let dir = tempfile::tempdir()?;
+    let mut nodes = start_cluster(dir.path()).await?;
     let leader = wait_leader(&nodes).await?;
     let followers: Vec<ServerId> = nodes.keys().copied().filter(|s| *s != leader).collect();
     let (via, reader) = (followers[0], followers[1]);
@@ -154,30 +191,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         "sync on {reader} → {point}; color there = {:?}",
         nodes[&reader].1.get("color")
     );
-
-    let t0 = Instant::now();
-    if let Some((old, _)) = nodes.remove(&leader) {
-        old.shutdown().await;
-    }
-    let zxid = loop {
-        match nodes[&via]
-            .0
-            .submit(Bytes::from_static(b"after=failover"))
-            .await
-        {
-            Ok(z) => break z,
-            Err(e) if t0.elapsed() < Duration::from_secs(15) => {
-                tracing::debug!(error = %e, "retrying");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let new_leader = wait_leader(&nodes).await?;
-    println!(
-        "leader {leader} stopped; new leader {new_leader}; next write committed at {zxid} after {:?}",
-        t0.elapsed()
-    );
+    failover(&mut nodes, leader, via).await?;
     for (node, _) in nodes.values() {
         node.shutdown().await;
     }

@@ -25,6 +25,7 @@ pub const LEN_PREFIX: usize = 4;
 
 /// Why a frame could not be read or written. Every variant closes the connection.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The socket failed.
     #[error("i/o error: {0}")]

@@ -120,6 +120,7 @@ pub enum Refusal {
 
 /// Why a handshake failed. The caller logs it and closes the connection.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// The socket failed or closed.
     #[error("i/o error during handshake: {0}")]

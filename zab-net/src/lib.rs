@@ -12,12 +12,26 @@
 //!   [`Node::sync`], [`Node::watch`]; the driver task that runs `zab_core::Peer` with the
 //!   transport and `zab_store`.
 //!
+//! The vocabulary an embedder needs is re-exported here, so an application depends on this
+//! crate alone: [`Zxid`] (a txn's id: epoch and counter), [`Epoch`], [`ServerId`], [`Role`]
+//! (looking, following, leading, observing) and [`LearnerType`] (participant or observer, from
+//! zoo.cfg). The protocol core itself (`zab_core::Peer`, its messages and actions) is the
+//! driver's business, not the embedder's.
+//!
+//! Public structs and enums that may grow (statuses, options, configurations, errors,
+//! transport events) are `#[non_exhaustive]`: read their fields, build them with their
+//! constructors or `Default` and set the fields, and give matches a `_` arm.
+//!
+//! Test-only handles (`Node::pause`) exist only with the `test-support` feature, which the
+//! tests of this crate and of its embedders enable.
+//!
 //! A runnable example, a 3-node key-value cluster in one process on loopback:
 //! `cargo run -p zab-net --example kv` (see `examples/kv.rs`).
 //!
 //! Measurements (printed, not asserted): `cargo test -p zab-net --test node -- --nocapture`
-//! prints the failover time (leader stopped, or hung past syncLimit → next committed write)
-//! and the catch-up rate of a restarted follower (`ZAB_CATCHUP_TXNS=50000` for a longer run).
+//! prints the failover time (leader stopped, or hung past syncLimit → next committed write);
+//! `cargo test -p zab-net --test sync_and_snapshots -- --nocapture` the catch-up rate of a
+//! restarted follower (`ZAB_CATCHUP_TXNS=50000` for a longer run).
 
 pub mod config;
 pub mod frame;
@@ -30,3 +44,4 @@ pub use node::{
     SubmitError, SyncCounters,
 };
 pub use transport::NetError;
+pub use zab_core::{Epoch, LearnerType, Role, ServerId, Zxid};

@@ -250,6 +250,8 @@ mod tests {
     use super::*;
 
     fn stats() -> ServerStats {
+        let mut syncs_sent = SyncCounters::default();
+        (syncs_sent.diff, syncs_sent.trunc, syncs_sent.snap) = (4, 1, 2);
         ServerStats {
             version: "0.1.0".into(),
             sid: 2,
@@ -272,12 +274,7 @@ mod tests {
                 received: 10,
                 sent: 9,
             }],
-            syncs_sent: SyncCounters {
-                diff: 4,
-                trunc: 1,
-                snap: 2,
-                diff_from_log: 0,
-            },
+            syncs_sent,
             syncs_received: SyncCounters::default(),
             initialized: true,
             fatal: None,

@@ -280,7 +280,9 @@ impl Server {
 
     /// Fault injection for tests: this node's ZAB driver stands still for `duration` (no
     /// ticks, no messages, no requests handled, like a stopped process whose sockets stay
-    /// open), while the client port keeps taking requests.
+    /// open), while the client port keeps taking requests. Only with the `test-support`
+    /// feature.
+    #[cfg(feature = "test-support")]
     pub async fn pause_node(&self, duration: std::time::Duration) {
         self.shared.node.pause(duration).await;
     }

@@ -257,6 +257,7 @@ impl Shared {
             SubmitError::Shutdown | SubmitError::Fatal(_) => {
                 err(ErrorKind::Internal, e.to_string())
             }
+            _ => err(ErrorKind::Internal, e.to_string()),
         }
     }
 

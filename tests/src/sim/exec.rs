@@ -64,7 +64,10 @@ impl Cluster {
             Some(p) => p.take_actions(),
             None => return,
         };
-        self.mix(id.0 ^ (actions.len() as u64) << 32);
+        // Reports (`SyncChosen`, `SyncReceived`) carry nothing to do: left out of the mix so
+        // that a seed replays the same run whether or not the core reports.
+        let work = actions.iter().filter(|a| !is_report(a)).count();
+        self.mix(id.0 ^ (work as u64) << 32);
         for a in actions {
             self.execute(id, a);
         }
@@ -113,6 +116,7 @@ impl Cluster {
             } => {
                 self.sync_outcomes.insert(request_id, outcome);
             }
+            Action::SyncChosen { .. } | Action::SyncReceived { .. } => {}
             Action::RoleChanged { role, .. } => {
                 if role == Role::Leading && !self.nodes[&id].disk.pending.is_empty() {
                     self.leaders_with_pending_tail += 1;
@@ -246,6 +250,14 @@ impl Cluster {
 }
 
 /// Actions that touch only the node's own disk and state machine.
+/// True for the actions that only report (nothing to carry out).
+fn is_report(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::SyncChosen { .. } | Action::SyncReceived { .. }
+    )
+}
+
 fn execute_local(node: &mut SimNode, action: Action) -> Result<(), String> {
     let id = node.id;
     let disk = &mut node.disk;

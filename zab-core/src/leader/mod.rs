@@ -22,6 +22,8 @@ mod broadcast;
 mod discovery;
 mod sync;
 #[cfg(test)]
+mod sync_report_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};

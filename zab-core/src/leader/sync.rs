@@ -1,8 +1,8 @@
 //! Sync on the leader (DESIGN §3.4): per-learner sync data, NEWLEADER, the NEWLEADER quorum
 //! and the commit of the leader's initial history.
 //!
-//! INV-1: in one step the leader queues, to one learner: the sync header (DIFF / TRUNC+DIFF /
-//! SNAP), PROPOSAL+COMMIT for every history txn the learner lacks up to the commit point, a
+//! INV-1: in one step the leader reports the sync it chose (`Action::SyncChosen`) and queues,
+//! to one learner: the sync header (DIFF / TRUNC+DIFF / SNAP), PROPOSAL+COMMIT for every history txn the learner lacks up to the commit point, a
 //! PROPOSAL for every outstanding proposal (followers only), NEWLEADER, and registers the
 //! learner for forwarding (leader INV-3).
 //! INV-2: the leader applies nothing beyond its snapshot before a quorum (itself included, once
@@ -50,6 +50,7 @@ impl Leader {
             plan_sync(&log, peer_last)
         };
         tracing::debug!(%sid, %peer_last, ?plan, "leader: syncing learner");
+        report_sync(core, sid, plan, end);
         let sent_upto = match plan {
             SyncPlan::Diff { after, source } => {
                 core.send(sid, Message::Diff { last_zxid: end });
@@ -240,6 +241,26 @@ impl Leader {
             .collect();
         core.cfg.is_quorum(live.iter())
     }
+}
+
+/// Reports the sync chosen for `learner`, whose history will end at `end` (INV-1).
+fn report_sync(core: &mut Core, learner: ServerId, plan: SyncPlan, end: Zxid) {
+    let (from, source) = match plan {
+        SyncPlan::Diff { after, source } => (after, source),
+        SyncPlan::TruncDiff { to, source } => (to, source),
+        SyncPlan::Snap => (core.last_applied, DiffSource::Memory),
+    };
+    let index = core.log.index();
+    let below = |z: Zxid| index.partition_point(|x| *x <= z);
+    let txns = below(end).saturating_sub(below(from)) as u64;
+    core.push(Action::SyncChosen {
+        learner,
+        mode: plan.mode(),
+        from,
+        to: end.max(from),
+        txns,
+        source,
+    });
 }
 
 fn missing(z: Zxid) -> StepError {

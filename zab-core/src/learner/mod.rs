@@ -25,6 +25,7 @@ use crate::error::StepError;
 use crate::io::Action;
 use crate::message::{Message, RequestError, PROTOCOL_VERSION};
 use crate::peer::core::{ClientOp, Core, Next};
+use crate::sync_plan::SyncMode;
 use crate::types::{Epoch, RequestId, ServerId, Zxid};
 
 /// The learner's phase.
@@ -64,6 +65,8 @@ pub(crate) struct Learner {
     /// Everything up to here is committed history of the leader (applied at UPTODATE).
     pub(crate) sync_point: Zxid,
     pub(crate) snap: SnapState,
+    /// The sync mode received from the leader, once its first sync header arrived.
+    pub(crate) synced_by: Option<SyncMode>,
     /// While reconciling with a SNAP not installed: the last zxid of the stream so far.
     pub(crate) reconcile: Option<Zxid>,
     pub(crate) newleader: Option<Zxid>,
@@ -87,6 +90,7 @@ impl Learner {
             next_info_ms: core.now_ms,
             sync_point: Zxid::ZERO,
             snap: SnapState::Idle,
+            synced_by: None,
             reconcile: None,
             newleader: None,
             newleader_acked: false,

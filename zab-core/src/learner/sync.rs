@@ -18,11 +18,14 @@
 //! INV-5: a SNAP never moves the state machine backwards: one at or below the applied point is
 //! not installed; the learner reconciles its log with the stream that follows instead
 //! (`reconcile`), cutting only what the leader does not have.
+//! INV-7: the learner reports the sync its leader chose (`Action::SyncReceived`) once, at the
+//! sync's first header (DIFF, TRUNC or SNAP).
 
 use crate::error::StepError;
 use crate::io::Action;
 use crate::message::Message;
 use crate::peer::core::{Core, Next};
+use crate::sync_plan::SyncMode;
 use crate::types::{Role, Zxid};
 
 use super::{Learner, Phase, SnapState};
@@ -36,10 +39,17 @@ impl Learner {
     ) -> Result<Next, StepError> {
         match msg {
             Message::Diff { last_zxid } => {
+                self.report_sync(core, SyncMode::Diff, last_zxid);
                 self.sync_point = self.sync_point.max(last_zxid);
             }
-            Message::Trunc { zxid } => return self.on_trunc(core, zxid),
-            Message::Snap { zxid } => return self.on_snap(core, zxid),
+            Message::Trunc { zxid } => {
+                self.report_sync(core, SyncMode::TruncDiff, zxid);
+                return self.on_trunc(core, zxid);
+            }
+            Message::Snap { zxid } => {
+                self.report_sync(core, SyncMode::Snap, zxid);
+                return self.on_snap(core, zxid);
+            }
             Message::SnapChunk { last, .. } if self.snap == SnapState::Skipping => {
                 if last {
                     self.snap = SnapState::Idle;
@@ -85,6 +95,20 @@ impl Learner {
             other => tracing::debug!(?other, "learner: message out of phase in sync dropped"),
         }
         Ok(Next::Stay)
+    }
+
+    /// Reports the sync mode at the sync's first header (INV-7): the DIFF that follows a
+    /// TRUNC is part of the TRUNC+DIFF already reported.
+    fn report_sync(&mut self, core: &mut Core, mode: SyncMode, zxid: Zxid) {
+        if self.synced_by.is_some() {
+            return;
+        }
+        self.synced_by = Some(mode);
+        core.push(Action::SyncReceived {
+            leader: self.leader,
+            mode,
+            zxid,
+        });
     }
 
     /// SNAP header. A snapshot at or below our applied point would move the state machine

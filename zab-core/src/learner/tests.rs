@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::durable::DurableState;
 use crate::io::{Action, Input};
 use crate::message::{ElectionState, Message, Notification, Vote};
+use crate::sync_plan::SyncMode;
 use crate::types::{Epoch, LearnerType, Role, ServerId, Txn, Zxid};
 use crate::{Peer, StepError};
 
@@ -199,9 +200,15 @@ fn applied_to_1_2() -> Peer {
     assert_eq!(p.last_applied_zxid(), z(1, 2));
     from_leader(&mut p, leader_info(2)).unwrap();
     let a = from_leader(&mut p, Message::Snap { zxid: z(1, 1) }).unwrap();
-    assert!(
-        a.is_empty(),
-        "a SNAP below the applied point is not installed: {a:?}"
+    let report = Action::SyncReceived {
+        leader: ServerId(3),
+        mode: SyncMode::Snap,
+        zxid: z(1, 1),
+    };
+    assert_eq!(
+        a,
+        vec![report],
+        "a SNAP below the applied point is not installed"
     );
     let a = from_leader(
         &mut p,
@@ -346,4 +353,34 @@ fn a_learner_in_discovery_resends_its_info_within_info_resend_ms() {
             "info resent after LEADERINFO"
         );
     }
+}
+
+/// INV-7: the sync mode is reported once, at the sync's first header: a TRUNC+DIFF at its
+/// TRUNC (the DIFF that follows is part of it), a DIFF alone at the DIFF.
+#[test]
+fn the_sync_mode_is_reported_once_at_the_first_header() {
+    let mut p = follower(durable(1, 1, &[txn(1, 1), txn(1, 2)]));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    let a = from_leader(&mut p, Message::Trunc { zxid: z(1, 1) }).unwrap();
+    let report = Action::SyncReceived {
+        leader: ServerId(3),
+        mode: SyncMode::TruncDiff,
+        zxid: z(1, 1),
+    };
+    assert_eq!(a, vec![report, Action::TruncateLog { zxid: z(1, 1) }]);
+    let a = from_leader(&mut p, Message::Diff { last_zxid: z(1, 1) }).unwrap();
+    assert!(
+        a.is_empty(),
+        "the DIFF after a TRUNC is not reported: {a:?}"
+    );
+
+    let mut p = follower(durable(1, 1, &[txn(1, 1)]));
+    from_leader(&mut p, leader_info(2)).unwrap();
+    let a = from_leader(&mut p, Message::Diff { last_zxid: z(1, 2) }).unwrap();
+    let report = Action::SyncReceived {
+        leader: ServerId(3),
+        mode: SyncMode::Diff,
+        zxid: z(1, 2),
+    };
+    assert_eq!(a, vec![report]);
 }

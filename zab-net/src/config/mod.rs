@@ -29,6 +29,7 @@
 //! servers share a quorum or election address.
 //! INV-2: every error names the offending key (or the malformed line) and its 1-based line.
 
+mod error;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -37,88 +38,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use thiserror::Error;
 use zab_core::{LearnerType, ServerId};
 
+pub use error::ConfigError;
 pub use server::{ClientAddr, ServerAddr};
-
-/// Why a zoo.cfg did not parse or does not fit its use.
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A line is not `key=value`.
-    #[error("line {line}: expected `key=value`, found `{text}`")]
-    Syntax {
-        /// 1-based line number.
-        line: usize,
-        /// The line's text.
-        text: String,
-    },
-    /// A key neither zoo.cfg nor the application knows.
-    #[error("line {line}: unknown key `{key}`")]
-    UnknownKey {
-        /// The key.
-        key: String,
-        /// 1-based line number.
-        line: usize,
-    },
-    /// A key given twice.
-    #[error("line {line}: key `{key}` already set on line {first_line}")]
-    Duplicate {
-        /// The key.
-        key: String,
-        /// 1-based line number of the repeat.
-        line: usize,
-        /// 1-based line number of the first occurrence.
-        first_line: usize,
-    },
-    /// A value out of range or of the wrong form.
-    #[error("line {line}: bad value `{value}` for `{key}`: {reason}")]
-    BadValue {
-        /// The key.
-        key: String,
-        /// 1-based line number.
-        line: usize,
-        /// The value as written.
-        value: String,
-        /// What was expected.
-        reason: String,
-    },
-    /// A required key is absent.
-    #[error("missing required key `{key}`")]
-    Missing {
-        /// The key.
-        key: &'static str,
-    },
-    /// No `server.N` line names a participant.
-    #[error("no voting server: at least one `server.N=host:quorumPort:electionPort` line must not be an observer")]
-    NoParticipants,
-    /// Two servers share an address.
-    #[error("line {line}: `{key}` uses address {addr} already used by `server.{other}`")]
-    AddressInUse {
-        /// The key of the later server.
-        key: String,
-        /// Its line.
-        line: usize,
-        /// The shared `host:port`.
-        addr: String,
-        /// The sid of the earlier server.
-        other: u64,
-    },
-    /// The sid this node runs as is not one of the `server.N` lines.
-    #[error("server id {sid} has no `server.{sid}` line")]
-    NotAMember {
-        /// The sid.
-        sid: u64,
-    },
-}
 
 /// A key the embedding application declared, as written in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +54,7 @@ pub struct ExtraValue {
 
 /// A parsed zoo.cfg.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// `tickTime`: the length of a tick in milliseconds.
     pub tick_ms: u64,
@@ -302,6 +226,33 @@ struct Builder {
     extra: BTreeMap<String, ExtraValue>,
 }
 
+/// One `key=value` line being parsed.
+struct Entry<'a> {
+    key: &'a str,
+    value: &'a str,
+    line: usize,
+}
+
+impl Entry<'_> {
+    /// The value does not fit the key, for `reason`.
+    fn bad(&self, reason: &str) -> ConfigError {
+        ConfigError::BadValue {
+            key: self.key.to_string(),
+            line: self.line,
+            value: self.value.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn positive<T: FromStr + PartialOrd + Default>(&self) -> Result<T, ConfigError> {
+        positive(self.value).ok_or_else(|| self.bad(POSITIVE))
+    }
+
+    fn path(&self) -> Result<PathBuf, ConfigError> {
+        path(self.value).ok_or_else(|| self.bad(PATH))
+    }
+}
+
 impl Builder {
     fn set(
         &mut self,
@@ -310,70 +261,49 @@ impl Builder {
         line: usize,
         extra: &[&str],
     ) -> Result<(), ConfigError> {
-        let bad = |reason: &str| ConfigError::BadValue {
-            key: key.to_string(),
-            line,
+        let e = Entry { key, value, line };
+        if self.set_cluster(&e)? || self.set_storage(&e)? {
+            return Ok(());
+        }
+        if key.starts_with("server.") {
+            let sid = key
+                .strip_prefix("server.")
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| ConfigError::UnknownKey {
+                    key: key.to_string(),
+                    line,
+                })?;
+            let addr = ServerAddr::parse(value).map_err(|reason| e.bad(&reason))?;
+            return self.add_server(ServerId(sid), addr, key, line);
+        }
+        if !is_extra(key, extra) {
+            return Err(ConfigError::UnknownKey {
+                key: key.to_string(),
+                line,
+            });
+        }
+        let extra = ExtraValue {
             value: value.to_string(),
-            reason: reason.to_string(),
+            line,
         };
-        match key {
-            "tickTime" => self.tick_ms = Some(positive(value).ok_or_else(|| bad(POSITIVE))?),
-            "initLimit" => {
-                self.init_limit_ticks = Some(positive(value).ok_or_else(|| bad(POSITIVE))?)
-            }
-            "syncLimit" => {
-                self.sync_limit_ticks = Some(positive(value).ok_or_else(|| bad(POSITIVE))?)
-            }
-            "dataDir" => self.data_dir = Some(path(value).ok_or_else(|| bad(PATH))?),
-            "dataLogDir" => self.data_log_dir = Some(path(value).ok_or_else(|| bad(PATH))?),
+        self.extra.insert(key.to_string(), extra);
+        Ok(())
+    }
+
+    /// Timing, directories, ports and the cluster id; false when `e` is none of them.
+    fn set_cluster(&mut self, e: &Entry<'_>) -> Result<bool, ConfigError> {
+        let value = e.value;
+        match e.key {
+            "tickTime" => self.tick_ms = Some(e.positive()?),
+            "initLimit" => self.init_limit_ticks = Some(e.positive()?),
+            "syncLimit" => self.sync_limit_ticks = Some(e.positive()?),
+            "dataDir" => self.data_dir = Some(e.path()?),
+            "dataLogDir" => self.data_log_dir = Some(e.path()?),
             "clientPort" => {
-                self.client_port = Some(value.parse().map_err(|_| bad("expected a port 0-65535"))?)
-            }
-            "snapCount" => self.snap_count = Some(positive(value).ok_or_else(|| bad(POSITIVE))?),
-            "snapSizeLimitInKb" => {
-                let kib: i64 = value
+                let port = value
                     .parse()
-                    .map_err(|_| bad("expected a size in KiB (0 or less disables)"))?;
-                if kib > 0 && kib.unsigned_abs().checked_mul(1024).is_none() {
-                    return Err(bad("size too large"));
-                }
-                self.snap_size_limit_kib = Some(kib);
-            }
-            "snapshotSizeFactor" => {
-                let f: f64 = value
-                    .parse()
-                    .ok()
-                    .filter(|f: &f64| f.is_finite())
-                    .ok_or_else(|| bad("expected a number (a negative value disables)"))?;
-                self.snapshot_size_factor = Some(f);
-            }
-            "autopurge.snapRetainCount" => {
-                let n: u32 = value.parse().map_err(|_| bad("expected an integer ≥ 3"))?;
-                if n < 3 {
-                    return Err(bad("expected an integer ≥ 3"));
-                }
-                self.snap_retain_count = Some(n);
-            }
-            "autopurge.purgeInterval" => {
-                self.purge_interval_hours = Some(
-                    value
-                        .parse()
-                        .map_err(|_| bad("expected a number of hours (0 disables purging)"))?,
-                )
-            }
-            "preAllocSize" => {
-                let kib: u64 = positive(value).ok_or_else(|| bad("expected a size in KiB > 0"))?;
-                if kib.checked_mul(1024).is_none() {
-                    return Err(bad("size too large"));
-                }
-                self.pre_alloc_kib = Some(kib);
-            }
-            "forceSync" => {
-                self.force_sync = Some(match value {
-                    "yes" => true,
-                    "no" => false,
-                    _ => return Err(bad("expected `yes` or `no`")),
-                })
+                    .map_err(|_| e.bad("expected a port 0-65535"))?;
+                self.client_port = Some(port);
             }
             "clusterId" => {
                 let parsed = match value
@@ -384,36 +314,68 @@ impl Builder {
                     None => value.parse(),
                 };
                 self.cluster_id =
-                    Some(parsed.map_err(|_| bad("expected a u64, decimal or 0x hex"))?);
+                    Some(parsed.map_err(|_| e.bad("expected a u64, decimal or 0x hex"))?);
             }
-            _ if key.starts_with("server.") => {
-                let sid = key
-                    .strip_prefix("server.")
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .ok_or_else(|| ConfigError::UnknownKey {
-                        key: key.to_string(),
-                        line,
-                    })?;
-                let addr = ServerAddr::parse(value).map_err(|reason| bad(&reason))?;
-                self.add_server(ServerId(sid), addr, key, line)?;
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Snapshots, purging and the txn log's file handling; false when `e` is none of them.
+    fn set_storage(&mut self, e: &Entry<'_>) -> Result<bool, ConfigError> {
+        let value = e.value;
+        match e.key {
+            "snapCount" => self.snap_count = Some(e.positive()?),
+            "snapSizeLimitInKb" => {
+                let kib: i64 = value
+                    .parse()
+                    .map_err(|_| e.bad("expected a size in KiB (0 or less disables)"))?;
+                if kib > 0 && kib.unsigned_abs().checked_mul(1024).is_none() {
+                    return Err(e.bad("size too large"));
+                }
+                self.snap_size_limit_kib = Some(kib);
             }
-            _ if is_extra(key, extra) => {
-                self.extra.insert(
-                    key.to_string(),
-                    ExtraValue {
-                        value: value.to_string(),
-                        line,
-                    },
-                );
+            "snapshotSizeFactor" => {
+                let f: f64 = value
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| f.is_finite())
+                    .ok_or_else(|| e.bad("expected a number (a negative value disables)"))?;
+                self.snapshot_size_factor = Some(f);
             }
-            _ => {
-                return Err(ConfigError::UnknownKey {
-                    key: key.to_string(),
-                    line,
+            "autopurge.snapRetainCount" => {
+                let n: u32 = value
+                    .parse()
+                    .map_err(|_| e.bad("expected an integer ≥ 3"))?;
+                if n < 3 {
+                    return Err(e.bad("expected an integer ≥ 3"));
+                }
+                self.snap_retain_count = Some(n);
+            }
+            "autopurge.purgeInterval" => {
+                let hours = value
+                    .parse()
+                    .map_err(|_| e.bad("expected a number of hours (0 disables purging)"))?;
+                self.purge_interval_hours = Some(hours);
+            }
+            "preAllocSize" => {
+                let kib: u64 =
+                    positive(value).ok_or_else(|| e.bad("expected a size in KiB > 0"))?;
+                if kib.checked_mul(1024).is_none() {
+                    return Err(e.bad("size too large"));
+                }
+                self.pre_alloc_kib = Some(kib);
+            }
+            "forceSync" => {
+                self.force_sync = Some(match value {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(e.bad("expected `yes` or `no`")),
                 })
             }
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn add_server(

@@ -21,6 +21,7 @@ use crate::transport::PeerAddrs;
 /// Why the state machine could not apply a txn or restore a snapshot (fatal for the node).
 #[derive(Debug, Error)]
 #[error("{0}")]
+#[non_exhaustive]
 pub struct ApplyError(pub String);
 
 impl ApplyError {
@@ -54,6 +55,7 @@ pub trait SnapshotSource: Send {
 
 /// How the leader brought learners in sync, and how this node was synced (counters).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SyncCounters {
     /// DIFF headers (including empty DIFFs and the DIFF that follows a TRUNC).
     pub diff: u64,
@@ -67,6 +69,7 @@ pub struct SyncCounters {
 
 /// The node's state as seen from outside; a `tokio::sync::watch` value.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeStatus {
     /// This server.
     pub sid: ServerId,
@@ -113,6 +116,7 @@ pub struct NodeStatus {
 /// node's stop: a separate watch ([`super::Node::watch_role`]) for tasks that must react to
 /// those changes but not wake up for every committed write.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RoleStatus {
     /// Its role.
     pub role: Role,
@@ -163,6 +167,7 @@ impl NodeStatus {
 
 /// Why a `submit` or `sync` did not succeed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// This node knows a leader but could not reach it (retry there, or later).
     #[error("not the leader; the leader is server {leader}")]
@@ -211,6 +216,7 @@ impl From<RequestError> for SubmitError {
 
 /// Knobs beyond zoo.cfg, for tests and tools. `Default` is production behaviour.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct NodeOptions {
     /// Listen here instead of on the node's `server.N` ports (port 0: chosen by the OS; see
     /// [`super::Node::local_addrs`]).

@@ -10,18 +10,19 @@
 //! does not vote until its first sync is durable. A data dir that holds data ignores
 //! bootstrap.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-use zab_core::{Peer, Role};
-use zab_store::{DataDir, EpochKind, LogOptions, LogWriter};
+use zab_core::Peer;
+use zab_store::{DataDir, EpochKind, LogOptions};
 
-use super::api::{NodeOptions, NodeStatus, RoleStatus, StateMachine};
-use super::driver::{node_span, Driver, Inbox};
+use super::api::{NodeOptions, StateMachine};
+use super::board::{StatusBoard, Watches};
+use super::driver::{Driver, DriverIo, Inbox};
+use super::log_link::LogLink;
 use super::out::OutQueues;
 use super::snap::Snapper;
 use super::Request;
@@ -130,26 +131,16 @@ pub(super) struct Parts<'a> {
 }
 
 /// What the handle keeps.
-pub(super) type Launched = (
-    PeerAddrs,
-    mpsc::Sender<Request>,
-    watch::Receiver<NodeStatus>,
-    watch::Receiver<RoleStatus>,
-    CancellationToken,
-);
+pub(super) type Launched = (PeerAddrs, mpsc::Sender<Request>, Watches, CancellationToken);
 
 /// Starts the log thread, the transport and the driver task (INV-1).
 pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let sid = p.tcfg.sid;
-    let (log_tx, log_events) = mpsc::unbounded_channel();
-    let (log, log_reader, log_thread) = LogWriter::spawn(p.dd.log, move |ev| {
-        // The driver may be gone during shutdown; nobody is left to tell then.
-        let _ = log_tx.send(ev);
-    })?;
+    let log = LogLink::spawn(p.dd.log)?;
     let (transport, events) = Transport::start(p.tcfg).await?;
     let local = transport.local_addrs();
     let (out, streams) = OutQueues::new(
-        log_reader.clone(),
+        log.reader().clone(),
         p.opts.snap_chunk_bytes,
         p.opts.stream_stall_timeout,
     );
@@ -162,37 +153,17 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         p.dd.snaps.clone(),
     );
     let (req_tx, requests) = mpsc::channel(1024);
-    let mut status = NodeStatus::new(sid);
-    status.initialized = !p.peer.needs_initial_sync();
-    status.restored_snapshot = Some(p.peer.last_applied_zxid());
-    let (status_tx, status_rx) = watch::channel(status.clone());
-    let (role_tx, role_rx) = watch::channel(status.role_status());
+    let (board, watches) = StatusBoard::new(sid, &p.peer);
     let shutdown = CancellationToken::new();
-    let driver = Driver {
-        peer: p.peer,
-        sm: Some(p.sm),
+    let io = DriverIo {
         transport,
         out,
         log,
-        log_reader,
-        log_thread: Some(log_thread),
-        log_events,
         epochs: p.dd.epochs,
         snapper,
-        writes: BTreeMap::new(),
-        syncs: BTreeMap::new(),
-        answers: Vec::new(),
-        next_request: 0,
-        status_tx,
-        role_tx,
-        status,
-        clock: p.clock,
-        inputs: VecDeque::new(),
-        taken: VecDeque::new(),
-        shutdown: shutdown.clone(),
-        span: node_span(sid, Role::Looking, 0),
-        tick: Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50)),
     };
+    let tick = Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50));
+    let driver = Driver::new(p.peer, p.sm, io, board, p.clock, tick, shutdown.clone());
     let inbox = Inbox {
         events,
         streams,
@@ -200,5 +171,5 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         requests,
     };
     tokio::spawn(driver.run(inbox));
-    Ok((local, req_tx, status_rx, role_rx, shutdown))
+    Ok((local, req_tx, watches, shutdown))
 }

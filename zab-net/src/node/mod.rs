@@ -3,9 +3,11 @@
 //! spawns the driver task that runs the protocol core; the handle submits writes, asks for
 //! linearizable read points and watches the node's status.
 //!
-//! Reading order: [`api`] (what the application implements and sees), `driver` (the task and
-//! the execution of the core's actions), `out` (per-peer FIFOs and flow-controlled streams),
-//! `snap` / `install` (snapshots taken, SNAPs received).
+//! Reading order: [`api`] (what the application implements and sees), `boot` (start-up),
+//! `driver` (the task, and the execution of the core's actions), `pending` (requests paired
+//! with their answers), `board` (the published status), `fatal` (why the driver stops),
+//! `log_link` (the txn log thread), `out` / `out_state` / `stream` (per-peer FIFOs, their
+//! state machine, flow-controlled streams), `snap` (snapshots taken, SNAPs received).
 //!
 //! INV-1: the core is only ever touched by the driver task; the handle talks to it through a
 //! bounded request channel and reads a `watch` of its status.
@@ -31,11 +33,16 @@
 //!   writes); its fsync and the restore run on a blocking thread while the driver waits.
 
 pub mod api;
+mod board;
 mod boot;
 mod driver;
-mod install;
+mod fatal;
+mod log_link;
 mod out;
+mod out_state;
+mod pending;
 mod snap;
+mod stream;
 
 use std::time::Duration;
 
@@ -52,14 +59,25 @@ pub use api::{
 
 use crate::config::NodeConfig;
 use crate::transport::{NetError, PeerAddrs};
-pub use driver::Reply;
+pub use pending::Reply;
 
 /// A request from the handle to the driver.
 pub(crate) enum Request {
-    Write { payload: Bytes, reply: Reply },
-    Sync { reply: Reply },
-    SetPeerAddrs { sid: ServerId, addrs: PeerAddrs },
-    Pause { duration: Duration },
+    Write {
+        payload: Bytes,
+        reply: Reply,
+    },
+    Sync {
+        reply: Reply,
+    },
+    SetPeerAddrs {
+        sid: ServerId,
+        addrs: PeerAddrs,
+    },
+    #[cfg(feature = "test-support")]
+    Pause {
+        duration: Duration,
+    },
 }
 
 /// A running ZAB node (see the module docs). Dropping it stops the node without waiting; call
@@ -121,7 +139,7 @@ impl Node {
             clock,
         })
         .await?;
-        let (local, req_tx, status_rx, role_rx, shutdown) = launched;
+        let (local, req_tx, (status_rx, role_rx), shutdown) = launched;
         Ok(Node {
             sid,
             requests: req_tx,
@@ -198,6 +216,8 @@ impl Node {
 
     /// Fault injection for tests: the driver stands still for `duration` — no ticks, no
     /// messages, no requests handled — like a SIGSTOPped process whose sockets stay open.
+    /// Only with the `test-support` feature.
+    #[cfg(feature = "test-support")]
     pub async fn pause(&self, duration: Duration) {
         let _ = self.requests.send(Request::Pause { duration }).await;
     }

@@ -1,12 +1,9 @@
 //! Per-peer outgoing FIFOs of the driver: plain messages, and *streams* (a DIFF range read from
-//! the on-disk log, a SNAP produced from a state machine view) that may be far larger than a
-//! link's outbox.
-//!
-//! A stream runs as a task: a producer on a blocking thread (reading the log, or serialising
-//! the snapshot into `SnapChunk`s) feeds a small bounded channel; the task forwards it with
-//! the transport's flow-controlled [`PeerSender`], so memory stays bounded (one chunk in the
-//! writer, a few in the channel, the outbox) whatever the stream's size. While a stream to X
-//! runs, every later message to X waits in X's queue and is sent when it ends.
+//! the on-disk log, a SNAP produced from a state machine view; see `stream`) that may be far
+//! larger than a link's outbox. While a stream to X runs, every later message to X waits in X's
+//! queue and is sent when it ends. What each peer's output is doing (idle, streaming, closing,
+//! muted) is an [`OutState`] moved only by `out_state::transition`; this module carries out the
+//! transitions' effects with the transport.
 //!
 //! INV-1: the quorum messages to one peer leave in exactly the order the core emitted them
 //! (io.rs: FIFO per link, including after `SendLogRange` / `SendSnapshot`).
@@ -23,26 +20,19 @@
 //! same peer).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{self, Write};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use tokio::time::{timeout, Instant};
+use tokio::time::Instant;
 use tracing::{debug, warn, Instrument};
 use zab_core::{Message, ServerId, Zxid};
 use zab_store::LogReader;
 
 use super::api::SnapshotSource;
-use crate::transport::{Channel, PeerSender, SendError, Transport};
-
-/// How long a peer stays muted without the transport reporting its loss.
-pub(super) const MUTE_MAX: Duration = Duration::from_secs(3);
-
-/// Batches buffered between a stream's producer and its sender task (a SNAP chunk is a batch
-/// of one; a DIFF batch holds `RANGE_BATCH` records).
-const STREAM_BUFFER: usize = 4;
+use super::out_state::{transition, Delivery, Effect, OutEvent, OutState};
+use super::stream::{forward, produce_range, produce_snapshot, StreamError, STREAM_BUFFER};
+use crate::transport::{Channel, Transport};
 
 /// Most stream messages waiting in a link's outbox: SNAP chunks (up to `chunk_bytes` each)
 /// and log records. With the producer's buffer this bounds a stream's memory to about
@@ -73,29 +63,20 @@ enum Item {
     Stream(Stream),
 }
 
+/// One peer's output: its state, what waits, and the running stream's task.
 #[derive(Default)]
 struct PeerOut {
-    stream: Option<(u64, AbortHandle)>,
+    state: OutState,
     queue: VecDeque<Item>,
-    muted_since: Option<Instant>,
-    /// The core closed the connection; messages wait until the transport reports its end.
-    closing_since: Option<Instant>,
-}
-
-impl PeerOut {
-    fn clear(&mut self) {
-        if let Some((_, h)) = self.stream.take() {
-            h.abort();
-        }
-        self.queue.clear();
-    }
+    /// The running stream's task; `Some` exactly while `state` is `Streaming`.
+    task: Option<AbortHandle>,
 }
 
 /// A stream task's end.
 pub(super) struct StreamDone {
     to: ServerId,
     id: u64,
-    result: Result<(), String>,
+    result: Result<(), StreamError>,
 }
 
 /// The per-peer queues (see the module docs).
@@ -126,7 +107,8 @@ impl OutQueues {
         (q, done_rx)
     }
 
-    /// Sends (or queues behind a stream) one message (INV-1).
+    /// Sends (or queues behind a stream or a closing, or drops while muted) one message
+    /// (INV-1).
     pub(super) fn send(&mut self, t: &Transport, to: ServerId, msg: Message) {
         if Channel::of(&msg) == Channel::Election {
             if let Err(e) = t.send(to, msg) {
@@ -135,29 +117,25 @@ impl OutQueues {
             return;
         }
         let p = self.peers.entry(to).or_default();
-        if p.muted_since.is_some() {
-            return;
-        }
-        if p.stream.is_some() || p.closing_since.is_some() {
-            p.queue.push_back(Item::Msg(msg));
-            return;
-        }
-        if let Err(e) = t.send(to, msg) {
-            self.sever(t, to, &e.to_string());
+        match p.state.delivery() {
+            Delivery::Drop => {}
+            Delivery::Queue => p.queue.push_back(Item::Msg(msg)),
+            Delivery::Now => {
+                if let Err(e) = t.send(to, msg) {
+                    self.sever(t, to, &e.to_string());
+                }
+            }
         }
     }
 
-    /// Starts (or queues) a stream to `to`.
+    /// Starts (or queues, or drops while muted) a stream to `to`.
     pub(super) fn stream(&mut self, t: &Transport, to: ServerId, s: Stream) {
         let p = self.peers.entry(to).or_default();
-        if p.muted_since.is_some() {
-            return;
+        match p.state.delivery() {
+            Delivery::Drop => {}
+            Delivery::Queue => p.queue.push_back(Item::Stream(s)),
+            Delivery::Now => self.start(t, to, s),
         }
-        if p.stream.is_some() || p.closing_since.is_some() {
-            p.queue.push_back(Item::Stream(s));
-            return;
-        }
-        self.start(t, to, s);
     }
 
     /// The transport lost the quorum connection to `peer`: its queue is void; unmute.
@@ -166,102 +144,115 @@ impl OutQueues {
     /// (`Disconnect`, INV-4): the core already forgot it and must not hear of it again, and
     /// what it sent since goes out now, on the next connection.
     pub(super) fn connection_lost(&mut self, t: &Transport, peer: ServerId) -> bool {
-        let Some(p) = self.peers.get_mut(&peer) else {
+        if !self.peers.contains_key(&peer) {
             return false;
-        };
-        if p.closing_since.take().is_some() {
-            self.pump(t, peer);
-            return true;
         }
-        p.clear();
-        p.muted_since = None;
-        false
+        self.apply(t, peer, OutEvent::LinkDown) == Effect::Pump
     }
 
     /// The core closed the connection to `peer` (INV-4).
     pub(super) fn disconnect(&mut self, t: &Transport, peer: ServerId) {
-        let p = self.peers.entry(peer).or_default();
-        p.clear();
-        if p.muted_since.is_none() && t.is_connected(peer, Channel::Quorum) {
-            p.closing_since = Some(Instant::now());
-        }
+        let connected = t.is_connected(peer, Channel::Quorum);
+        let now = Instant::now();
+        self.apply(t, peer, OutEvent::Disconnect { connected, now });
         t.disconnect_channel(peer, Channel::Quorum);
     }
 
     /// Peers muted longer than `MUTE_MAX` (unmuted now; the caller tells the core). Closings
     /// that did not end within `MUTE_MAX` stop holding messages back.
     pub(super) fn expired_mutes(&mut self, t: &Transport) -> Vec<ServerId> {
-        let mut out = Vec::new();
-        let mut closed = Vec::new();
-        for (sid, p) in &mut self.peers {
-            if p.muted_since.is_some_and(|t| t.elapsed() >= MUTE_MAX) {
-                p.muted_since = None;
-                out.push(*sid);
-            }
-            if p.closing_since.is_some_and(|t| t.elapsed() >= MUTE_MAX) {
-                p.closing_since = None;
-                closed.push(*sid);
-            }
-        }
-        for sid in closed {
-            self.pump(t, sid);
-        }
-        out
+        let now = Instant::now();
+        let sids: Vec<ServerId> = self.peers.keys().copied().collect();
+        sids.into_iter()
+            .filter(|sid| self.apply(t, *sid, OutEvent::Tick { now }) == Effect::TellCore)
+            .collect()
     }
 
-    /// Aborts every stream (shutdown).
+    /// Aborts every stream and drops every queue (shutdown).
     pub(super) fn abort_all(&mut self) {
         for p in self.peers.values_mut() {
-            p.clear();
+            clear(p);
         }
     }
 
     /// A stream ended: on success send what waited behind it (INV-1), else sever (INV-2).
     pub(super) fn on_done(&mut self, t: &Transport, done: StreamDone) {
-        let Some(p) = self.peers.get_mut(&done.to) else {
+        if !self.peers.contains_key(&done.to) {
             return;
+        }
+        let id = done.id;
+        let event = match &done.result {
+            Ok(()) => OutEvent::StreamFinished { id },
+            Err(_) => OutEvent::StreamFailed {
+                id,
+                now: Instant::now(),
+            },
         };
-        if p.stream.as_ref().map(|s| s.0) != Some(done.id) {
-            return;
+        if let (Err(e), Effect::Sever) = (&done.result, self.apply(t, done.to, event)) {
+            warn_sever(done.to, &e.to_string());
         }
-        p.stream = None;
-        match done.result {
-            Ok(()) => self.pump(t, done.to),
-            Err(e) => self.sever(t, done.to, &e),
+    }
+
+    /// Moves `peer`'s state by `event` and carries out the effect; returns the effect.
+    fn apply(&mut self, t: &Transport, peer: ServerId, event: OutEvent) -> Effect {
+        let p = self.peers.entry(peer).or_default();
+        let (next, effect) = match transition(p.state, event) {
+            Ok(step) => step,
+            Err(illegal) => {
+                // Never with this module's calls; kept as it was rather than guessed at.
+                warn!(peer = peer.0, error = %illegal, "peer output event ignored");
+                return Effect::Nothing;
+            }
+        };
+        if matches!(effect, Effect::Clear | Effect::TellCore | Effect::Sever) {
+            clear(p);
         }
+        if !matches!(next, OutState::Streaming { .. }) {
+            // A stream that ended by itself: its task is over, nothing to abort.
+            p.task = None;
+        }
+        p.state = next;
+        match effect {
+            Effect::Sever => t.disconnect_channel(peer, Channel::Quorum),
+            Effect::Pump => self.pump(t, peer),
+            Effect::Nothing | Effect::Clear | Effect::TellCore => {}
+        }
+        effect
     }
 
     fn pump(&mut self, t: &Transport, to: ServerId) {
         // Bounded by the queue's length.
         loop {
-            let Some(item) = self.peers.get_mut(&to).and_then(|p| p.queue.pop_front()) else {
+            let Some(p) = self.peers.get_mut(&to) else {
+                return;
+            };
+            if p.state.delivery() != Delivery::Now {
+                return;
+            }
+            let Some(item) = p.queue.pop_front() else {
                 return;
             };
             match item {
                 Item::Msg(m) => {
                     if let Err(e) = t.send(to, m) {
-                        self.sever(t, to, &e.to_string());
-                        return;
+                        return self.sever(t, to, &e.to_string());
                     }
                 }
-                Item::Stream(s) => {
-                    self.start(t, to, s);
-                    return;
-                }
+                Item::Stream(s) => self.start(t, to, s),
             }
         }
     }
 
+    /// A send to `to` failed: drop its connection and mute it (INV-2).
     fn sever(&mut self, t: &Transport, to: ServerId, why: &str) {
-        warn!(
-            peer = to.0,
-            error = why,
-            "send to peer failed; dropping its connection"
+        warn_sever(to, why);
+        self.apply(
+            t,
+            to,
+            OutEvent::SendFailed {
+                now: Instant::now(),
+            },
         );
-        let p = self.peers.entry(to).or_default();
-        p.clear();
-        p.muted_since = Some(Instant::now());
-        t.disconnect_channel(to, Channel::Quorum);
     }
 
     fn start(&mut self, t: &Transport, to: ServerId, s: Stream) {
@@ -270,7 +261,7 @@ impl OutQueues {
             Err(e) => return self.sever(t, to, &e.to_string()),
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let max_queued = match s {
+        let max_queued = match &s {
             Stream::Range { .. } => RANGE_QUEUED,
             Stream::Snapshot { .. } => SNAP_QUEUED,
         };
@@ -295,125 +286,25 @@ impl OutQueues {
             }
             .in_current_span(),
         );
-        self.peers.entry(to).or_default().stream = Some((id, task.abort_handle()));
-    }
-}
-
-/// Forwards a producer's messages with flow control (INV-3).
-async fn forward(
-    sender: PeerSender,
-    mut rx: mpsc::Receiver<Result<Vec<Message>, String>>,
-    stall: Duration,
-    max_queued: usize,
-) -> Result<(), String> {
-    // Bounded by the producer: it ends, fails, or stalls.
-    loop {
-        let next = timeout(stall, rx.recv())
-            .await
-            .map_err(|_| format!("stream producer made no progress in {stall:?}"))?;
-        let Some(item) = next else {
-            return Ok(());
-        };
-        for msg in item? {
-            timeout(stall, sender.send_within(msg, max_queued))
-                .await
-                .map_err(|_| format!("peer read nothing for {stall:?}"))?
-                .map_err(|e: SendError| e.to_string())?;
+        self.apply(t, to, OutEvent::StreamStarted { id });
+        if let Some(p) = self.peers.get_mut(&to) {
+            p.task = Some(task.abort_handle());
         }
     }
 }
 
-/// A stream's messages travel from the producer thread in batches: one hand-off (and at most
-/// one wake-up of each side) per batch rather than per message.
-type Tx = mpsc::Sender<Result<Vec<Message>, String>>;
-
-/// Log records per batch of a DIFF stream (two messages each).
-const RANGE_BATCH: usize = 128;
-
-fn produce_range(reader: &LogReader, after: Zxid, upto: Zxid, tx: &Tx) {
-    let fail = |e: String| {
-        let _ = tx.blocking_send(Err(e));
-    };
-    let iter = match reader.iter(after, upto) {
-        Ok(it) => it,
-        Err(e) => return fail(format!("DIFF from the log: {e}")),
-    };
-    let mut expected_last = after;
-    let mut batch = Vec::with_capacity(2 * RANGE_BATCH);
-    for r in iter {
-        match r {
-            Ok(txn) => {
-                let zxid = txn.zxid;
-                expected_last = zxid;
-                batch.push(Message::Proposal(txn));
-                batch.push(Message::Commit { zxid });
-                if batch.len() >= 2 * RANGE_BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(2 * RANGE_BATCH));
-                    if tx.blocking_send(Ok(full)).is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(e) => return fail(format!("DIFF from the log: {e}")),
-        }
+/// Drops a peer's queue and aborts its stream (INV-2).
+fn clear(p: &mut PeerOut) {
+    if let Some(h) = p.task.take() {
+        h.abort();
     }
-    if !batch.is_empty() && tx.blocking_send(Ok(batch)).is_err() {
-        return;
-    }
-    if expected_last != upto && upto > after {
-        fail(format!(
-            "DIFF from the log ended at {expected_last}, expected {upto}"
-        ));
-    }
+    p.queue.clear();
 }
 
-fn produce_snapshot(zxid: Zxid, source: Box<dyn SnapshotSource>, chunk: usize, tx: Tx) {
-    if tx.blocking_send(Ok(vec![Message::Snap { zxid }])).is_err() {
-        return;
-    }
-    let mut w = ChunkWriter {
-        tx,
-        buf: Vec::with_capacity(chunk),
-        chunk,
-    };
-    match source.write_to(&mut w) {
-        Ok(()) => {
-            let data = Bytes::from(std::mem::take(&mut w.buf));
-            let last = Message::SnapChunk { data, last: true };
-            let _ = w.tx.blocking_send(Ok(vec![last]));
-        }
-        Err(e) => {
-            let _ =
-                w.tx.blocking_send(Err(format!("writing the snapshot at {zxid}: {e}")));
-        }
-    }
-}
-
-/// Cuts the snapshot's bytes into `SnapChunk`s of `chunk` bytes (never the whole snapshot).
-struct ChunkWriter {
-    tx: Tx,
-    buf: Vec<u8>,
-    chunk: usize,
-}
-
-impl Write for ChunkWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = data.len().min(self.chunk - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        if self.buf.len() >= self.chunk {
-            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
-            let msg = Message::SnapChunk {
-                data: Bytes::from(full),
-                last: false,
-            };
-            self.tx
-                .blocking_send(Ok(vec![msg]))
-                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stream abandoned"))?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+fn warn_sever(to: ServerId, why: &str) {
+    warn!(
+        peer = to.0,
+        error = why,
+        "send to peer failed; dropping its connection"
+    );
 }

@@ -15,20 +15,54 @@
 //! fewer than snapCount txns were applied, so restart replay is bounded in bytes too.
 
 use rand::Rng;
+use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use zab_core::Zxid;
-use zab_store::{LogWriter, SnapDir, SnapshotWriter};
+use zab_store::{LogWriter, SnapDir, SnapshotWriter, StoreError};
 
 use super::api::SnapshotSource;
+use super::fatal::Fatal;
 
 /// The size of a txn log record's header (zab-store's record format), counted with the
 /// payload towards `snapSizeLimitInKb`.
 const RECORD_HEADER_LEN: u64 = 20;
 
 /// The end of a background snapshot: its zxid and size on disk, or why it failed.
-pub(super) type SnapDone = Result<(Zxid, u64), String>;
+pub(super) type SnapDone = Result<(Zxid, u64), SnapshotError>;
+
+/// Why a background snapshot was not written (not fatal: the next one is tried later).
+#[derive(Debug, Error)]
+pub(super) enum SnapshotError {
+    /// The temp file could not be created.
+    #[error("create snapshot {zxid}: {source}")]
+    Create {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+    /// The state machine's view failed to write its bytes.
+    #[error("write snapshot {zxid}: {source}")]
+    Write {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file could not be made durable and renamed.
+    #[error("finish snapshot {zxid}: {source}")]
+    Finish {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+}
 
 /// Decides when to snapshot and runs the writes (INV-1, INV-2).
 pub(super) struct Snapper {
@@ -45,7 +79,7 @@ pub(super) struct Snapper {
     running: Option<JoinHandle<()>>,
     done_tx: mpsc::UnboundedSender<SnapDone>,
     /// The SNAP being received, if any.
-    pub(super) receiving: Option<(Zxid, SnapshotWriter)>,
+    receiving: Option<(Zxid, SnapshotWriter)>,
 }
 
 impl Snapper {
@@ -142,24 +176,34 @@ impl Snapper {
     }
 
     /// Starts receiving a SNAP at `zxid` into a temp file.
-    pub(super) async fn begin_receive(&mut self, zxid: Zxid) -> Result<(), String> {
+    pub(super) async fn begin_receive(&mut self, zxid: Zxid) -> Result<(), Fatal> {
         self.wait_idle().await;
         let w = self
             .snaps
             .create(zxid, self.cluster_id)
-            .map_err(|e| format!("cannot create the SNAP's snapshot file: {e}"))?;
+            .map_err(Fatal::SnapCreate)?;
         self.receiving = Some((zxid, w));
         Ok(())
     }
 
     /// Appends a chunk to the SNAP's temp file.
-    pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), String> {
+    pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), Fatal> {
         use std::io::Write;
         match self.receiving.as_mut() {
-            Some((_, w)) => w
-                .write_all(data)
-                .map_err(|e| format!("writing the SNAP's snapshot file: {e}")),
-            None => Err("snapshot chunk without BeginSnapshot".to_string()),
+            Some((_, w)) => w.write_all(data).map_err(Fatal::SnapWrite),
+            None => Err(Fatal::ChunkWithoutSnap),
+        }
+    }
+
+    /// The SNAP at `zxid` is complete: its temp file, to be made durable (INV-3).
+    pub(super) fn end_receive(&mut self, zxid: Zxid) -> Result<SnapshotWriter, Fatal> {
+        match self.receiving.take() {
+            None => Err(Fatal::EndWithoutSnap(zxid)),
+            Some((receiving, _)) if receiving != zxid => Err(Fatal::EndMismatch {
+                ended: zxid,
+                receiving,
+            }),
+            Some((_, w)) => Ok(w),
         }
     }
 
@@ -183,16 +227,16 @@ fn write_and_purge(
     zxid: Zxid,
     source: Box<dyn SnapshotSource>,
     retain: usize,
-) -> Result<u64, String> {
+) -> Result<u64, SnapshotError> {
     let mut w = snaps
         .create(zxid, cluster_id)
-        .map_err(|e| format!("create snapshot {zxid}: {e}"))?;
+        .map_err(|source| SnapshotError::Create { zxid, source })?;
     source
         .write_to(&mut w)
-        .map_err(|e| format!("write snapshot {zxid}: {e}"))?;
+        .map_err(|source| SnapshotError::Write { zxid, source })?;
     let info = w
         .finish()
-        .map_err(|e| format!("finish snapshot {zxid}: {e}"))?;
+        .map_err(|source| SnapshotError::Finish { zxid, source })?;
     info!(file = %info.path.display(), "background snapshot written");
     let bytes = file_bytes(&info.path);
     if let Err(e) = zab_store::purge(snaps, log, retain) {

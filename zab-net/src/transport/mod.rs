@@ -28,17 +28,18 @@
 //! INV-4: every task stops on [`Transport::shutdown`] (or when the `Transport` is dropped); every
 //! wait is bounded by a timeout or by that cancellation.
 
+mod config;
 mod link;
 mod listener;
 mod sender;
 
+pub use config::{PeerAddrs, TransportConfig};
 pub use sender::PeerSender;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use thiserror::Error;
@@ -50,114 +51,11 @@ use tracing::Instrument;
 use zab_core::codec::encoded_len;
 use zab_core::{Message, ServerId};
 
-use crate::config::NodeConfig;
 pub use crate::handshake::Channel;
-
-/// Where a peer listens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerAddrs {
-    /// Its quorum port.
-    pub quorum: SocketAddr,
-    /// Its election port.
-    pub election: SocketAddr,
-}
-
-impl PeerAddrs {
-    /// An address not known yet (port 0): links to it do not dial until
-    /// [`Transport::set_peer_addrs`] names a real one.
-    pub const UNKNOWN: PeerAddrs = PeerAddrs {
-        quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-        election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-    };
-
-    /// The address of one channel.
-    pub fn of(&self, channel: Channel) -> SocketAddr {
-        match channel {
-            Channel::Quorum => self.quorum,
-            Channel::Election => self.election,
-        }
-    }
-}
-
-/// How a transport runs.
-#[derive(Clone, Debug)]
-pub struct TransportConfig {
-    /// This server's sid.
-    pub sid: ServerId,
-    /// The cluster id every peer must present.
-    pub cluster_id: u64,
-    /// Where to listen (port 0 picks one; see [`Transport::local_addrs`]).
-    pub listen: PeerAddrs,
-    /// Every other member of the ensemble (observers included) and where it listens.
-    pub peers: BTreeMap<ServerId, PeerAddrs>,
-    /// Capacity of each link's outbox, in messages.
-    pub outbox_len: usize,
-    /// Capacity of the inbound event channel.
-    pub inbound_len: usize,
-    /// The largest frame body read or written.
-    pub max_frame_len: usize,
-    /// First retry delay after a failed dial.
-    pub backoff_min: Duration,
-    /// Cap of the retry delay.
-    pub backoff_max: Duration,
-    /// Limit on one TCP connect.
-    pub connect_timeout: Duration,
-    /// Limit on one handshake (hello and reply).
-    pub handshake_timeout: Duration,
-    /// How long a lower sid waits to be called back after `ConnectBack`. Also the age below
-    /// which an established connection ignores a call-back request (see `link`).
-    pub connect_back_wait: Duration,
-}
-
-impl TransportConfig {
-    /// A configuration with default limits.
-    pub fn new(
-        sid: ServerId,
-        cluster_id: u64,
-        listen: PeerAddrs,
-        peers: BTreeMap<ServerId, PeerAddrs>,
-    ) -> TransportConfig {
-        TransportConfig {
-            sid,
-            cluster_id,
-            listen,
-            peers,
-            outbox_len: 4096,
-            inbound_len: 4096,
-            max_frame_len: zab_core::codec::MAX_MESSAGE_LEN,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(2),
-            connect_timeout: Duration::from_secs(3),
-            handshake_timeout: Duration::from_secs(3),
-            connect_back_wait: Duration::from_secs(1),
-        }
-    }
-
-    /// The transport of server `sid` of a zoo.cfg: it listens on its own `server.N` ports.
-    /// Host names are resolved here (this blocks).
-    pub fn from_node(
-        cfg: &NodeConfig,
-        sid: ServerId,
-        cluster_id: u64,
-    ) -> Result<TransportConfig, NetError> {
-        let mut all = BTreeMap::new();
-        for (id, s) in &cfg.servers {
-            let resolve = |r: std::io::Result<SocketAddr>| {
-                r.map_err(|source| NetError::Resolve { sid: *id, source })
-            };
-            let addrs = PeerAddrs {
-                quorum: resolve(s.quorum_socket_addr())?,
-                election: resolve(s.election_socket_addr())?,
-            };
-            all.insert(*id, addrs);
-        }
-        let listen = all.remove(&sid).ok_or(NetError::NotAMember { sid })?;
-        Ok(TransportConfig::new(sid, cluster_id, listen, all))
-    }
-}
 
 /// What the transport delivers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A message from an authenticated peer.
     Message {
@@ -175,6 +73,7 @@ pub enum Event {
 
 /// Why a message was not queued.
 #[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// The sid is not a member (or is this server).
     #[error("sid {0} is not a peer of this server")]
@@ -198,6 +97,7 @@ pub enum SendError {
 
 /// Why a transport could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum NetError {
     /// A listener could not bind.
     #[error("cannot listen on {addr} ({channel} port): {source}")]
@@ -239,6 +139,7 @@ pub enum NetError {
 
 /// Counters, for tests and monitoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransportStats {
     /// Connections that completed the handshake and carried messages, both directions.
     pub established: u64,
@@ -322,32 +223,7 @@ impl Transport {
     pub async fn start(
         cfg: TransportConfig,
     ) -> Result<(Transport, mpsc::Receiver<Event>), NetError> {
-        let bind = |channel: Channel| {
-            let addr = cfg.listen.of(channel);
-            async move {
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| NetError::Bind {
-                        addr,
-                        channel,
-                        source,
-                    })
-            }
-        };
-        let quorum = bind(Channel::Quorum).await?;
-        let election = bind(Channel::Election).await?;
-        let local_addr = |l: &TcpListener, channel: Channel| {
-            l.local_addr().map_err(|source| NetError::Bind {
-                addr: cfg.listen.of(channel),
-                channel,
-                source,
-            })
-        };
-        let local = PeerAddrs {
-            quorum: local_addr(&quorum, Channel::Quorum)?,
-            election: local_addr(&election, Channel::Election)?,
-        };
-
+        let (quorum, election, local) = bind_listeners(&cfg).await?;
         let (events, events_rx) = mpsc::channel(cfg.inbound_len.max(1));
         let mut links = BTreeMap::new();
         let mut link_tasks = Vec::new();
@@ -508,6 +384,38 @@ impl Transport {
         while self.tasks.join_next().await.is_some() {}
         tracing::info!(sid = self.shared.cfg.sid.0, "transport stopped");
     }
+}
+
+/// Binds the quorum and election listeners of `cfg`; returns them and where they listen.
+async fn bind_listeners(
+    cfg: &TransportConfig,
+) -> Result<(TcpListener, TcpListener, PeerAddrs), NetError> {
+    let bind = |channel: Channel| {
+        let addr = cfg.listen.of(channel);
+        async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| NetError::Bind {
+                    addr,
+                    channel,
+                    source,
+                })
+        }
+    };
+    let quorum = bind(Channel::Quorum).await?;
+    let election = bind(Channel::Election).await?;
+    let local_addr = |l: &TcpListener, channel: Channel| {
+        l.local_addr().map_err(|source| NetError::Bind {
+            addr: cfg.listen.of(channel),
+            channel,
+            source,
+        })
+    };
+    let local = PeerAddrs {
+        quorum: local_addr(&quorum, Channel::Quorum)?,
+        election: local_addr(&election, Channel::Election)?,
+    };
+    Ok((quorum, election, local))
 }
 
 impl Drop for Transport {

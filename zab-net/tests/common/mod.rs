@@ -18,6 +18,20 @@ use zab_net::{Node, NodeOptions, NodeStatus, SubmitError};
 
 pub use kv::Kv;
 
+/// How long a test waits for a stable leader or an apply.
+pub const STABLE: Duration = Duration::from_secs(10);
+
+/// A submit failure that a client retries (an election or a lost quorum, not a refusal).
+pub fn retryable(e: &SubmitError) -> bool {
+    matches!(
+        e,
+        SubmitError::NoLeader
+            | SubmitError::NotLeader { .. }
+            | SubmitError::QuorumLost
+            | SubmitError::Timeout(_)
+    )
+}
+
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -53,13 +67,11 @@ impl Cluster {
     /// not started.
     pub fn new(voters: u64, observers: u64) -> Cluster {
         init_tracing();
-        let opts = NodeOptions {
-            request_timeout: Duration::from_secs(10),
-            exact_snap_count: true,
-            stream_stall_timeout: Duration::from_secs(5),
-            bootstrap: true,
-            ..NodeOptions::default()
-        };
+        let mut opts = NodeOptions::default();
+        opts.request_timeout = Duration::from_secs(10);
+        opts.exact_snap_count = true;
+        opts.stream_stall_timeout = Duration::from_secs(5);
+        opts.bootstrap = true;
         Cluster {
             root: tempfile::tempdir().unwrap(),
             voters,
@@ -180,9 +192,12 @@ impl Cluster {
     /// Waits until `sid` applied `zxid`.
     pub async fn wait_applied(&self, sid: ServerId, zxid: Zxid, limit: Duration) {
         let mut w = self.nodes[&sid].watch();
-        let r = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid)).await;
+        // `is_ok` at once: a held watch `Ref` would block the node's status publish.
+        let applied = tokio::time::timeout(limit, w.wait_for(|s| s.last_applied >= zxid))
+            .await
+            .is_ok();
         assert!(
-            r.is_ok(),
+            applied,
             "{sid} did not apply {zxid} in {limit:?}: {:?}",
             self.status(sid)
         );
@@ -198,9 +213,12 @@ impl Cluster {
         limit: Duration,
     ) {
         let mut w = self.nodes[&sid].watch();
-        let r = tokio::time::timeout(limit, w.wait_for(|s| want(s))).await;
+        // The watch's `Ref` is dropped at once: held, it would block the node's next publish.
+        let reached = tokio::time::timeout(limit, w.wait_for(|s| want(s)))
+            .await
+            .is_ok_and(|r| r.is_ok());
         assert!(
-            r.is_ok(),
+            reached,
             "{sid}: {what} not reached in {limit:?}: {:?}",
             self.status(sid)
         );

@@ -8,42 +8,28 @@
 
 use tracing::info;
 use zab_core::{Input, Zxid};
-use zab_store::{LogEvent, SnapDir, SnapshotWriter};
+use zab_store::{SnapDir, SnapshotWriter};
 
-use super::api::StateMachine;
-use super::driver::{Driver, Fatal};
+use super::Driver;
+use crate::node::api::StateMachine;
+use crate::node::fatal::{Fatal, InstallError};
 
 impl Driver {
     /// Handles `Action::EndSnapshot` (INV-1).
     pub(super) async fn install_snapshot(&mut self, zxid: Zxid) -> Result<(), Fatal> {
-        let Some((received, w)) = self.snapper.receiving.take() else {
-            return Err(Fatal(format!(
-                "EndSnapshot {zxid} without a SNAP in progress"
-            )));
-        };
-        if received != zxid {
-            return Err(Fatal(format!(
-                "EndSnapshot {zxid} but the SNAP in progress is at {received}"
-            )));
-        }
-        let mut sm = self
-            .sm
-            .take()
-            .ok_or_else(|| Fatal("state machine lost during a restore".to_string()))?;
+        let w = self.snapper.end_receive(zxid)?;
+        let mut sm = self.sm.take().ok_or(Fatal::StateMachineLost)?;
         let snaps = self.snapper.snaps().clone();
         let (sm, restored) = tokio::task::spawn_blocking(move || {
             let r = restore_from(w, &snaps, zxid, sm.as_mut());
             (sm, r)
         })
         .await
-        .map_err(|e| Fatal(format!("restoring the SNAP at {zxid}: {e}")))?;
+        .map_err(|source| Fatal::RestoreTask { zxid, source })?;
         self.sm = Some(sm);
-        let bytes = restored.map_err(Fatal)?;
-        self.log
-            .reset(zxid)
-            .map_err(|e| Fatal(format!("txn log: {e}")))?;
-        self.wait_log(|ev| matches!(ev, LogEvent::Reset { .. }))
-            .await?;
+        let bytes = restored?;
+        let inputs = &mut self.inputs;
+        self.log.reset(zxid, |i| inputs.push_back(i)).await?;
         self.snapper.installed();
         info!(%zxid, "SNAP installed");
         self.inputs.push_back(Input::SnapshotInstalled { zxid });
@@ -52,21 +38,28 @@ impl Driver {
     }
 }
 
+/// Makes the SNAP durable, restores `sm` from the file and verifies it; returns its size.
 fn restore_from(
     w: SnapshotWriter,
     snaps: &SnapDir,
     zxid: Zxid,
     sm: &mut dyn StateMachine,
-) -> Result<u64, String> {
+) -> Result<u64, InstallError> {
     let info = w
         .finish()
-        .map_err(|e| format!("making the SNAP at {zxid} durable: {e}"))?;
+        .map_err(|source| InstallError::Durable { zxid, source })?;
+    let path = || info.path.clone();
     let mut r = snaps
         .open_reader(zxid)
-        .map_err(|e| format!("reopening {}: {e}", info.path.display()))?;
+        .map_err(|source| InstallError::Reopen {
+            path: path(),
+            source,
+        })?;
     sm.restore(zxid, &mut r)
-        .map_err(|e| format!("state machine failed to restore the SNAP at {zxid}: {e}"))?;
-    r.finish()
-        .map_err(|e| format!("verifying {}: {e}", info.path.display()))?;
-    Ok(super::snap::file_bytes(&info.path))
+        .map_err(|source| InstallError::Restore { zxid, source })?;
+    r.finish().map_err(|source| InstallError::Verify {
+        path: path(),
+        source,
+    })?;
+    Ok(crate::node::snap::file_bytes(&info.path))
 }

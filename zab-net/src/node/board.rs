@@ -1,0 +1,106 @@
+//! The node's published status: the full [`NodeStatus`] watch and its [`RoleStatus`] part.
+//!
+//! INV-1: each watch is sent only when its value changed, so a batch of inputs costs at most
+//! one notification per watch (driver INV-4), and a role watcher is not woken per commit.
+//! INV-2: once `stopped` is published nothing is published again.
+
+use tokio::sync::watch;
+use zab_core::{Peer, ServerId};
+
+use super::api::{NodeStatus, RoleStatus, SyncCounters};
+
+/// The status and the senders of its two watches.
+pub(super) struct StatusBoard {
+    status: NodeStatus,
+    status_tx: watch::Sender<NodeStatus>,
+    role_tx: watch::Sender<RoleStatus>,
+}
+
+/// The receiving ends the node's handle keeps.
+pub(super) type Watches = (watch::Receiver<NodeStatus>, watch::Receiver<RoleStatus>);
+
+impl StatusBoard {
+    /// The board of a node starting from `peer`'s durable state.
+    pub(super) fn new(sid: ServerId, peer: &Peer) -> (StatusBoard, Watches) {
+        let mut status = NodeStatus::new(sid);
+        status.initialized = !peer.needs_initial_sync();
+        status.restored_snapshot = Some(peer.last_applied_zxid());
+        let (status_tx, status_rx) = watch::channel(status.clone());
+        let (role_tx, role_rx) = watch::channel(status.role_status());
+        let board = StatusBoard {
+            status,
+            status_tx,
+            role_tx,
+        };
+        (board, (status_rx, role_rx))
+    }
+
+    /// This server.
+    pub(super) fn sid(&self) -> ServerId {
+        self.status.sid
+    }
+
+    /// What the leader sent learners (counted by the driver).
+    pub(super) fn syncs_sent(&mut self) -> &mut SyncCounters {
+        &mut self.status.syncs_sent
+    }
+
+    /// What this node received as a learner (counted by the driver).
+    pub(super) fn syncs_received(&mut self) -> &mut SyncCounters {
+        &mut self.status.syncs_received
+    }
+
+    /// One more background snapshot written.
+    pub(super) fn snapshot_taken(&mut self) {
+        self.status.snapshots_taken += 1;
+    }
+
+    /// Publishes what changed of `peer`'s state and the counters (INV-1).
+    pub(super) fn publish(&mut self, peer: &Peer) {
+        let s = &mut self.status;
+        s.role = peer.role();
+        s.leader = peer.leader();
+        s.epoch = peer.epoch();
+        s.last_applied = peer.last_applied_zxid();
+        s.last_logged = peer.last_logged_zxid();
+        s.serving = peer.is_serving();
+        if s.serving {
+            s.restored_snapshot = None;
+        }
+        s.initialized = !peer.needs_initial_sync();
+        self.send_changed();
+    }
+
+    /// Publishes the fatal error that stops the node.
+    pub(super) fn set_fatal(&mut self, peer: &Peer, reason: String) {
+        self.status.fatal = Some(reason);
+        self.publish(peer);
+    }
+
+    /// Publishes the stop (INV-2).
+    pub(super) fn stopped(mut self) {
+        self.status.stopped = true;
+        let role = self.status.role_status();
+        self.status_tx.send_replace(self.status);
+        self.role_tx.send_replace(role);
+    }
+
+    fn send_changed(&self) {
+        let new = &self.status;
+        self.status_tx.send_if_modified(|cur| {
+            let changed = cur != new;
+            if changed {
+                *cur = new.clone();
+            }
+            changed
+        });
+        let next = self.status.role_status();
+        self.role_tx.send_if_modified(|cur| {
+            let changed = *cur != next;
+            if changed {
+                *cur = next;
+            }
+            changed
+        });
+    }
+}

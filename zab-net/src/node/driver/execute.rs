@@ -1,0 +1,159 @@
+//! One action of the core, carried out (driver INV-1): sends and streams through `out`, log
+//! commands through the log link, epoch files on a blocking thread, applies to the state
+//! machine, answers through `pending`, and the core's reports (role, sync mode) logged and
+//! counted.
+
+use tracing::info;
+use zab_core::{Action, DiffSource, Epoch, ServerId, SyncMode, Txn, Zxid};
+use zab_store::EpochKind;
+
+use super::{node_span, Driver};
+use crate::node::api::{StateMachine, SyncCounters};
+use crate::node::fatal::Fatal;
+use crate::node::out::Stream;
+
+impl Driver {
+    /// Carries out one action (INV-1).
+    pub(super) async fn execute(&mut self, action: Action) -> Result<(), Fatal> {
+        match action {
+            Action::Send { to, msg } => self.out.send(&self.transport, to, msg),
+            Action::Disconnect { peer } => self.out.disconnect(&self.transport, peer),
+            Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
+            Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
+            Action::PersistInitialized => self.persist_initialized().await?,
+            Action::AppendLog(txn) => self.log.append(txn)?,
+            Action::TruncateLog { zxid } => {
+                let inputs = &mut self.inputs;
+                self.log.truncate(zxid, |i| inputs.push_back(i)).await?;
+                info!(%zxid, "log truncated (TRUNC)");
+            }
+            Action::SendLogRange { to, after, upto } => {
+                let s = Stream::Range { after, upto };
+                self.out.stream(&self.transport, to, s);
+            }
+            Action::SendSnapshot { to, zxid } => {
+                let source = self.sm_mut()?.snapshot();
+                info!(peer = to.0, %zxid, "streaming a SNAP");
+                self.out
+                    .stream(&self.transport, to, Stream::Snapshot { zxid, source });
+            }
+            Action::BeginSnapshot { zxid } => self.snapper.begin_receive(zxid).await?,
+            Action::SnapshotChunk(data) => self.snapper.receive_chunk(&data)?,
+            Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
+            Action::AbortSnapshot => self.snapper.abort_receive(),
+            Action::Apply(txn) => self.apply(txn)?,
+            Action::WriteDone {
+                request_id,
+                outcome,
+            }
+            | Action::SyncDone {
+                request_id,
+                outcome,
+            } => self.pending.resolve(request_id, outcome),
+            Action::SyncChosen {
+                learner,
+                mode,
+                from,
+                to,
+                txns,
+                source,
+            } => self.on_sync_chosen(learner, mode, (from, to), txns, source),
+            Action::SyncReceived { leader, mode, zxid } => {
+                count_sync(self.board.syncs_received(), mode);
+                let at = match mode {
+                    SyncMode::Diff => "up to",
+                    SyncMode::TruncDiff => "cutting the log to",
+                    SyncMode::Snap => "at",
+                };
+                info!("leader {} syncs this node by {mode} {at} {zxid}", leader.0);
+            }
+            Action::RoleChanged {
+                role,
+                leader,
+                epoch,
+            } => {
+                self.span = node_span(self.board.sid(), role, epoch.0);
+                let _entered = self.span.clone().entered();
+                info!(%role, leader = leader.map(|l| l.0), %epoch, "role changed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts and logs the leader's sync of `learner` over `(from, to]`.
+    fn on_sync_chosen(
+        &mut self,
+        learner: ServerId,
+        mode: SyncMode,
+        (from, to): (Zxid, Zxid),
+        txns: u64,
+        source: DiffSource,
+    ) {
+        let sent = self.board.syncs_sent();
+        count_sync(sent, mode);
+        match source {
+            DiffSource::Memory => info!(
+                "syncing learner {} by {mode} from {from} to {to}, {txns} txns",
+                learner.0
+            ),
+            DiffSource::Log { count, .. } => {
+                sent.diff_from_log += 1;
+                info!(
+                    "syncing learner {} by {mode} from {from} to {to}, {txns} txns \
+                     ({count} read from the on-disk log)",
+                    learner.0
+                );
+            }
+        }
+    }
+
+    fn sm_mut(&mut self) -> Result<&mut Box<dyn StateMachine>, Fatal> {
+        self.sm.as_mut().ok_or(Fatal::StateMachineLost)
+    }
+
+    fn apply(&mut self, txn: Txn) -> Result<(), Fatal> {
+        let zxid = txn.zxid;
+        self.sm_mut()?
+            .apply(zxid, &txn.data)
+            .map_err(|source| Fatal::Apply { zxid, source })?;
+        if self.snapper.applied(txn.data.len()) {
+            let source = self.sm_mut()?.snapshot();
+            self.snapper.start(zxid, source, self.log.writer().clone());
+        }
+        Ok(())
+    }
+
+    async fn persist_epoch(&mut self, kind: EpochKind, e: Epoch) -> Result<(), Fatal> {
+        let files = self.epochs.clone();
+        tokio::task::spawn_blocking(move || files.write(kind, e))
+            .await
+            .map_err(Fatal::EpochWriter)?
+            .map_err(|source| Fatal::EpochFile {
+                file: kind.file_name(),
+                source,
+            })
+    }
+
+    /// Removes the `needsInitialSync` marker (synchronous, like the epoch files; B9).
+    async fn persist_initialized(&mut self) -> Result<(), Fatal> {
+        let files = self.epochs.clone();
+        tokio::task::spawn_blocking(move || files.set_needs_initial_sync(false))
+            .await
+            .map_err(Fatal::EpochWriter)?
+            .map_err(Fatal::InitialSyncMarker)?;
+        info!("initial sync complete and durable: this node now votes");
+        Ok(())
+    }
+}
+
+/// One more sync in `c`: a TRUNC+DIFF counts a TRUNC and a DIFF header (what goes on the wire).
+fn count_sync(c: &mut SyncCounters, mode: SyncMode) {
+    match mode {
+        SyncMode::Diff => c.diff += 1,
+        SyncMode::TruncDiff => {
+            c.trunc += 1;
+            c.diff += 1;
+        }
+        SyncMode::Snap => c.snap += 1,
+    }
+}
