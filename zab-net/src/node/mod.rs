@@ -163,6 +163,22 @@ impl Node {
 
     /// Submits a write; returns its zxid once it is committed and applied here (INV-3). Works
     /// on any node: a learner forwards it to the leader.
+    ///
+    /// **Which forwarding path to use.** On a learner, `submit` forwards the payload to the leader
+    /// over the quorum links (ZooKeeper's REQUEST), and the leader proposes those bytes as they
+    /// are. Use it when the payload is final where it is made: any node can build it, and applying
+    /// it is correct whatever committed in between (a blind overwrite, or an entry whose apply re-
+    /// checks and records its own outcome). When the leader must decide what gets logged — validate
+    /// the request against its own state, including writes it has planned but not yet committed,
+    /// assign ids, or refuse with a typed error before anything is logged — forward the *request*
+    /// at the application layer instead, and call `submit`/`enqueue_write` only on the leader (a
+    /// learner's `SubmitError::NotLeader { leader }` says where to send it). fe-meta does the
+    /// latter. Its planner validates each `Command` against the leader's catalog plus the entries
+    /// still pending there; a follower's catalog may be behind, so a follower cannot plan. A
+    /// follower therefore forwards the client's request once, over the client protocol, to the
+    /// leader's client port, with the forwarded bit in the request id so it is never forwarded
+    /// again. It passes the leader's answer back only after it has applied the entry itself (read-
+    /// your-writes).
     pub async fn submit(&self, payload: Bytes) -> Result<Zxid, SubmitError> {
         self.call(|reply| Request::Write { payload, reply }).await
     }
