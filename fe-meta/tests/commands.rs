@@ -4,7 +4,9 @@
 
 mod common;
 
-use fe_meta::command::{validate, BackendRef, Command, CommandError, CommandErrorKind, Planner};
+use fe_meta::command::{
+    validate, BackendRef, Command, CommandError, CommandErrorKind, NodeCommand, Planner, Write,
+};
 use fe_meta::protocol::{ErrorKind, ErrorReply};
 use fe_meta::state::catalog::{BackendState, Catalog, Column, ColumnType};
 use fe_meta::state::journal::{JournalEntry, Op};
@@ -13,12 +15,16 @@ use fe_meta::state::replay::apply;
 fn run(
     planner: &mut Planner,
     replayed: &mut Catalog,
-    cmd: Command,
+    cmd: impl Into<Write>,
 ) -> Result<Option<u64>, CommandError> {
-    let (_, planned) = planner.plan(&cmd)?;
+    let (_, planned) = planner.plan(&cmd.into())?;
     let next = replayed.journal_id() + 1;
     apply(replayed, next, &planned.entry).unwrap();
     Ok(planned.created_id)
+}
+
+fn create_db(name: &str) -> Write {
+    Command::CreateDb { name: name.into() }.into()
 }
 
 fn add_be(host: &str, port: u16) -> Command {
@@ -59,7 +65,7 @@ fn ids_come_from_the_allocator_and_ride_in_the_entry() {
         Some(10_001)
     );
     assert_eq!(
-        run(&mut p, &mut c, Command::ReserveIds { count: 50 }).unwrap(),
+        run(&mut p, &mut c, NodeCommand::ReserveIds { count: 50 }).unwrap(),
         Some(10_002)
     );
     assert_eq!(
@@ -82,119 +88,119 @@ fn invalid_commands_are_refused_with_typed_errors() {
     run(&mut p, &mut c, table("d", "t", &["a"])).unwrap();
     let before = c.clone();
 
-    let cases: Vec<(Command, CommandErrorKind, &str)> = vec![
+    let cases: Vec<(Write, CommandErrorKind, &str)> = vec![
         (
-            add_be("h1", 9050),
+            add_be("h1", 9050).into(),
             CommandErrorKind::AlreadyExists,
             "backend h1:9050 already exists (id 10000)",
         ),
         (
-            add_be("h1", 0),
+            add_be("h1", 0).into(),
             CommandErrorKind::InvalidArgument,
             "invalid port",
         ),
         (
-            add_be("", 1),
+            add_be("", 1).into(),
             CommandErrorKind::InvalidArgument,
             "invalid host",
         ),
         (
-            add_be("a b", 1),
+            add_be("a b", 1).into(),
             CommandErrorKind::InvalidArgument,
             "invalid host",
         ),
         (
-            Command::DropBackend(BackendRef::Id(7)),
+            Write::from(Command::DropBackend(BackendRef::Id(7))),
             CommandErrorKind::NotFound,
             "unknown backend id 7",
         ),
         (
-            Command::ModifyBackend {
+            Write::from(Command::ModifyBackend {
                 target: BackendRef::Addr {
                     host: "h2".into(),
                     port: 1,
                 },
                 state: None,
                 capacity_bytes: Some(1),
-            },
+            }),
             CommandErrorKind::NotFound,
             "unknown backend h2:1",
         ),
         (
-            Command::CreateDb { name: "d".into() },
+            Write::from(Command::CreateDb { name: "d".into() }),
             CommandErrorKind::AlreadyExists,
             "database \"d\" already exists",
         ),
         (
-            Command::CreateDb { name: "1x".into() },
+            Write::from(Command::CreateDb { name: "1x".into() }),
             CommandErrorKind::InvalidArgument,
             "invalid database name",
         ),
         (
-            Command::CreateDb {
+            Write::from(Command::CreateDb {
                 name: "x".repeat(300),
-            },
+            }),
             CommandErrorKind::InvalidArgument,
             "longer than 256",
         ),
         (
-            Command::DropDb {
+            Write::from(Command::DropDb {
                 name: "nope".into(),
-            },
+            }),
             CommandErrorKind::NotFound,
             "unknown database \"nope\"",
         ),
         (
-            table("nope", "t", &["a"]),
+            table("nope", "t", &["a"]).into(),
             CommandErrorKind::NotFound,
             "unknown database \"nope\"",
         ),
         (
-            table("d", "t", &["a"]),
+            table("d", "t", &["a"]).into(),
             CommandErrorKind::AlreadyExists,
             "table d.t already exists",
         ),
         (
-            table("d", "u", &[]),
+            table("d", "u", &[]).into(),
             CommandErrorKind::InvalidArgument,
             "invalid column count",
         ),
         (
-            table("d", "u", &["a", "A"]),
+            table("d", "u", &["a", "A"]).into(),
             CommandErrorKind::InvalidArgument,
             "appears twice",
         ),
         (
-            Command::DropTable {
+            Write::from(Command::DropTable {
                 db: "d".into(),
                 name: "zz".into(),
-            },
+            }),
             CommandErrorKind::NotFound,
             "unknown table d.zz",
         ),
         (
-            Command::DropFrontend { sid: 9 },
+            Write::from(NodeCommand::DropFrontend { sid: 9 }),
             CommandErrorKind::NotFound,
             "unknown frontend 9",
         ),
         (
-            Command::SetVar {
+            Write::from(Command::SetVar {
                 name: "bad name".into(),
                 value: String::new(),
-            },
+            }),
             CommandErrorKind::InvalidArgument,
             "invalid variable name",
         ),
         (
-            Command::SetVar {
+            Write::from(Command::SetVar {
                 name: "v".into(),
                 value: "x".repeat(70_000),
-            },
+            }),
             CommandErrorKind::InvalidArgument,
             "invalid variable value",
         ),
         (
-            Command::ReserveIds { count: 0 },
+            Write::from(NodeCommand::ReserveIds { count: 0 }),
             CommandErrorKind::InvalidArgument,
             "invalid id count",
         ),
@@ -216,19 +222,19 @@ fn invalid_commands_are_refused_with_typed_errors() {
         before.databases().count()
     );
     assert_eq!(p.speculative().next_id(), before.next_id());
-    assert!(validate(&c, &table("d", "u", &["a"])).is_ok());
+    assert!(validate(&c, &table("d", "u", &["a"]).into()).is_ok());
 }
 
 #[test]
 fn pipelined_writes_see_each_other_and_failed_ones_are_forgotten() {
     let replayed = Catalog::new();
     let mut p = Planner::new(replayed.clone());
-    let (t1, first) = p.plan(&Command::CreateDb { name: "d".into() }).unwrap();
+    let (t1, first) = p.plan(&create_db("d")).unwrap();
     // Not yet applied anywhere: a second create of the same name must still be refused...
-    let err = p.plan(&Command::CreateDb { name: "d".into() }).unwrap_err();
+    let err = p.plan(&create_db("d")).unwrap_err();
     assert_eq!(err, CommandError::DatabaseExists("d".into()));
     // ...a table in it is accepted, and ids never collide.
-    let (t2, second) = p.plan(&table("d", "t", &["a"])).unwrap();
+    let (t2, second) = p.plan(&table("d", "t", &["a"]).into()).unwrap();
     assert_ne!(first.created_id, second.created_id);
     match Op::from_entry(&second.entry).unwrap() {
         Op::CreateTable(t) => assert_eq!(Some(t.db_id), first.created_id),
@@ -238,7 +244,7 @@ fn pipelined_writes_see_each_other_and_failed_ones_are_forgotten() {
     p.failed(t1, || replayed.clone());
     p.failed(t2, || replayed.clone());
     assert_eq!(p.pending(), 0);
-    assert!(p.plan(&Command::CreateDb { name: "d".into() }).is_ok());
+    assert!(p.plan(&create_db("d")).is_ok());
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             .iter()
             .map(|c| {
                 zxid += 1;
-                (zxid, planner.plan(c).unwrap().1.entry)
+                (zxid, planner.plan(&c.clone().into()).unwrap().1.entry)
             })
             .collect();
         fe_meta::state::replay::apply_batch(&shared, entries).unwrap();
@@ -68,8 +68,11 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(Zxid(zxid), &planner.plan(&set).unwrap().1.entry.encode())
-            .unwrap();
+        sm.apply(
+            Zxid(zxid),
+            &planner.plan(&set.into()).unwrap().1.entry.encode(),
+        )
+        .unwrap();
     }
     drop(sm);
     done.store(true, Ordering::Release);

@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{Read, Write};
 
-use fe_meta::command::{BackendRef, Command, Planner};
+use fe_meta::command::{self, BackendRef, Command, NodeCommand, Planner};
 use fe_meta::state::catalog::{
     Catalog, Change, Column, ColumnType, Frontend, FrontendRole, SessionTag, SharedCatalog,
 };
@@ -18,7 +18,7 @@ use proptest::prelude::*;
 
 /// Plans `cmds` on a leader and returns the entries it would have logged, with journal ids
 /// (zxids of epoch 1), and the leader's replayed catalog.
-fn record(cmds: &[Command]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
+fn record(cmds: &[command::Write]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
     let mut planner = Planner::new(Catalog::new());
     let mut replayed = Catalog::new();
     let mut journal = Vec::new();
@@ -274,30 +274,30 @@ fn journal_format_is_stable() {
         default: None,
     };
     let cmds = vec![
-        Command::AddFrontend(Frontend {
+        command::Write::from(NodeCommand::AddFrontend(Frontend {
             sid: 1,
             name: "fe1".into(),
             host: "127.0.0.1".into(),
             client_port: 2181,
             role: FrontendRole::Follower,
-        }),
-        Command::AddBackend {
+        })),
+        command::Write::from(Command::AddBackend {
             host: "10.0.0.1".into(),
             heartbeat_port: 9050,
             capacity_bytes: 1 << 40,
-        },
-        Command::ModifyBackend {
+        }),
+        command::Write::from(Command::ModifyBackend {
             target: BackendRef::Addr {
                 host: "10.0.0.1".into(),
                 port: 9050,
             },
             state: Some(fe_meta::state::catalog::BackendState::Offline),
             capacity_bytes: None,
-        },
-        Command::CreateDb {
+        }),
+        command::Write::from(Command::CreateDb {
             name: "sales".into(),
-        },
-        Command::CreateTable {
+        }),
+        command::Write::from(Command::CreateTable {
             db: "sales".into(),
             name: "orders".into(),
             columns: vec![
@@ -315,25 +315,25 @@ fn journal_format_is_stable() {
                     ..col("note", ColumnType::Varchar(200))
                 },
             ],
-        },
-        Command::SetVar {
+        }),
+        command::Write::from(Command::SetVar {
             name: "query_timeout".into(),
             value: "300".into(),
-        },
-        Command::ReserveIds { count: 100 },
-        Command::Timestamp {
+        }),
+        command::Write::from(NodeCommand::ReserveIds { count: 100 }),
+        command::Write::from(NodeCommand::Timestamp {
             wall_ms: 1_700_000_000_000,
             session_expiry_ms: 600_000,
-        },
-        Command::DropTable {
+        }),
+        command::Write::from(Command::DropTable {
             db: "sales".into(),
             name: "orders".into(),
-        },
-        Command::DropDb {
+        }),
+        command::Write::from(Command::DropDb {
             name: "sales".into(),
-        },
-        Command::DropBackend(BackendRef::Id(10_000)),
-        Command::DropFrontend { sid: 1 },
+        }),
+        command::Write::from(Command::DropBackend(BackendRef::Id(10_000))),
+        command::Write::from(NodeCommand::DropFrontend { sid: 1 }),
     ];
     let (mut journal, mut catalog) = record(&cmds);
     assert_eq!(journal.len(), cmds.len(), "every scripted command is valid");

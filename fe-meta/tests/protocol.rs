@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::BytesMut;
-use fe_meta::command::BackendRef;
+use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
     ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError,
@@ -34,38 +34,37 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::Digest),
         Just(RequestBody::Sync),
         (n(), any::<u16>(), any::<u64>()).prop_map(|(host, heartbeat_port, capacity_bytes)| {
-            RequestBody::AddBackend {
+            RequestBody::Write(Command::AddBackend {
                 host,
                 heartbeat_port,
                 capacity_bytes,
-            }
+            })
         }),
-        backend_ref().prop_map(RequestBody::DropBackend),
+        backend_ref().prop_map(|x| RequestBody::Write(Command::DropBackend(x))),
         (
             backend_ref(),
             proptest::option::of(common::backend_state()),
             proptest::option::of(any::<u64>())
         )
-            .prop_map(
-                |(target, state, capacity_bytes)| RequestBody::ModifyBackend {
+            .prop_map(|(target, state, capacity_bytes)| RequestBody::Write(
+                Command::ModifyBackend {
                     target,
                     state,
                     capacity_bytes
                 }
-            ),
+            )),
         opts().prop_map(RequestBody::ShowBackends),
         opts().prop_map(RequestBody::ShowFrontends),
-        n().prop_map(|name| RequestBody::CreateDb { name }),
-        n().prop_map(|name| RequestBody::DropDb { name }),
+        n().prop_map(|name| RequestBody::Write(Command::CreateDb { name })),
+        n().prop_map(|name| RequestBody::Write(Command::DropDb { name })),
         opts().prop_map(RequestBody::ShowDatabases),
-        (n(), n(), common::columns()).prop_map(|(db, name, columns)| RequestBody::CreateTable {
-            db,
-            name,
-            columns
-        }),
-        (n(), n()).prop_map(|(db, name)| RequestBody::DropTable { db, name }),
+        (n(), n(), common::columns()).prop_map(|(db, name, columns)| RequestBody::Write(
+            Command::CreateTable { db, name, columns }
+        )),
+        (n(), n()).prop_map(|(db, name)| RequestBody::Write(Command::DropTable { db, name })),
         (opts(), n()).prop_map(|(opts, db)| RequestBody::ShowTables { opts, db }),
-        (n(), common::any_text()).prop_map(|(name, value)| RequestBody::SetVar { name, value }),
+        (n(), common::any_text())
+            .prop_map(|(name, value)| RequestBody::Write(Command::SetVar { name, value })),
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
     ]
@@ -434,9 +433,9 @@ fn protocol_md_example_bytes() {
     let create = Request {
         id: 1,
         meta: RequestMeta::default(),
-        body: RequestBody::CreateDb {
+        body: RequestBody::Write(Command::CreateDb {
             name: "sales".into(),
-        },
+        }),
     };
     encode_frame(&encode_request(&create), &mut req);
     assert_eq!(

@@ -8,15 +8,16 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
+use fe_meta::command::Command;
 use fe_meta::protocol::{ErrorKind, ErrorReply, ReadOptions, RequestBody, ResponseBody};
 use server_support::{call, Cluster};
 
 const SYNCED: ReadOptions = ReadOptions { sync: true };
 
 fn create_db(name: &str) -> RequestBody {
-    RequestBody::CreateDb {
+    RequestBody::Write(Command::CreateDb {
         name: name.to_string(),
-    }
+    })
 }
 
 /// Every node's databases after a sync read, as (name, id).

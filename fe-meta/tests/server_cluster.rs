@@ -8,6 +8,7 @@ mod server_support;
 
 use std::time::Duration;
 
+use fe_meta::command::Command;
 use fe_meta::protocol::{ErrorKind, Mode, ReadOptions, RequestBody, ResponseBody};
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
@@ -57,9 +58,9 @@ async fn writes_through_any_node_are_read_there_at_once() {
         .await
         .unwrap_err();
     assert_eq!(dup.kind, ErrorKind::AlreadyExists, "{dup:?}");
-    let unknown = RequestBody::DropDb {
+    let unknown = RequestBody::Write(Command::DropDb {
         name: "nope".into(),
-    };
+    });
     let e = call(c.addr(follower), unknown).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e:?}");
 
@@ -69,9 +70,9 @@ async fn writes_through_any_node_are_read_there_at_once() {
     for i in 0..20 {
         ids.push(
             client
-                .send(RequestBody::CreateDb {
+                .send(RequestBody::Write(Command::CreateDb {
                     name: format!("db{i}"),
-                })
+                }))
                 .await,
         );
     }
@@ -222,9 +223,9 @@ async fn many_pipelined_answers_on_one_connection_are_each_written_once() {
     let mut ids = Vec::new();
     for i in 0..3_000 {
         let body = if i % 10 == 0 {
-            RequestBody::CreateDb {
+            RequestBody::Write(Command::CreateDb {
                 name: format!("pipelined{i}"),
-            }
+            })
         } else {
             RequestBody::ShowBackends(PLAIN)
         };

@@ -8,12 +8,13 @@ mod server_support;
 
 use std::time::Duration;
 
+use fe_meta::command::Command;
 use fe_meta::protocol::{ErrorKind, ReadOptions, RequestBody, RequestMeta, Response, ResponseBody};
 use fe_meta::state::catalog::SessionTag;
 use server_support::{Client, Cluster};
 
 fn create_db(name: &str) -> RequestBody {
-    RequestBody::CreateDb { name: name.into() }
+    RequestBody::Write(Command::CreateDb { name: name.into() })
 }
 
 fn session(seq: u64, floor: u64) -> RequestMeta {

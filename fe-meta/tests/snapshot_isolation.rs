@@ -8,22 +8,23 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use fe_meta::command::{Command, Planner};
+use fe_meta::command::{self, Command, NodeCommand, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
 use fe_meta::state::image::{digest, read_image};
 use fe_meta::state::machine::MetaState;
 use zab_core::Zxid;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
-fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &Command) {
+fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &command::Write) {
     let entry = planner.plan(cmd).unwrap().1.entry;
     sm.apply(Zxid(zxid), &entry.encode()).unwrap();
 }
 
-fn create_db(i: u64) -> Command {
+fn create_db(i: u64) -> command::Write {
     Command::CreateDb {
         name: format!("db{i}"),
     }
+    .into()
 }
 
 /// A writer that reports its first write and then blocks until released, so that the test
@@ -81,17 +82,17 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
     for i in 401..=1_000u64 {
         zxid += 1;
         let cmd = match i % 4 {
-            0 => Command::DropDb {
+            0 => command::Write::from(Command::DropDb {
                 name: format!("db{}", (i - 400) / 4),
-            },
-            1 => Command::SetVar {
+            }),
+            1 => command::Write::from(Command::SetVar {
                 name: format!("v{i}"),
                 value: "x".into(),
-            },
-            2 => Command::Timestamp {
+            }),
+            2 => command::Write::from(NodeCommand::Timestamp {
                 wall_ms: i,
                 session_expiry_ms: 0,
-            },
+            }),
             _ => create_db(i),
         };
         write(&mut sm, &mut planner, zxid, &cmd);

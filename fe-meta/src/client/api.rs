@@ -1,11 +1,12 @@
-//! One [`Client`] method per request kind (`docs/PROTOCOL.md` §4), with typed answers.
+//! One [`Client`] method per read kind and [`Client::write`] for any write (`docs/PROTOCOL.md`
+//! §4), with typed answers; the common writes have methods of their own too.
 //!
 //! INV: each method sends exactly one request and returns the body its kind answers with;
 //! a mismatched body (which [`Client::call`] already rules out) is a
 //! [`ClientError::Protocol`], never a panic.
 
 use super::{Client, ClientError};
-use crate::command::BackendRef;
+use crate::command::{BackendRef, Command};
 use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
 use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
 
@@ -40,9 +41,12 @@ fn opts(sync: bool) -> ReadOptions {
 }
 
 impl Client {
-    async fn write(&self, body: RequestBody) -> Result<Written, ClientError> {
-        let kind = body.kind();
-        match self.call(body).await? {
+    /// Any write: sends `cmd` (its request kind is [`Command::request_kind`]) and returns once
+    /// it committed and the node that answered applied it. The methods below are this with
+    /// the command spelled out.
+    pub async fn write(&self, cmd: Command) -> Result<Written, ClientError> {
+        let kind = cmd.request_kind();
+        match self.call(RequestBody::Write(cmd)).await? {
             ResponseBody::Written {
                 journal_id,
                 created_id,
@@ -90,7 +94,7 @@ impl Client {
         heartbeat_port: u16,
         capacity_bytes: u64,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::AddBackend {
+        self.write(Command::AddBackend {
             host: host.to_owned(),
             heartbeat_port,
             capacity_bytes,
@@ -100,7 +104,7 @@ impl Client {
 
     /// DROP_BACKEND.
     pub async fn drop_backend(&self, target: BackendRef) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropBackend(target)).await
+        self.write(Command::DropBackend(target)).await
     }
 
     /// MODIFY_BACKEND: a new state and/or capacity.
@@ -110,7 +114,7 @@ impl Client {
         state: Option<BackendState>,
         capacity_bytes: Option<u64>,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::ModifyBackend {
+        self.write(Command::ModifyBackend {
             target,
             state,
             capacity_bytes,
@@ -139,7 +143,7 @@ impl Client {
 
     /// CREATE_DB.
     pub async fn create_db(&self, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::CreateDb {
+        self.write(Command::CreateDb {
             name: name.to_owned(),
         })
         .await
@@ -147,7 +151,7 @@ impl Client {
 
     /// DROP_DB (and its tables).
     pub async fn drop_db(&self, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropDb {
+        self.write(Command::DropDb {
             name: name.to_owned(),
         })
         .await
@@ -171,7 +175,7 @@ impl Client {
         name: &str,
         columns: Vec<Column>,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::CreateTable {
+        self.write(Command::CreateTable {
             db: db.to_owned(),
             name: name.to_owned(),
             columns,
@@ -181,7 +185,7 @@ impl Client {
 
     /// DROP_TABLE.
     pub async fn drop_table(&self, db: &str, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropTable {
+        self.write(Command::DropTable {
             db: db.to_owned(),
             name: name.to_owned(),
         })
@@ -202,7 +206,7 @@ impl Client {
 
     /// SET_VAR.
     pub async fn set_var(&self, name: &str, value: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::SetVar {
+        self.write(Command::SetVar {
             name: name.to_owned(),
             value: value.to_owned(),
         })

@@ -66,8 +66,8 @@ impl Shared {
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
-        if body.kind().is_write() {
-            return self.write(ctx, body, forwarded).await;
+        if let RequestBody::Write(cmd) = body {
+            return self.write(ctx, cmd, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {

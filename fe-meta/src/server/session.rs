@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, CommandError, Planned, Planner, Ticket};
+use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
 use crate::protocol::{ErrorKind, ErrorReply, RequestMeta};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 
@@ -109,10 +109,7 @@ pub fn plan(
     session: Option<SessionTag>,
 ) -> Planning {
     let Some(tag) = session else {
-        return match planner.plan(cmd) {
-            Ok((ticket, planned)) => Planning::Submit(ticket, planned),
-            Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
-        };
+        return plan_write(planner, &Write::Client(cmd.clone()));
     };
     match applied.sessions().admit(&tag) {
         Admission::Duplicate(first) => {
@@ -133,6 +130,14 @@ pub fn plan(
                  is not known yet (send it again: it applies at most once)"
             ),
         })),
+        Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
+    }
+}
+
+/// Plans `write` without a session: an entry to submit, or the refusal.
+pub fn plan_write(planner: &mut Planner, write: &Write) -> Planning {
+    match planner.plan(write) {
+        Ok((ticket, planned)) => Planning::Submit(ticket, planned),
         Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
     }
 }

@@ -40,8 +40,9 @@ use super::peer::CallError;
 use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
-use crate::command::Command;
+use crate::command::{Command, NodeCommand, Planner, Write};
 use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+use crate::state::catalog::Catalog;
 use crate::state::outcomes::Lookup;
 use crate::state::replay::{Conflict, ConflictKind, Outcome};
 
@@ -117,12 +118,9 @@ impl Shared {
     pub async fn write(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
-        let Some(cmd) = body.to_command() else {
-            return Err(err(ErrorKind::Internal, "not a write"));
-        };
         ctx.check_deadline("the server could handle it")?;
         let Some(st) = self.serving_status().await else {
             return Err(self.no_quorum());
@@ -134,19 +132,15 @@ impl Shared {
             ));
         }
         if is_serving_leader(&st) {
-            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
-            return Ok(ResponseBody::Written {
-                journal_id,
-                created_id,
-            });
+            return self.write_here(cmd, &st, ctx).await;
         }
         let leader = st.leader.map(|l| l.0);
         if forwarded {
             let why = "this node is not the leader (a forwarded write is not forwarded again)";
             return Err(self.not_leader(leader, why));
         }
-        match self.forward(ctx, body, leader).await {
-            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, body, leader, &why).await,
+        match self.forward(ctx, cmd, leader).await {
+            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, cmd, leader, &why).await,
             Err(Retry::Final(e)) => Err(e),
             Ok(r) => Ok(r),
         }
@@ -157,7 +151,7 @@ impl Shared {
     async fn retry_elsewhere(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         old: Option<u64>,
         why: &str,
     ) -> Result<ResponseBody, ErrorReply> {
@@ -169,28 +163,39 @@ impl Shared {
             _ => return Err(self.no_quorum()),
         };
         if is_serving_leader(&st) {
-            let cmd = body
-                .to_command()
-                .ok_or_else(|| err(ErrorKind::Internal, "not a write"))?;
-            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
-            return Ok(ResponseBody::Written {
-                journal_id,
-                created_id,
-            });
+            return self.write_here(cmd, &st, ctx).await;
         }
         let leader = st.leader.map(|l| l.0);
-        self.forward(ctx, body, leader).await.map_err(|r| match r {
+        self.forward(ctx, cmd, leader).await.map_err(|r| match r {
             Retry::Unsent(why) => self.not_leader(leader, &why),
             Retry::Final(e) => e,
         })
     }
 
-    /// Plans, submits and waits for a write on the leader (INV-1, INV-2, INV-4).
-    pub async fn write_local(
+    /// A client's write on the leader, planned with its session (INV-5).
+    async fn write_here(
         &self,
         cmd: &Command,
         st: &NodeStatus,
         ctx: &RequestContext,
+    ) -> Result<ResponseBody, ErrorReply> {
+        let plan = |planner: &mut Planner, applied: &Catalog| {
+            session::plan(planner, applied, cmd, ctx.session)
+        };
+        let (journal_id, created_id) = self.write_local(st, ctx, plan).await?;
+        Ok(ResponseBody::Written {
+            journal_id,
+            created_id,
+        })
+    }
+
+    /// Plans (with `plan`, unless the deadline passed), submits and waits for a write on the
+    /// leader (INV-1, INV-2, INV-4).
+    pub async fn write_local(
+        &self,
+        st: &NodeStatus,
+        ctx: &RequestContext,
+        plan: impl FnOnce(&mut Planner, &Catalog) -> Planning,
     ) -> Result<(u64, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
         let submitted = self
@@ -199,7 +204,7 @@ impl Shared {
                 if let Err(e) = ctx.check_deadline("the leader could propose it") {
                     return Planning::Answer(Err(e));
                 }
-                session::plan(planner, applied, cmd, ctx.session)
+                plan(planner, applied)
             })
             .await
             .map_err(|e| match e {
@@ -263,7 +268,7 @@ impl Shared {
     async fn forward(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         leader: Option<u64>,
     ) -> Result<ResponseBody, Retry> {
         ctx.check_deadline("it could be forwarded to the leader")
@@ -278,7 +283,7 @@ impl Shared {
             .call(
                 &addr,
                 ctx.forward_meta(),
-                body.clone(),
+                RequestBody::Write(cmd.clone()),
                 ctx.limit(self.cfg.write_timeout),
             )
             .await
@@ -369,12 +374,14 @@ pub async fn run_timestamps(shared: Arc<Shared>) {
         let leading = role.role == Role::Leading && role.serving;
         if leading && due && !backing_off {
             let st = shared.node.status();
-            let cmd = Command::Timestamp {
+            let timestamp = Write::Node(NodeCommand::Timestamp {
                 wall_ms: wall_ms(),
                 session_expiry_ms: shared.cfg.session_expiry_ms,
-            };
+            });
+            let plan =
+                |planner: &mut Planner, _: &Catalog| session::plan_write(planner, &timestamp);
             match shared
-                .write_local(&cmd, &st, &RequestContext::default())
+                .write_local(&st, &RequestContext::default(), plan)
                 .await
             {
                 Ok(_) => last = Some((st.epoch, Instant::now())),

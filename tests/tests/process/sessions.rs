@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientError, ClientOptions, ClientSession};
+use fe_meta::command::Command;
 use fe_meta::protocol::{RequestBody, RequestMeta};
 use fe_meta::state::catalog::SessionTag;
 use tests::proc::{ClusterSpec, NetLab, NodeNet, ProcCluster};
@@ -22,10 +23,10 @@ const WRITER: ClientOptions = ClientOptions {
 const KEY: &str = "register";
 
 fn set(value: &str) -> RequestBody {
-    RequestBody::SetVar {
+    RequestBody::Write(Command::SetVar {
         name: KEY.into(),
         value: value.into(),
-    }
+    })
 }
 
 /// `SET_VAR register = value` by `client`, retried (new sequence numbers) until acknowledged
