@@ -4,10 +4,8 @@
 
 mod common;
 
-use fe_meta::command::{
-    validate, BackendRef, Command, CommandError, CommandErrorKind, NodeCommand, Planner, Write,
-};
-use fe_meta::protocol::{ErrorKind, ErrorReply};
+use fe_meta::command::{validate, BackendRef, Command, CommandError, NodeCommand, Planner, Write};
+use fe_meta::protocol::{ErrorReply, Status};
 use fe_meta::state::catalog::{BackendState, Catalog, Column, ColumnType};
 use fe_meta::state::journal::{JournalEntry, Op};
 use fe_meta::state::replay::apply;
@@ -88,30 +86,30 @@ fn invalid_commands_are_refused_with_typed_errors() {
     run(&mut p, &mut c, table("d", "t", &["a"])).unwrap();
     let before = c.clone();
 
-    let cases: Vec<(Write, CommandErrorKind, &str)> = vec![
+    let cases: Vec<(Write, Status, &str)> = vec![
         (
             add_be("h1", 9050).into(),
-            CommandErrorKind::AlreadyExists,
+            Status::AlreadyExists,
             "backend h1:9050 already exists (id 10000)",
         ),
         (
             add_be("h1", 0).into(),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid port",
         ),
         (
             add_be("", 1).into(),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid host",
         ),
         (
             add_be("a b", 1).into(),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid host",
         ),
         (
             Write::from(Command::DropBackend(BackendRef::Id(7))),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown backend id 7",
         ),
         (
@@ -123,51 +121,51 @@ fn invalid_commands_are_refused_with_typed_errors() {
                 state: None,
                 capacity_bytes: Some(1),
             }),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown backend h2:1",
         ),
         (
             Write::from(Command::CreateDb { name: "d".into() }),
-            CommandErrorKind::AlreadyExists,
+            Status::AlreadyExists,
             "database \"d\" already exists",
         ),
         (
             Write::from(Command::CreateDb { name: "1x".into() }),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid database name",
         ),
         (
             Write::from(Command::CreateDb {
                 name: "x".repeat(300),
             }),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "longer than 256",
         ),
         (
             Write::from(Command::DropDb {
                 name: "nope".into(),
             }),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown database \"nope\"",
         ),
         (
             table("nope", "t", &["a"]).into(),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown database \"nope\"",
         ),
         (
             table("d", "t", &["a"]).into(),
-            CommandErrorKind::AlreadyExists,
+            Status::AlreadyExists,
             "table d.t already exists",
         ),
         (
             table("d", "u", &[]).into(),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid column count",
         ),
         (
             table("d", "u", &["a", "A"]).into(),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "appears twice",
         ),
         (
@@ -175,12 +173,12 @@ fn invalid_commands_are_refused_with_typed_errors() {
                 db: "d".into(),
                 name: "zz".into(),
             }),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown table d.zz",
         ),
         (
             Write::from(NodeCommand::DropFrontend { sid: 9 }),
-            CommandErrorKind::NotFound,
+            Status::NotFound,
             "unknown frontend 9",
         ),
         (
@@ -188,7 +186,7 @@ fn invalid_commands_are_refused_with_typed_errors() {
                 name: "bad name".into(),
                 value: String::new(),
             }),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid variable name",
         ),
         (
@@ -196,25 +194,25 @@ fn invalid_commands_are_refused_with_typed_errors() {
                 name: "v".into(),
                 value: "x".repeat(70_000),
             }),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid variable value",
         ),
         (
             Write::from(NodeCommand::ReserveIds { count: 0 }),
-            CommandErrorKind::InvalidArgument,
+            Status::InvalidArgument,
             "invalid id count",
         ),
     ];
     for (cmd, kind, text) in cases {
         let err = p.plan(&cmd).unwrap_err();
-        assert_eq!(err.kind(), kind, "{cmd:?}: {err}");
+        assert_eq!(err.status(), kind, "{cmd:?}: {err}");
         assert!(
             err.to_string().contains(text),
             "{cmd:?}: {err} lacks {text:?}"
         );
         let reply = ErrorReply::from(&err);
         assert_eq!(reply.message, err.to_string());
-        assert_ne!(reply.kind, ErrorKind::Internal);
+        assert_ne!(reply.status, Status::Internal);
     }
     // Nothing was planned: the speculative catalog equals the replayed one.
     assert_eq!(

@@ -9,9 +9,8 @@ use bytes::BytesMut;
 use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
-    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError,
-    ReadOptions, Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody,
-    StatusInfo,
+    ConnectionStart, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError, ReadOptions,
+    Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody, Status, StatusInfo,
 };
 use fe_meta::state::catalog::{Database, SessionTag};
 use proptest::prelude::*;
@@ -93,27 +92,19 @@ fn request() -> impl Strategy<Value = Request> {
 }
 
 fn error_reply() -> impl Strategy<Value = ErrorReply> {
-    let kind = prop_oneof![
-        (
-            proptest::option::of(any::<u64>()),
-            proptest::option::of("[a-z0-9.]{1,20}:[0-9]{1,5}")
-        )
-            .prop_map(|(leader_sid, leader_addr)| ErrorKind::NotLeader {
-                leader_sid,
-                leader_addr
-            }),
-        (any::<u64>(), any::<u64>()).prop_map(|(lag_ms, tolerance_ms)| ErrorKind::Stale {
-            lag_ms,
-            tolerance_ms
-        }),
-        Just(ErrorKind::QuorumUnavailable),
-        Just(ErrorKind::InvalidArgument),
-        Just(ErrorKind::Timeout),
-        Just(ErrorKind::Internal),
-        Just(ErrorKind::NotFound),
-        Just(ErrorKind::AlreadyExists),
-    ];
-    (kind, common::any_text()).prop_map(|(kind, message)| ErrorReply { kind, message })
+    let status = proptest::sample::select(Status::ALL.to_vec());
+    let leader = (
+        proptest::option::of(any::<u64>()),
+        proptest::option::of("[a-z0-9.]{1,20}:[0-9]{1,5}"),
+    );
+    let lag = (any::<u64>(), any::<u64>());
+    (status, leader, lag, common::any_text()).prop_map(
+        |(status, (leader_sid, leader_addr), (lag_ms, tolerance_ms), message)| match status {
+            Status::NotLeader => ErrorReply::not_leader(leader_sid, leader_addr, message),
+            Status::Stale => ErrorReply::stale(lag_ms, tolerance_ms, message),
+            _ => ErrorReply::new(status, message),
+        },
+    )
 }
 
 fn frontend_row() -> impl Strategy<Value = FrontendRow> {

@@ -9,7 +9,7 @@ mod server_support;
 use std::time::Duration;
 
 use fe_meta::command::Command;
-use fe_meta::protocol::{ErrorKind, Mode, ReadOptions, RequestBody, ResponseBody};
+use fe_meta::protocol::{Mode, ReadOptions, RequestBody, ResponseBody, Status};
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const SYNC: ReadOptions = ReadOptions { sync: true };
@@ -57,12 +57,12 @@ async fn writes_through_any_node_are_read_there_at_once() {
     let dup = call(c.addr(follower), add_backend("be0.example", 9050))
         .await
         .unwrap_err();
-    assert_eq!(dup.kind, ErrorKind::AlreadyExists, "{dup:?}");
+    assert_eq!(dup.status, Status::AlreadyExists, "{dup:?}");
     let unknown = RequestBody::Write(Command::DropDb {
         name: "nope".into(),
     });
     let e = call(c.addr(follower), unknown).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::NotFound, "{e:?}");
+    assert_eq!(e.status, Status::NotFound, "{e:?}");
 
     // Pipelining: many writes in flight on one connection, answered by id.
     let mut client = Client::connect(c.addr(follower)).await;
@@ -161,7 +161,7 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     cl.raw(&f).await;
     let r = cl.recv().await.unwrap();
     assert_eq!(r.id, 7);
-    assert_eq!(r.result.unwrap_err().kind, ErrorKind::InvalidArgument);
+    assert_eq!(r.result.unwrap_err().status, Status::InvalidArgument);
     // A short body (ADD_BACKEND with nothing): error for id 8, still open.
     let mut f = vec![0, 0, 0, 11, 1];
     f.extend_from_slice(&8u64.to_be_bytes());
@@ -169,8 +169,8 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     cl.raw(&f).await;
     let r = cl.recv().await.unwrap();
     assert_eq!(
-        (r.id, r.result.unwrap_err().kind),
-        (8, ErrorKind::InvalidArgument)
+        (r.id, r.result.unwrap_err().status),
+        (8, Status::InvalidArgument)
     );
     assert!(matches!(
         cl.call(RequestBody::Status).await,
@@ -190,7 +190,7 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
         cl.raw(&bytes).await;
         let r = cl.recv().await.unwrap();
         assert_eq!(r.id, 0, "{bytes:?}");
-        assert_eq!(r.result.unwrap_err().kind, ErrorKind::InvalidArgument);
+        assert_eq!(r.result.unwrap_err().status, Status::InvalidArgument);
         assert!(
             cl.recv().await.is_none(),
             "connection not closed after {bytes:?}"

@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fe_meta::protocol::{
-    encode_frame, encode_request, ErrorKind, ReadOptions, Request, RequestBody, RequestMeta,
-    ResponseBody, StatusInfo,
+    encode_frame, encode_request, ErrorDetail, ReadOptions, Request, RequestBody, RequestMeta,
+    ResponseBody, Status, StatusInfo,
 };
 use fe_meta::server::FORWARDED_BIT;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
@@ -68,10 +68,10 @@ async fn a_follower_never_writes_locally_it_forwards_or_answers_not_leader() {
     let r = client.recv().await.unwrap();
     assert_eq!(r.id, id);
     let e = r.result.unwrap_err();
-    let ErrorKind::NotLeader {
+    let ErrorDetail::Leader {
         leader_sid,
         leader_addr,
-    } = &e.kind
+    } = &e.detail
     else {
         panic!("{e:?}")
     };
@@ -120,7 +120,7 @@ async fn a_refused_forward_answers_at_once_and_never_waits_on_a_journal_id() {
         let e = call(c.addr(survivor), add_backend("dup.example", 1))
             .await
             .unwrap_err();
-        assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e:?}");
+        assert_eq!(e.status, Status::AlreadyExists, "{e:?}");
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     }
 
@@ -137,12 +137,12 @@ async fn a_refused_forward_answers_at_once_and_never_waits_on_a_journal_id() {
         let took = t.elapsed();
         eprintln!(
             "write through a leaderless follower: {:?} after {took:?}",
-            e.kind
+            e.status
         );
         assert!(
             matches!(
-                e.kind,
-                ErrorKind::QuorumUnavailable | ErrorKind::NotLeader { .. } | ErrorKind::Timeout
+                e.status,
+                Status::QuorumUnavailable | Status::NotLeader | Status::Timeout
             ),
             "{e:?}"
         );
@@ -263,10 +263,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             Ok(r) => break written(&r),
             Err(e) => {
                 assert!(
-                    matches!(
-                        e.kind,
-                        ErrorKind::QuorumUnavailable | ErrorKind::NotLeader { .. }
-                    ),
+                    matches!(e.status, Status::QuorumUnavailable | Status::NotLeader),
                     "{e:?}"
                 );
                 assert!(t0.elapsed() < Duration::from_secs(15), "{e:?}");

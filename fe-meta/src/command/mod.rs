@@ -18,6 +18,7 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::protocol::Status;
 use crate::state::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
 use crate::state::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
 
@@ -250,38 +251,24 @@ pub enum CommandError {
     },
 }
 
-/// How a [`CommandError`] is reported to a client (`protocol` error codes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommandErrorKind {
-    /// A malformed argument.
-    InvalidArgument,
-    /// Something named does not exist.
-    NotFound,
-    /// Something to be created exists.
-    AlreadyExists,
-    /// Older than a request the same client already had applied.
-    StaleRequest,
-    /// A retry of a request already submitted (answered with the first outcome).
-    Duplicate,
-}
-
 impl CommandError {
-    /// The client-facing class of the error.
-    pub fn kind(&self) -> CommandErrorKind {
+    /// The status a client is answered with (`protocol::Status`); a retry of a write still in
+    /// flight is TIMEOUT: its outcome is not known yet.
+    pub fn status(&self) -> Status {
         match self {
             CommandError::Invalid { .. }
             | CommandError::IdsExhausted
-            | CommandError::EntryTooLarge { .. } => CommandErrorKind::InvalidArgument,
+            | CommandError::EntryTooLarge { .. } => Status::InvalidArgument,
             CommandError::UnknownBackend(_)
             | CommandError::UnknownDatabase(_)
             | CommandError::UnknownTable { .. }
-            | CommandError::UnknownFrontend(_) => CommandErrorKind::NotFound,
+            | CommandError::UnknownFrontend(_) => Status::NotFound,
             CommandError::DuplicateBackend { .. }
             | CommandError::DatabaseExists(_)
             | CommandError::TableExists { .. }
-            | CommandError::FrontendExists(_) => CommandErrorKind::AlreadyExists,
-            CommandError::StaleRequest { .. } => CommandErrorKind::StaleRequest,
-            CommandError::Duplicate { .. } => CommandErrorKind::Duplicate,
+            | CommandError::FrontendExists(_) => Status::AlreadyExists,
+            CommandError::StaleRequest { .. } => Status::StaleRequest,
+            CommandError::Duplicate { .. } => Status::Timeout,
         }
     }
 }

@@ -16,6 +16,7 @@ mod read;
 mod request;
 mod response;
 mod rows;
+mod status;
 
 use std::fmt;
 
@@ -30,9 +31,9 @@ pub use frame::{
 pub use read::{answer_catalog_read, encode_response_bounded};
 pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody, RequestMeta};
 pub use response::{
-    decode_response, encode_response, ErrorKind, ErrorReply, FrontendRow, Response, ResponseBody,
-    StatusInfo,
+    decode_response, encode_response, FrontendRow, Response, ResponseBody, StatusInfo,
 };
+pub use status::{ErrorDetail, ErrorReply, Status};
 
 use crate::wire::WireError;
 
@@ -186,10 +187,7 @@ impl ProtocolError {
         Response {
             id: self.request_id().unwrap_or(0),
             kind,
-            result: Err(ErrorReply {
-                kind: ErrorKind::InvalidArgument,
-                message: self.to_string(),
-            }),
+            result: Err(ErrorReply::new(Status::InvalidArgument, self.to_string())),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! INV-2: [`encode_response_bounded`] never yields a payload over [`FRAME_LEN_MAX`].
 
 use super::{
-    encode_response, ErrorKind, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody,
+    encode_response, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody, Status,
     FRAME_LEN_MAX,
 };
 use crate::state::catalog::{Catalog, Frontend};
@@ -27,12 +27,7 @@ pub fn answer_catalog_read(
                 digest,
                 entry_count: catalog.entry_count(),
             },
-            Err(e) => {
-                return Some(Err(ErrorReply {
-                    kind: ErrorKind::Internal,
-                    message: e.to_string(),
-                }))
-            }
+            Err(e) => return Some(Err(ErrorReply::new(Status::Internal, e.to_string()))),
         },
         RequestBody::ShowBackends(_) => ResponseBody::Backends {
             journal_id,
@@ -48,10 +43,10 @@ pub fn answer_catalog_read(
                 tables: catalog.tables_of(d.id).cloned().collect(),
             },
             None => {
-                return Some(Err(ErrorReply {
-                    kind: ErrorKind::NotFound,
-                    message: format!("unknown database {db:?}"),
-                }))
+                return Some(Err(ErrorReply::new(
+                    Status::NotFound,
+                    format!("unknown database {db:?}"),
+                )))
             }
         },
         RequestBody::GetVar { name, .. } => ResponseBody::Var {
@@ -102,13 +97,13 @@ pub fn encode_response_bounded(resp: &Response) -> Vec<u8> {
     encode_response(&Response {
         id: resp.id,
         kind: resp.kind,
-        result: Err(ErrorReply {
-            kind: ErrorKind::Internal,
-            message: format!(
+        result: Err(ErrorReply::new(
+            Status::Internal,
+            format!(
                 "the answer is {} bytes, over the {FRAME_LEN_MAX}-byte frame limit",
                 bytes.len()
             ),
-        }),
+        )),
     })
 }
 
@@ -139,7 +134,7 @@ mod tests {
             db: "x".into(),
         };
         let err = answer_catalog_read(&c, &missing).unwrap().unwrap_err();
-        assert_eq!(err.kind, ErrorKind::NotFound);
+        assert_eq!(err.status, Status::NotFound);
         let var = RequestBody::GetVar {
             opts: o,
             name: "v".into(),

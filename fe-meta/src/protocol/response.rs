@@ -11,12 +11,9 @@ use bytes::BufMut;
 
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};
+use super::status::{get_error, put_error, ErrorReply};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
-use crate::command::{CommandError, CommandErrorKind};
-use crate::server::staleness::Stale;
-use crate::state::catalog::{
-    Backend, Codec, Database, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
-};
+use crate::state::catalog::{Backend, Codec, Database, Table, NAME_LEN_MAX, VALUE_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
 /// A response to the request with the same id.
@@ -28,108 +25,6 @@ pub struct Response {
     pub kind: RequestKind,
     /// The answer.
     pub result: Result<ResponseBody, ErrorReply>,
-}
-
-/// A failed request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorReply {
-    /// What kind of failure.
-    pub kind: ErrorKind,
-    /// A human-readable explanation.
-    pub message: String,
-}
-
-/// The error codes (the status field).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// 1: this node cannot do it and the leader should be asked (writes forwarded failed, or
-    /// a leader-only request).
-    NotLeader {
-        /// The leader's server id, if known.
-        leader_sid: Option<u64>,
-        /// The leader's client address `host:port`, if known.
-        leader_addr: Option<String>,
-    },
-    /// 2: this node's catalog is too far behind the leader to serve reads.
-    Stale {
-        /// How far behind, in ms.
-        lag_ms: u64,
-        /// The tolerance, in ms.
-        tolerance_ms: u64,
-    },
-    /// 3: no quorum: writes (and syncs) cannot commit now.
-    QuorumUnavailable,
-    /// 4: the request is malformed or its arguments are invalid.
-    InvalidArgument,
-    /// 5: the request did not complete in time; a write's outcome is unknown.
-    Timeout,
-    /// 6: a server-side failure.
-    Internal,
-    /// 7: something named does not exist.
-    NotFound,
-    /// 8: something to be created already exists.
-    AlreadyExists,
-    /// 9: the request's deadline passed before the server could act on it; a write was not
-    /// proposed.
-    DeadlineExceeded,
-    /// 10: a write older than one the same client already had applied (below the client's
-    /// floor); it was not applied and never will be.
-    StaleRequest,
-}
-
-impl ErrorKind {
-    /// The status code.
-    pub fn code(&self) -> u16 {
-        match self {
-            ErrorKind::NotLeader { .. } => 1,
-            ErrorKind::Stale { .. } => 2,
-            ErrorKind::QuorumUnavailable => 3,
-            ErrorKind::InvalidArgument => 4,
-            ErrorKind::Timeout => 5,
-            ErrorKind::Internal => 6,
-            ErrorKind::NotFound => 7,
-            ErrorKind::AlreadyExists => 8,
-            ErrorKind::DeadlineExceeded => 9,
-            ErrorKind::StaleRequest => 10,
-        }
-    }
-}
-
-impl From<&CommandError> for ErrorReply {
-    fn from(e: &CommandError) -> ErrorReply {
-        let kind = match e.kind() {
-            CommandErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
-            CommandErrorKind::NotFound => ErrorKind::NotFound,
-            CommandErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
-            CommandErrorKind::StaleRequest => ErrorKind::StaleRequest,
-            CommandErrorKind::Duplicate => ErrorKind::Timeout,
-        };
-        ErrorReply {
-            kind,
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<Stale> for ErrorReply {
-    fn from(e: Stale) -> ErrorReply {
-        let (lag_ms, tolerance_ms) = match e {
-            Stale::Unknown { tolerance_ms } | Stale::NotSynced { tolerance_ms } => {
-                (u64::MAX, tolerance_ms)
-            }
-            Stale::Behind {
-                lag_ms,
-                tolerance_ms,
-            } => (lag_ms, tolerance_ms),
-        };
-        ErrorReply {
-            kind: ErrorKind::Stale {
-                lag_ms,
-                tolerance_ms,
-            },
-            message: e.to_string(),
-        }
-    }
 }
 
 /// A successful answer (one variant per group of kinds, see [`ResponseBody::answers`]).
@@ -231,27 +126,7 @@ pub fn encode_response(resp: &Response) -> Vec<u8> {
             o.put_u16(0);
             encode_body(&mut o, body);
         }
-        Err(e) => {
-            o.put_u16(e.kind.code());
-            o.put_str(&e.message);
-            match &e.kind {
-                ErrorKind::NotLeader {
-                    leader_sid,
-                    leader_addr,
-                } => {
-                    o.put_opt_u64(*leader_sid);
-                    o.put_opt_str(leader_addr.as_deref());
-                }
-                ErrorKind::Stale {
-                    lag_ms,
-                    tolerance_ms,
-                } => {
-                    o.put_u64(*lag_ms);
-                    o.put_u64(*tolerance_ms);
-                }
-                _ => {}
-            }
-        }
+        Err(e) => put_error(&mut o, e),
     }
     o
 }
@@ -340,39 +215,10 @@ pub fn decode_response(payload: &[u8]) -> Result<Response, ProtocolError> {
         }
         Ok(decode_body(kind, &mut r).map_err(body_err(Some(kind)))?)
     } else {
-        Err(decode_error(status, &mut r).map_err(body_err(Some(kind)))?)
+        Err(get_error(status, &mut r).map_err(body_err(Some(kind)))?)
     };
     r.finish().map_err(body_err(Some(kind)))?;
     Ok(Response { id, kind, result })
-}
-
-fn decode_error(status: u16, r: &mut Reader<'_>) -> Result<ErrorReply, WireError> {
-    let message = r.str("error message", VALUE_LEN_MAX)?;
-    let kind = match status {
-        1 => ErrorKind::NotLeader {
-            leader_sid: r.opt_u64("leader sid")?,
-            leader_addr: r.opt_str("leader address", HOST_LEN_MAX + 6)?,
-        },
-        2 => ErrorKind::Stale {
-            lag_ms: r.u64("lag_ms")?,
-            tolerance_ms: r.u64("tolerance_ms")?,
-        },
-        3 => ErrorKind::QuorumUnavailable,
-        4 => ErrorKind::InvalidArgument,
-        5 => ErrorKind::Timeout,
-        6 => ErrorKind::Internal,
-        7 => ErrorKind::NotFound,
-        8 => ErrorKind::AlreadyExists,
-        9 => ErrorKind::DeadlineExceeded,
-        10 => ErrorKind::StaleRequest,
-        v => {
-            return Err(WireError::BadValue {
-                field: "status",
-                value: u64::from(v),
-            })
-        }
-    };
-    Ok(ErrorReply { kind, message })
 }
 
 fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {

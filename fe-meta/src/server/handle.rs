@@ -30,8 +30,8 @@ use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::protocol::{
-    answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta,
-    ResponseBody, ServerStats, StatusInfo,
+    answer_catalog_read, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta, ResponseBody,
+    ServerStats, Status, StatusInfo,
 };
 use crate::state::catalog::Frontend;
 
@@ -87,13 +87,13 @@ impl Shared {
     fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
         match self.node.status().fatal {
             None => Ok(()),
-            Some(reason) => Err(ErrorReply {
-                kind: ErrorKind::Internal,
-                message: format!(
+            Some(reason) => Err(ErrorReply::new(
+                Status::Internal,
+                format!(
                     "node {} stopped on a fatal error and is exiting; ask another node: {reason}",
                     self.cfg.sid
                 ),
-            }),
+            )),
         }
     }
 
@@ -112,10 +112,10 @@ impl Shared {
         }
         let catalog = self.catalog.load();
         answer_catalog_read(&catalog, body).unwrap_or_else(|| {
-            Err(ErrorReply {
-                kind: ErrorKind::Internal,
-                message: format!("{} is not a read this server answers", body.kind()),
-            })
+            Err(ErrorReply::new(
+                Status::Internal,
+                format!("{} is not a read this server answers", body.kind()),
+            ))
         })
     }
 

@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
-use crate::protocol::{ErrorKind, ErrorReply, RequestMeta};
+use crate::protocol::{ErrorReply, RequestMeta, Status};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 
 /// What the server knows about a request beyond its body: its deadline and session.
@@ -70,13 +70,13 @@ impl RequestContext {
     /// DEADLINE_EXCEEDED if the deadline has passed (`stage`: what was not done).
     pub fn check_deadline(&self, stage: &str) -> Result<(), ErrorReply> {
         match self.remaining() {
-            Some(left) if left.is_zero() => Err(ErrorReply {
-                kind: ErrorKind::DeadlineExceeded,
-                message: format!(
+            Some(left) if left.is_zero() => Err(ErrorReply::new(
+                Status::DeadlineExceeded,
+                format!(
                     "the request's deadline passed before {stage}; it was not proposed and \
                      will not be applied"
                 ),
-            }),
+            )),
             _ => Ok(()),
         }
     }
@@ -123,13 +123,15 @@ pub fn plan(
         Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != 0 => {
             Planning::Answer(Ok((outcome.journal_id, outcome.created_id)))
         }
-        Err(CommandError::Duplicate { client_id, seq, .. }) => Planning::Answer(Err(ErrorReply {
-            kind: ErrorKind::Timeout,
-            message: format!(
+        Err(CommandError::Duplicate { client_id, seq, .. }) => {
+            Planning::Answer(Err(ErrorReply::new(
+                Status::Timeout,
+                format!(
                 "request {seq} of client {client_id:#x} is already being committed; its outcome \
                  is not known yet (send it again: it applies at most once)"
             ),
-        })),
+            )))
+        }
         Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
     }
 }
@@ -148,13 +150,13 @@ pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: u64) -> W
     match applied.sessions().admit(tag) {
         Admission::Duplicate(outcome) => Ok((outcome.journal_id, outcome.created_id)),
         Admission::Stale { floor } => Err(stale(tag, floor)),
-        Admission::Fresh => Err(ErrorReply {
-            kind: ErrorKind::Internal,
-            message: format!(
+        Admission::Fresh => Err(ErrorReply::new(
+            Status::Internal,
+            format!(
                 "journal id {journal_id:#x} committed, but replay did not apply it: it \
                  conflicted with the catalog as it was then (nothing changed)"
             ),
-        }),
+        )),
     }
 }
 
@@ -186,7 +188,7 @@ mod tests {
         };
         let ctx = RequestContext::new(Instant::now(), &meta);
         let err = ctx.check_deadline("planning").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::DeadlineExceeded);
+        assert_eq!(err.status, Status::DeadlineExceeded);
         assert_eq!(
             ctx.forward_meta().budget_ms,
             Some(1),
@@ -219,7 +221,7 @@ mod tests {
         else {
             panic!("an in-flight retry is answered")
         };
-        assert_eq!(e.kind, ErrorKind::Timeout);
+        assert_eq!(e.status, Status::Timeout);
         apply(&mut applied, 7, &first.entry).unwrap();
         assert_eq!(answer_applied(&applied, &tag(1, 1), 7), Ok((7, None)));
         // After the commit, a retry gets the first outcome without logging.
@@ -239,7 +241,7 @@ mod tests {
         else {
             panic!("a stale write is refused")
         };
-        assert_eq!(e.kind, ErrorKind::StaleRequest);
+        assert_eq!(e.status, Status::StaleRequest);
         assert_eq!(applied.var("k"), Some("b"));
     }
 }

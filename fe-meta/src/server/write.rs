@@ -41,7 +41,7 @@ use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
 use crate::command::{Command, NodeCommand, Planner, Write};
-use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+use crate::protocol::{ErrorReply, RequestBody, ResponseBody, Status};
 use crate::state::catalog::Catalog;
 use crate::state::outcomes::Lookup;
 use crate::state::replay::{Conflict, ConflictKind, Outcome};
@@ -52,27 +52,20 @@ enum Retry {
     Final(ErrorReply),
 }
 
-fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
-    ErrorReply {
-        kind,
-        message: message.into(),
-    }
-}
-
 /// The answer to a write that committed but that replay ignored (INV-4): the typed error of
 /// its conflict, never `Written`.
 fn ignored(journal_id: u64, conflict: Conflict) -> ErrorReply {
-    let kind = match conflict.kind {
-        ConflictKind::AlreadyExists => ErrorKind::AlreadyExists,
-        ConflictKind::NotFound => ErrorKind::NotFound,
-        ConflictKind::Session => ErrorKind::StaleRequest,
+    let status = match conflict.kind {
+        ConflictKind::AlreadyExists => Status::AlreadyExists,
+        ConflictKind::NotFound => Status::NotFound,
+        ConflictKind::Session => Status::StaleRequest,
     };
     let message = format!(
         "the write was logged as journal id {journal_id:#x} but not applied: {} (an earlier \
          write took effect first); the catalog is unchanged by it",
         conflict.why
     );
-    err(kind, message)
+    ErrorReply::new(status, message)
 }
 
 /// Whether `st` is an established leader that serves.
@@ -93,8 +86,8 @@ impl Shared {
     }
 
     fn no_quorum(&self) -> ErrorReply {
-        err(
-            ErrorKind::QuorumUnavailable,
+        ErrorReply::new(
+            Status::QuorumUnavailable,
             format!(
                 "no leader: an election is under way or no quorum is reachable (waited {} ms); \
                  writes cannot commit now, reads still work",
@@ -105,13 +98,7 @@ impl Shared {
 
     fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
         let leader_addr = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone());
-        err(
-            ErrorKind::NotLeader {
-                leader_sid: leader,
-                leader_addr,
-            },
-            why.to_string(),
-        )
+        ErrorReply::not_leader(leader, leader_addr, why)
     }
 
     /// A write request from a client (`forwarded`: it came from another node, INV-3).
@@ -126,8 +113,8 @@ impl Shared {
             return Err(self.no_quorum());
         };
         if let Some(fatal) = st.fatal {
-            return Err(err(
-                ErrorKind::Internal,
+            return Err(ErrorReply::new(
+                Status::Internal,
                 format!("the node stopped: {fatal}"),
             ));
         }
@@ -209,8 +196,8 @@ impl Shared {
             .await
             .map_err(|e| match e {
                 NotQueued::Answered(answer) => answer,
-                NotQueued::QueueFull(limit) => Err(err(
-                    ErrorKind::Timeout,
+                NotQueued::QueueFull(limit) => Err(ErrorReply::new(
+                    Status::Timeout,
                     format!(
                         "the node's request queue stayed full for {} ms; the write was not \
                          queued and will not be logged",
@@ -236,8 +223,8 @@ impl Shared {
             (Lookup::Unknown, Some(tag)) => {
                 session::answer_applied(&self.catalog.load(), &tag, zxid.0)
             }
-            (Lookup::Unknown, None) => Err(err(
-                ErrorKind::Timeout,
+            (Lookup::Unknown, None) => Err(ErrorReply::new(
+                Status::Timeout,
                 format!(
                     "the write committed as journal id {:#x}, but whether replay applied it is \
                      no longer known here; check with a read",
@@ -251,16 +238,16 @@ impl Shared {
     pub fn submit_error(&self, e: SubmitError) -> ErrorReply {
         match e {
             SubmitError::NoLeader | SubmitError::QuorumLost => {
-                err(ErrorKind::QuorumUnavailable, e.to_string())
+                ErrorReply::new(Status::QuorumUnavailable, e.to_string())
             }
             SubmitError::NotLeader {
                 leader: ServerId(l),
             } => self.not_leader(Some(l), &e.to_string()),
             SubmitError::EpochExhausted => self.not_leader(None, &e.to_string()),
-            SubmitError::TooLarge { .. } => err(ErrorKind::InvalidArgument, e.to_string()),
-            SubmitError::Timeout(_) => err(ErrorKind::Timeout, e.to_string()),
+            SubmitError::TooLarge { .. } => ErrorReply::new(Status::InvalidArgument, e.to_string()),
+            SubmitError::Timeout(_) => ErrorReply::new(Status::Timeout, e.to_string()),
             SubmitError::Shutdown | SubmitError::Fatal(_) => {
-                err(ErrorKind::Internal, e.to_string())
+                ErrorReply::new(Status::Internal, e.to_string())
             }
         }
     }
@@ -292,19 +279,19 @@ impl Shared {
                 let why = format!("forwarding the write to the leader failed: {e}");
                 match e {
                     CallError::Connect(_) => Retry::Unsent(why),
-                    CallError::Unanswered(_) => Retry::Final(err(ErrorKind::Timeout, why)),
+                    CallError::Unanswered(_) => Retry::Final(ErrorReply::new(Status::Timeout, why)),
                 }
             })?;
         let written = resp.result.map_err(Retry::Final)?;
         let ResponseBody::Written { journal_id, .. } = &written else {
             let why = "the leader answered a write with a non-write body";
-            return Err(Retry::Final(err(ErrorKind::Internal, why)));
+            return Err(Retry::Final(ErrorReply::new(Status::Internal, why)));
         };
         let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
         let limit = left.max(Duration::from_millis(1));
         if !wait_applied(&self.catalog, *journal_id, limit).await {
-            return Err(Retry::Final(err(
-                ErrorKind::Timeout,
+            return Err(Retry::Final(ErrorReply::new(
+                Status::Timeout,
                 format!(
                     "the write committed as journal id {journal_id:#x}, but this node has not \
                      applied it within {} ms (applied {:#x})",
@@ -324,8 +311,8 @@ impl Shared {
             Some(NodeStatus {
                 fatal: Some(fatal), ..
             }) => {
-                return Err(err(
-                    ErrorKind::Internal,
+                return Err(ErrorReply::new(
+                    Status::Internal,
                     format!("the node stopped: {fatal}"),
                 ));
             }
@@ -333,7 +320,10 @@ impl Shared {
         }
         let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
         if !wait_applied(&self.catalog, z.0, self.cfg.write_timeout).await {
-            return Err(err(ErrorKind::Timeout, "synced, but not applied in time"));
+            return Err(ErrorReply::new(
+                Status::Timeout,
+                "synced, but not applied in time",
+            ));
         }
         Ok(self.catalog.journal_id())
     }

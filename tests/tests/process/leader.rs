@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{ClientError, ClientOptions};
+use fe_meta::protocol::Status;
 use tests::proc::{ClusterSpec, Load, ProcCluster};
 
 use crate::{epoch_of, ms};
@@ -154,7 +155,7 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
 /// the new leader.
 fn definite(e: &ClientError) -> bool {
     matches!(
-        e,
-        ClientError::NotLeader { .. } | ClientError::InvalidArgument { .. }
+        e.status(),
+        Some(Status::NotLeader | Status::InvalidArgument)
     )
 }
