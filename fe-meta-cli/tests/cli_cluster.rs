@@ -212,6 +212,11 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     assert!(t.status.success());
     let tables = json(a, &["show-tables", "sales", "--sync"]);
     assert_eq!(tables["tables"][0]["columns"][1]["type"], "VARCHAR(64)");
+    // A database renamed through one node keeps its tables, on every node.
+    let renamed = json(b, &["rename-db", "sales", "shop"]);
+    assert!(renamed["journal_id"].as_u64().unwrap() > 0);
+    let tables = json(a, &["show-tables", "shop", "--sync"]);
+    assert_eq!(tables["tables"][0]["name"], "orders");
     assert!(cli(b, &["set-var", "query_timeout", "300"])
         .status
         .success());
@@ -228,6 +233,8 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     let code = |args: &[&str], server: &str| cli(server, args).status.code();
     assert_eq!(code(&["add-backend", "10.0.0.7:9050"], b), Some(18));
     assert_eq!(code(&["drop-db", "nope"], a), Some(17));
+    assert_eq!(code(&["rename-db", "nope", "x"], a), Some(17));
+    assert_eq!(code(&["rename-db", "shop", "9bad"], a), Some(14));
     assert_eq!(code(&["create-db", "9bad name"], a), Some(14));
     assert_eq!(code(&["add-backend", "no-port"], a), Some(2));
     let closed = format!("127.0.0.1:{}", base + 9);

@@ -279,3 +279,94 @@ fn modify_backend_keeps_unset_fields() {
     assert!(c.backend_by_addr("h", 1).is_none());
     c.check().unwrap();
 }
+
+fn rename(name: &str, new_name: &str) -> Write {
+    Command::RenameDb {
+        name: name.into(),
+        new_name: new_name.into(),
+    }
+    .into()
+}
+
+#[test]
+fn rename_db_moves_the_name_and_the_tables_follow() {
+    let mut p = Planner::new(Catalog::new());
+    let mut c = Catalog::new();
+    let sales = run(&mut p, &mut c, create_db("sales")).unwrap().unwrap();
+    run(&mut p, &mut c, table("sales", "orders", &["id"])).unwrap();
+    run(&mut p, &mut c, create_db("archive")).unwrap();
+    assert_eq!(run(&mut p, &mut c, rename("sales", "shop")).unwrap(), None);
+    let shop = c.database_by_name("shop").unwrap();
+    assert_eq!(shop.id, sales, "the database keeps its id");
+    assert!(c.database_by_name("sales").is_none());
+    let tables: Vec<&str> = c.tables_of(sales).map(|t| t.name.as_str()).collect();
+    assert_eq!(tables, ["orders"]);
+    c.check().unwrap();
+    // The name is free again, and a table can be created in the renamed database.
+    run(&mut p, &mut c, create_db("sales")).unwrap();
+    run(&mut p, &mut c, table("shop", "lines", &["id"])).unwrap();
+
+    let refusals = [
+        (
+            rename("nope", "x"),
+            Status::NotFound,
+            "unknown database \"nope\"",
+        ),
+        (
+            rename("shop", "archive"),
+            Status::AlreadyExists,
+            "\"archive\" already exists",
+        ),
+        (
+            rename("shop", "shop"),
+            Status::AlreadyExists,
+            "\"shop\" already exists",
+        ),
+        (
+            rename("shop", "9x"),
+            Status::InvalidArgument,
+            "invalid database name",
+        ),
+    ];
+    for (write, status, text) in refusals {
+        let err = p.plan(&write).unwrap_err();
+        assert_eq!(err.status(), status, "{write:?}: {err}");
+        assert!(err.to_string().contains(text), "{err} lacks {text}");
+    }
+}
+
+#[test]
+fn replay_ignores_a_rename_that_conflicts_and_reports_its_class() {
+    use fe_meta::state::catalog::{Change, Database};
+    use fe_meta::state::replay::{apply_entry, ConflictKind, Outcome};
+    let mut c = Catalog::new();
+    for (j, (id, name)) in [(10_000, "a"), (10_001, "b")].into_iter().enumerate() {
+        let db = Op::CreateDb(Database {
+            id,
+            name: name.into(),
+        });
+        apply(&mut c, j as u64 + 1, &db.to_entry()).unwrap();
+    }
+    let rename = |db_id, new_name: &str| {
+        Op::RenameDb {
+            db_id,
+            new_name: new_name.into(),
+        }
+        .to_entry()
+    };
+    let taken = apply_entry(&mut c, 3, &rename(10_000, "b")).unwrap();
+    assert!(matches!(taken, Outcome::Ignored(k) if k.kind == ConflictKind::AlreadyExists));
+    let missing = apply_entry(&mut c, 4, &rename(99, "z")).unwrap();
+    assert!(matches!(missing, Outcome::Ignored(k) if k.kind == ConflictKind::NotFound));
+    assert_eq!(
+        apply(&mut c, 5, &rename(10_000, "z")).unwrap(),
+        Change::Applied
+    );
+    // Applied again (a re-planned entry): already its name, nothing changes.
+    assert_eq!(
+        apply(&mut c, 6, &rename(10_000, "z")).unwrap(),
+        Change::Applied
+    );
+    assert_eq!(c.database(10_000).unwrap().name, "z");
+    c.check().unwrap();
+}

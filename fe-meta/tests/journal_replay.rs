@@ -213,7 +213,7 @@ fn replay_reads_no_clock_rng_or_io() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = [
         "state/replay.rs",
-        "state/journal.rs",
+        "state/journal/mod.rs",
         "wire.rs",
         "state/catalog/mod.rs",
         "state/catalog/types.rs",
@@ -329,8 +329,12 @@ fn journal_format_is_stable() {
             db: "sales".into(),
             name: "orders".into(),
         }),
-        command::Write::from(Command::DropDb {
+        command::Write::from(Command::RenameDb {
             name: "sales".into(),
+            new_name: "shop".into(),
+        }),
+        command::Write::from(Command::DropDb {
+            name: "shop".into(),
         }),
         command::Write::from(Command::DropBackend(BackendRef::Id(10_000))),
         command::Write::from(NodeCommand::DropFrontend { sid: 1 }),

@@ -56,6 +56,8 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::ShowFrontends),
         n().prop_map(|name| RequestBody::Write(Command::CreateDb { name })),
         n().prop_map(|name| RequestBody::Write(Command::DropDb { name })),
+        (n(), n())
+            .prop_map(|(name, new_name)| RequestBody::Write(Command::RenameDb { name, new_name })),
         opts().prop_map(RequestBody::ShowDatabases),
         (n(), n(), common::columns()).prop_map(|(db, name, columns)| RequestBody::Write(
             Command::CreateTable { db, name, columns }

@@ -89,6 +89,13 @@ pub enum Command {
         /// Its name.
         name: String,
     },
+    /// Rename a database (its tables go with it).
+    RenameDb {
+        /// Its name.
+        name: String,
+        /// The name it gets.
+        new_name: String,
+    },
     /// Create a table.
     CreateTable {
         /// The database's name.

@@ -39,6 +39,7 @@ pub(super) fn plan_command(c: &Catalog, cmd: &Command) -> Plan {
             },
             None,
         )),
+        Command::RenameDb { name, new_name } => rename_db(c, name, new_name),
         Command::CreateTable { db, name, columns } => create_table(c, db, name, columns),
         Command::DropTable { db, name } => drop_table(c, db, name),
         Command::SetVar { name, value } => set_var(name, value),
@@ -106,6 +107,16 @@ fn create_db(c: &Catalog, name: &str) -> Plan {
         name: name.to_owned(),
     };
     Ok((Op::CreateDb(db), Some(id)))
+}
+
+fn rename_db(c: &Catalog, name: &str, new_name: &str) -> Plan {
+    let db_id = find_db(c, name)?.id;
+    check_name("database name", new_name)?;
+    if c.database_by_name(new_name).is_some() {
+        return Err(CommandError::DatabaseExists(new_name.to_owned()));
+    }
+    let new_name = new_name.to_owned();
+    Ok((Op::RenameDb { db_id, new_name }, None))
 }
 
 fn create_table(c: &Catalog, db: &str, name: &str, columns: &[Column]) -> Plan {

@@ -25,6 +25,7 @@ impl Command {
             Command::ModifyBackend { .. } => RequestKind::MODIFY_BACKEND,
             Command::CreateDb { .. } => RequestKind::CREATE_DB,
             Command::DropDb { .. } => RequestKind::DROP_DB,
+            Command::RenameDb { .. } => RequestKind::RENAME_DB,
             Command::CreateTable { .. } => RequestKind::CREATE_TABLE,
             Command::DropTable { .. } => RequestKind::DROP_TABLE,
             Command::SetVar { .. } => RequestKind::SET_VAR,
@@ -61,6 +62,10 @@ pub(super) fn put_command(o: &mut Vec<u8>, cmd: &Command) {
             o.put_opt_u64(*capacity_bytes);
         }
         Command::CreateDb { name } | Command::DropDb { name } => o.put_str(name),
+        Command::RenameDb { name, new_name } => {
+            o.put_str(name);
+            o.put_str(new_name);
+        }
         Command::CreateTable { db, name, columns } => {
             o.put_str(db);
             o.put_str(name);
@@ -97,6 +102,10 @@ pub(super) fn get_command(kind: RequestKind, r: &mut Reader<'_>) -> Result<Comma
         },
         RequestKind::DROP_DB => Command::DropDb {
             name: name(r, "database name")?,
+        },
+        RequestKind::RENAME_DB => Command::RenameDb {
+            name: name(r, "database name")?,
+            new_name: name(r, "new database name")?,
         },
         RequestKind::CREATE_TABLE => get_create_table(r)?,
         RequestKind::DROP_TABLE => Command::DropTable {

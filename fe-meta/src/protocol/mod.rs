@@ -103,6 +103,8 @@ request_kinds! {
     DROP_DB = 31, write;
     /// List databases.
     SHOW_DATABASES = 32, read;
+    /// Rename a database.
+    RENAME_DB = 33, write;
     /// Create a table.
     CREATE_TABLE = 40, write;
     /// Drop a table.

@@ -27,6 +27,7 @@
 //! | SAVE_NEXTID         | always: next_id = max(next_id, value)         |                  |
 //! | CREATE_DB           | id and name free (or the same db already)     | ignored          |
 //! | DROP_DB             | db exists; its tables go with it              | ignored          |
+//! | RENAME_DB           | db exists, new name free (or already its own); its tables stay with it | ignored |
 //! | CREATE_TABLE        | db exists, id and name free (or same table)   | ignored          |
 //! | DROP_TABLE          | table exists in that db                       | ignored          |
 //! | ADD_BACKEND         | id and host:port free (or same backend)       | ignored          |
@@ -176,10 +177,12 @@ fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
         Op::SessionWrite { inner, .. } => conflict_kind(state, inner),
         Op::CreateTable(t) if state.database(t.db_id).is_none() => ConflictKind::NotFound,
         Op::ModifyBackend(be) if state.backend(be.id).is_none() => ConflictKind::NotFound,
+        Op::RenameDb { db_id, .. } if state.database(*db_id).is_none() => ConflictKind::NotFound,
         Op::CreateDb(_)
         | Op::CreateTable(_)
         | Op::AddBackend(_)
         | Op::ModifyBackend(_)
+        | Op::RenameDb { .. }
         | Op::AddFrontend(_) => ConflictKind::AlreadyExists,
         Op::DropDb { .. }
         | Op::DropTable { .. }
@@ -207,6 +210,7 @@ fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
         }
         Op::CreateDb(db) => state.create_db(db.clone()),
         Op::DropDb { db_id } => state.drop_db(*db_id),
+        Op::RenameDb { db_id, new_name } => state.rename_db(*db_id, new_name),
         Op::CreateTable(t) => state.create_table(t.clone()),
         Op::DropTable { db_id, table_id } => state.drop_table(*db_id, *table_id),
         Op::AddBackend(be) => state.add_backend(be.clone()),

@@ -121,6 +121,7 @@ pub fn plain_op() -> impl Strategy<Value = Op> {
         any::<u64>().prop_map(|next_id| Op::SaveNextId { next_id }),
         (any::<u64>(), name()).prop_map(|(id, name)| Op::CreateDb(Database { id, name })),
         any::<u64>().prop_map(|db_id| Op::DropDb { db_id }),
+        (any::<u64>(), name()).prop_map(|(db_id, new_name)| Op::RenameDb { db_id, new_name }),
         (any::<u64>(), any::<u64>(), name(), columns()).prop_map(|(id, db_id, name, columns)| {
             Op::CreateTable(Table {
                 id,
@@ -181,6 +182,8 @@ pub fn command() -> impl Strategy<Value = Write> {
             .prop_map(|name| Write::from(Command::CreateDb { name })),
         db.clone()
             .prop_map(|name| Write::from(Command::DropDb { name })),
+        (db.clone(), db.clone())
+            .prop_map(|(name, new_name)| Write::from(Command::RenameDb { name, new_name })),
         (
             db.clone(),
             table.clone(),

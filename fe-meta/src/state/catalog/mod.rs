@@ -302,6 +302,27 @@ impl Catalog {
         Change::Applied
     }
 
+    /// Renames database `id` to `new_name` (its tables stay with it: they name it by id).
+    pub(crate) fn rename_db(&mut self, id: u64, new_name: &str) -> Change {
+        let Some(db) = self.dbs.get(&id) else {
+            return Change::Ignored("no such database");
+        };
+        if db.name == new_name {
+            return Change::Applied;
+        }
+        if self.db_names.contains_key(new_name) {
+            return Change::Ignored("database name already used");
+        }
+        let renamed = Database {
+            id,
+            name: new_name.to_owned(),
+        };
+        self.db_names.remove(db.name.as_str());
+        self.db_names.insert(Arc::from(new_name), id);
+        self.dbs.insert(id, Arc::new(renamed));
+        Change::Applied
+    }
+
     pub(crate) fn drop_db(&mut self, id: u64) -> Change {
         let Some(db) = self.dbs.remove(&id) else {
             return Change::Ignored("no such database");
