@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
+use fe_meta::Zxid;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -52,7 +53,7 @@ fn var_answer(req: &Request, value: &str) -> Response {
         id: req.id,
         kind: req.body.kind(),
         result: Ok(ResponseBody::Var {
-            journal_id: req.id,
+            journal_id: Zxid(req.id),
             value: Some(value.to_owned()),
         }),
     }
@@ -173,7 +174,9 @@ async fn a_lost_connection_fails_every_call_in_flight_and_later() {
             vec![Response {
                 id: req.id,
                 kind: RequestKind(0xFFFF),
-                result: Ok(ResponseBody::Synced { journal_id: 0 }),
+                result: Ok(ResponseBody::Synced {
+                    journal_id: Zxid(0),
+                }),
             }]
         }
     })

@@ -9,6 +9,7 @@ use fe_meta::protocol::{ErrorReply, Status};
 use fe_meta::state::catalog::{BackendState, Catalog, Column, ColumnType};
 use fe_meta::state::journal::{JournalEntry, Op};
 use fe_meta::state::replay::apply;
+use fe_meta::Zxid;
 
 fn run(
     planner: &mut Planner,
@@ -16,7 +17,7 @@ fn run(
     cmd: impl Into<Write>,
 ) -> Result<Option<u64>, CommandError> {
     let (_, planned) = planner.plan(&cmd.into())?;
-    let next = replayed.journal_id() + 1;
+    let next = Zxid(replayed.journal_id().0 + 1);
     apply(replayed, next, &planned.entry).unwrap();
     Ok(planned.created_id)
 }
@@ -275,7 +276,7 @@ fn modify_backend_keeps_unset_fields() {
     );
     let bytes =
         JournalEntry::decode(&Op::DropBackend { backend_id: 10_000 }.to_entry().encode()).unwrap();
-    apply(&mut c, 100, &bytes).unwrap();
+    apply(&mut c, Zxid(100), &bytes).unwrap();
     assert!(c.backend_by_addr("h", 1).is_none());
     c.check().unwrap();
 }
@@ -345,7 +346,7 @@ fn replay_ignores_a_rename_that_conflicts_and_reports_its_class() {
             id,
             name: name.into(),
         });
-        apply(&mut c, j as u64 + 1, &db.to_entry()).unwrap();
+        apply(&mut c, Zxid(j as u64 + 1), &db.to_entry()).unwrap();
     }
     let rename = |db_id, new_name: &str| {
         Op::RenameDb {
@@ -354,17 +355,17 @@ fn replay_ignores_a_rename_that_conflicts_and_reports_its_class() {
         }
         .to_entry()
     };
-    let taken = apply_entry(&mut c, 3, &rename(10_000, "b")).unwrap();
+    let taken = apply_entry(&mut c, Zxid(3), &rename(10_000, "b")).unwrap();
     assert!(matches!(taken, Outcome::Ignored(k) if k.kind == ConflictKind::AlreadyExists));
-    let missing = apply_entry(&mut c, 4, &rename(99, "z")).unwrap();
+    let missing = apply_entry(&mut c, Zxid(4), &rename(99, "z")).unwrap();
     assert!(matches!(missing, Outcome::Ignored(k) if k.kind == ConflictKind::NotFound));
     assert_eq!(
-        apply(&mut c, 5, &rename(10_000, "z")).unwrap(),
+        apply(&mut c, Zxid(5), &rename(10_000, "z")).unwrap(),
         Change::Applied
     );
     // Applied again (a re-planned entry): already its name, nothing changes.
     assert_eq!(
-        apply(&mut c, 6, &rename(10_000, "z")).unwrap(),
+        apply(&mut c, Zxid(6), &rename(10_000, "z")).unwrap(),
         Change::Applied
     );
     assert_eq!(c.database(10_000).unwrap().name, "z");

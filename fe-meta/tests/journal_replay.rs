@@ -5,6 +5,7 @@
 
 mod common;
 
+use fe_meta::Zxid;
 use std::io::{Read, Write};
 
 use fe_meta::command::{self, BackendRef, Command, NodeCommand, Planner};
@@ -28,7 +29,12 @@ fn record(cmds: &[command::Write]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
         };
         let zxid = (1u64 << 32) | (journal.len() as u64 + 1);
         let bytes = planned.entry.encode();
-        let change = apply(&mut replayed, zxid, &JournalEntry::decode(&bytes).unwrap()).unwrap();
+        let change = apply(
+            &mut replayed,
+            Zxid(zxid),
+            &JournalEntry::decode(&bytes).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             change,
             Change::Applied,
@@ -80,7 +86,7 @@ fn read_journal(mut input: impl Read) -> Vec<(u64, JournalEntry)> {
 fn replay_all(entries: &[(u64, JournalEntry)]) -> Catalog {
     let mut c = Catalog::new();
     for (id, e) in entries {
-        apply(&mut c, *id, e).unwrap();
+        apply(&mut c, Zxid(*id), e).unwrap();
     }
     c
 }
@@ -102,9 +108,9 @@ proptest! {
         prop_assert_eq!(Op::decode(&bytes).unwrap(), op.clone());
         let mut a = Catalog::new();
         let mut b = Catalog::new();
-        apply(&mut a, 7, &entry).unwrap();
-        apply(&mut b, 7, &JournalEntry::decode(&bytes).unwrap()).unwrap();
-        prop_assert_eq!(a.journal_id(), 7);
+        apply(&mut a, Zxid(7), &entry).unwrap();
+        apply(&mut b, Zxid(7), &JournalEntry::decode(&bytes).unwrap()).unwrap();
+        prop_assert_eq!(a.journal_id(), Zxid(7));
         prop_assert_eq!(a, b);
     }
 
@@ -113,7 +119,7 @@ proptest! {
         let _ = Op::decode(&bytes);
         let mut c = Catalog::new();
         if let Ok(e) = JournalEntry::decode(&bytes) {
-            let _ = apply(&mut c, 1, &e);
+            let _ = apply(&mut c, Zxid(1), &e);
         }
     }
 
@@ -156,12 +162,12 @@ proptest! {
 
         let mut first = read_image(&image[..]).unwrap();
         for (id, e) in &entries[mid..] {
-            apply(&mut first, *id, e).unwrap();
+            apply(&mut first, Zxid(*id), e).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
         let second = SharedCatalog::new(read_image(&image[..]).unwrap());
         for chunk in entries[mid..].chunks(5) {
-            apply_batch(&second, chunk.iter().cloned()).unwrap();
+            apply_batch(&second, chunk.iter().map(|(id, e)| (Zxid(*id), e.clone()))).unwrap();
         }
         let d1 = digest(&first).unwrap();
         prop_assert_eq!(d1, digest(&second.load()).unwrap());
@@ -189,7 +195,7 @@ proptest! {
         write_image(&replay_all(&entries[..mid]), &mut image).unwrap();
         let mut restored = read_image(&image[..]).unwrap();
         for (id, e) in &entries[mid..] {
-            apply(&mut restored, *id, e).unwrap();
+            apply(&mut restored, Zxid(*id), e).unwrap();
         }
         prop_assert_eq!(&restored, &leader);
 
@@ -197,10 +203,10 @@ proptest! {
         let shared = SharedCatalog::default();
         let reader = shared.load();
         for chunk in entries.chunks(7) {
-            apply_batch(&shared, chunk.iter().cloned()).unwrap();
+            apply_batch(&shared, chunk.iter().map(|(id, e)| (Zxid(*id), e.clone()))).unwrap();
         }
         prop_assert_eq!(&*shared.load(), &leader);
-        prop_assert_eq!(reader.journal_id(), 0, "a held version never changes");
+        prop_assert_eq!(reader.journal_id(), Zxid(0), "a held version never changes");
     }
 }
 
@@ -255,7 +261,10 @@ fn a_journal_of_the_previous_format_still_replays() {
             .collect();
         let entry = JournalEntry::decode(&bytes).unwrap();
         let zxid = (1u64 << 32) | (i as u64 + 1);
-        assert_eq!(apply(&mut catalog, zxid, &entry).unwrap(), Change::Applied);
+        assert_eq!(
+            apply(&mut catalog, Zxid(zxid), &entry).unwrap(),
+            Change::Applied
+        );
     }
     assert_eq!(catalog.last_timestamp_ms(), 1_700_000_000_000);
     assert!(catalog.sessions().is_empty());
@@ -355,7 +364,7 @@ fn journal_format_is_stable() {
         .unwrap();
     let zxid = (1u64 << 32) | (journal.len() as u64 + 1);
     assert_eq!(
-        apply(&mut catalog, zxid, &tagged.entry).unwrap(),
+        apply(&mut catalog, Zxid(zxid), &tagged.entry).unwrap(),
         Change::Applied
     );
     journal.push((zxid, tagged.entry.encode()));

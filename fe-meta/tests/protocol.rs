@@ -13,6 +13,7 @@ use fe_meta::protocol::{
     Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody, Status, StatusInfo,
 };
 use fe_meta::state::catalog::{Database, SessionTag};
+use fe_meta::Zxid;
 use proptest::prelude::*;
 
 fn opts() -> impl Strategy<Value = ReadOptions> {
@@ -126,7 +127,7 @@ fn frontend_row() -> impl Strategy<Value = FrontendRow> {
                 role: f.role,
                 is_leader,
                 alive,
-                replayed_journal_id,
+                replayed_journal_id: Zxid(replayed_journal_id),
                 lag_ms,
             },
         )
@@ -138,7 +139,7 @@ fn small_vec<S: Strategy>(s: S) -> proptest::collection::VecStrategy<S> {
 
 /// A success body for `kind`.
 fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
-    let j = any::<u64>();
+    let j = any::<u64>().prop_map(Zxid);
     match kind {
         RequestKind::STATUS => (
             any::<u64>(),
@@ -154,7 +155,7 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
                     mode: Mode::from_tag(mode).unwrap(),
                     leader_sid,
                     epoch: n[0],
-                    applied_journal_id: n[1],
+                    applied_journal_id: Zxid(n[1]),
                     last_timestamp_ms: n[2],
                     staleness_ms,
                     entry_count: n[3],
@@ -406,7 +407,7 @@ fn connection_start_tells_words_from_frames() {
 fn write_kinds_are_answered_with_written() {
     for kind in RequestKind::ALL {
         let written = ResponseBody::Written {
-            journal_id: 1,
+            journal_id: Zxid(1),
             created_id: None,
         };
         assert_eq!(written.answers(kind), kind.is_write(), "{kind}");
@@ -439,7 +440,7 @@ fn protocol_md_example_bytes() {
         id: 1,
         kind: RequestKind::CREATE_DB,
         result: Ok(ResponseBody::Written {
-            journal_id: 0x1_0000_0001,
+            journal_id: Zxid(0x1_0000_0001),
             created_id: Some(10_001),
         }),
     };

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fe_meta::command::Command;
 use fe_meta::protocol::{Mode, ReadOptions, RequestBody, ResponseBody, Status};
+use fe_meta::Zxid;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const SYNC: ReadOptions = ReadOptions { sync: true };
@@ -120,7 +121,7 @@ async fn writes_through_any_node_are_read_there_at_once() {
     assert!(rows.iter().all(|f| f.alive), "{rows:?}");
     let leaders: Vec<u64> = rows.iter().filter(|f| f.is_leader).map(|f| f.sid).collect();
     assert_eq!(leaders, vec![leader]);
-    assert!(rows.iter().all(|f| f.replayed_journal_id > 0));
+    assert!(rows.iter().all(|f| f.replayed_journal_id > Zxid::ZERO));
 
     // STATUS and the four-letter words.
     let st = call(c.addr(leader), RequestBody::Status).await.unwrap();

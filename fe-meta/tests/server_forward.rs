@@ -15,6 +15,7 @@ use fe_meta::protocol::{
     ResponseBody, Status, StatusInfo,
 };
 use fe_meta::server::FORWARDED_BIT;
+use fe_meta::Zxid;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const PLAIN: ReadOptions = ReadOptions { sync: false };
@@ -34,7 +35,7 @@ fn mntr_value(mntr: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {mntr}"))
 }
 
-fn written(r: &ResponseBody) -> u64 {
+fn written(r: &ResponseBody) -> Zxid {
     match r {
         ResponseBody::Written { journal_id, .. } => *journal_id,
         other => panic!("not Written: {other:?}"),
@@ -93,7 +94,11 @@ async fn a_follower_never_writes_locally_it_forwards_or_answers_not_leader() {
             .unwrap(),
     );
     let st = status(c.addr(leader)).await;
-    assert_eq!(j >> 32, st.epoch, "committed in the leader's epoch");
+    assert_eq!(
+        u64::from(j.epoch().0),
+        st.epoch,
+        "committed in the leader's epoch"
+    );
     assert!(status(c.addr(follower)).await.applied_journal_id >= j);
     c.stop_all().await;
 }
@@ -178,7 +183,7 @@ async fn forwarded_writes_and_many_reads_run_together_without_deadlock() {
                     let host = format!("w{w}.example");
                     let j = written(&client.call(add_backend(&host, i + 1)).await.unwrap());
                     let r = client.call(RequestBody::ShowBackends(PLAIN)).await.unwrap();
-                    assert!(backends_of(&r).contains(&(host, i + 1)), "at {j:#x}");
+                    assert!(backends_of(&r).contains(&(host, i + 1)), "at {j}");
                 }
             }));
         }
@@ -248,7 +253,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             .await
             .unwrap(),
     );
-    let e1 = j1 >> 32;
+    let e1 = u64::from(j1.epoch().0);
     assert!(e1 > 0);
     for sid in [1u64, 2, 3] {
         assert_eq!(status(c.addr(sid)).await.epoch, e1, "sid {sid}");
@@ -271,7 +276,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             }
         }
     };
-    let e2 = j2 >> 32;
+    let e2 = u64::from(j2.epoch().0);
     assert!(e2 > e1, "epoch {e2} after {e1}");
     for sid in [1u64, 2, 3].into_iter().filter(|s| *s != old) {
         let st = status(c.addr(sid)).await;

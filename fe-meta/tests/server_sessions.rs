@@ -35,7 +35,7 @@ async fn send(client: &mut Client, body: RequestBody, meta: RequestMeta) -> Resp
     r
 }
 
-fn written(r: &Response) -> (u64, Option<u64>) {
+fn written(r: &Response) -> (fe_meta::Zxid, Option<u64>) {
     match &r.result {
         Ok(ResponseBody::Written {
             journal_id,

@@ -97,12 +97,16 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
         };
         write(&mut sm, &mut planner, zxid, &cmd);
     }
-    assert_eq!(shared.journal_id(), 1_000);
+    assert_eq!(shared.journal_id(), Zxid(1_000));
     go_tx.send(()).unwrap();
     let image = writer.join().unwrap();
 
     let restored = read_image(&image[..]).unwrap();
-    assert_eq!(restored.journal_id(), 400, "the image names its version");
+    assert_eq!(
+        restored.journal_id(),
+        Zxid(400),
+        "the image names its version"
+    );
     assert_eq!(
         digest(&restored).unwrap(),
         at_400,
@@ -114,7 +118,7 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
     // Restored as the snapshot of zxid 400 and replayed onwards, it reaches the live state.
     let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
     other.restore(Zxid(400), &mut &image[..]).unwrap();
-    assert_eq!(other.shared().journal_id(), 400);
+    assert_eq!(other.shared().journal_id(), Zxid(400));
 }
 
 /// PITFALLS E9: taking a checkpoint does not copy the catalog. The captured version and the

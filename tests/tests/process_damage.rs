@@ -39,7 +39,7 @@ fn ms(d: Duration) -> u128 {
 /// The leader's applied journal id (waiting for a leader first).
 async fn leader_applied(c: &mut ProcCluster) -> (u64, u64) {
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
-    let applied = c.status(leader).await.unwrap().applied_journal_id;
+    let applied = c.status(leader).await.unwrap().applied_journal_id.0;
     (leader, applied)
 }
 
@@ -53,11 +53,11 @@ async fn caught_up(addr: &str, target: u64, within: Duration) -> Duration {
             if let Ok(s) = client.status().await {
                 if matches!(s.mode, Mode::Follower | Mode::Observer | Mode::Leader)
                     && s.leader_sid.is_some()
-                    && s.applied_journal_id >= target
+                    && s.applied_journal_id.0 >= target
                 {
                     return start.elapsed();
                 }
-                last = format!("{} applied {:#x}", s.mode.name(), s.applied_journal_id);
+                last = format!("{} applied {}", s.mode.name(), s.applied_journal_id);
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -192,7 +192,7 @@ async fn kill_during_snap_transfer_restarts_and_converges() {
     let synced_at_kill = c
         .status(victim)
         .await
-        .is_some_and(|s| s.applied_journal_id >= target && s.leader_sid.is_some());
+        .is_some_and(|s| s.applied_journal_id.0 >= target && s.leader_sid.is_some());
     c.kill(victim).unwrap();
     let killed_after = started.elapsed();
     let restarted = Instant::now();
@@ -338,7 +338,7 @@ async fn flip_newest_snapshot(c: &mut ProcCluster, victim: u64, mask: u8) {
             break "refused";
         }
         if let Some(s) = c.status(victim).await {
-            if s.leader_sid.is_some() && s.applied_journal_id >= target {
+            if s.leader_sid.is_some() && s.applied_journal_id.0 >= target {
                 break "fell_back";
             }
         }
@@ -387,7 +387,7 @@ async fn write_rate(c: &ProcCluster, tag: &str, secs: f64) -> (f64, Duration, Du
                 let t = Instant::now();
                 let w = client.set_var(&name, "x").await.unwrap();
                 lat.push(t.elapsed());
-                ledger.record(&name, "x", w.journal_id);
+                ledger.record(&name, "x", w.journal_id.0);
                 k += 1;
             }
             lat
@@ -465,7 +465,7 @@ async fn observer_down_does_not_slow_writes_and_catches_up() {
             Ok(client) => client.digest(false).await.ok(),
             Err(_) => None,
         };
-        if d.is_some_and(|(jid, digest, _)| jid == done.journal_id && digest == done.digest) {
+        if d.is_some_and(|(jid, digest, _)| jid.0 == done.journal_id && digest == done.digest) {
             break;
         }
         if start.elapsed() > Duration::from_secs(20) {

@@ -31,6 +31,7 @@ use super::{progress, Params};
 use crate::Failure;
 use fe_meta::client::{four_letter_word, Client, ClientError, ClientOptions};
 use fe_meta::protocol::Mode;
+use fe_meta::Zxid;
 
 const PHASE: Duration = Duration::from_secs(60);
 
@@ -292,7 +293,7 @@ pub async fn catchup(
         .map_err(client_failure)?
         .applied_journal_id;
     progress(&format!(
-        "W5 wrote {next} txns in {write_s:.2} s ({:.0}/s, errors={}); leader journal id {lz:#x}",
+        "W5 wrote {next} txns in {write_s:.2} s ({:.0}/s, errors={}); leader journal id {lz}",
         next as f64 / write_s,
         errors.load(Ordering::Relaxed)
     ));
@@ -318,7 +319,10 @@ pub async fn catchup(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let lz2 = client.status().await.map_or(0, |s| s.applied_journal_id);
+    let lz2 = client
+        .status()
+        .await
+        .map_or(Zxid::ZERO, |s| s.applied_journal_id);
     let ms0 = |d: Option<Duration>| {
         d.map_or("-1".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3))
     };
@@ -330,8 +334,8 @@ pub async fn catchup(
         .set("write_s", format!("{write_s:.2}"))
         .set("write_ops_per_s", format!("{:.0}", next as f64 / write_s))
         .set("write_errors", errors.load(Ordering::Relaxed))
-        .set("leader_zxid", format!("{lz:#x}"))
-        .set("leader_zxid_after", format!("{lz2:#x}"))
+        .set("leader_zxid", lz.to_string())
+        .set("leader_zxid_after", lz2.to_string())
         .set("restart_to_serving_ms", ms0(serving))
         .set("restart_to_caught_up_ms", ms0(done));
     let mut sync = Line::new("W5-sync", label);

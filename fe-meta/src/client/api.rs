@@ -9,12 +9,13 @@ use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
 use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
 use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
+use zab_core::Zxid;
 
 /// A committed write: committed on a quorum and applied on the node that answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Written {
     /// The write's journal id (zxid).
-    pub journal_id: u64,
+    pub journal_id: Zxid,
     /// The new backend / database / table id, for writes that create one.
     pub created_id: Option<u64>,
 }
@@ -23,12 +24,12 @@ pub struct Written {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Read<T> {
     /// The last journal id applied to the catalog version read.
-    pub journal_id: u64,
+    pub journal_id: Zxid,
     /// What was read.
     pub value: T,
 }
 
-fn read<T>(journal_id: u64, value: T) -> Result<Read<T>, ClientError> {
+fn read<T>(journal_id: Zxid, value: T) -> Result<Read<T>, ClientError> {
     Ok(Read { journal_id, value })
 }
 
@@ -67,7 +68,7 @@ impl Client {
     }
 
     /// DIGEST: `(journal_id, sha256, entry_count)` of the node's catalog.
-    pub async fn digest(&self, sync: bool) -> Result<(u64, [u8; 32], u64), ClientError> {
+    pub async fn digest(&self, sync: bool) -> Result<(Zxid, [u8; 32], u64), ClientError> {
         match self.call(RequestBody::Digest(opts(sync))).await? {
             ResponseBody::Digest {
                 journal_id,
@@ -80,7 +81,7 @@ impl Client {
 
     /// SYNC: returns once the node has applied everything committed when the sync started;
     /// the node's applied journal id.
-    pub async fn sync(&self) -> Result<u64, ClientError> {
+    pub async fn sync(&self) -> Result<Zxid, ClientError> {
         match self.call(RequestBody::Sync).await? {
             ResponseBody::Synced { journal_id } => Ok(journal_id),
             _ => Err(mismatch("SYNC")),

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::state::catalog::{Catalog, Frontend};
 use crate::state::image;
+use zab_core::Zxid;
 
 /// The answer to `body` from `catalog`, if `body` is a read that needs only the catalog
 /// (DIGEST, SHOW_BACKENDS, SHOW_DATABASES, SHOW_TABLES, GET_VAR, SHOW_VARS); `None` otherwise.
@@ -70,7 +71,7 @@ impl FrontendRow {
         fe: &Frontend,
         is_leader: bool,
         alive: bool,
-        replayed_journal_id: u64,
+        replayed_journal_id: Zxid,
         lag_ms: Option<u64>,
     ) -> FrontendRow {
         FrontendRow {
@@ -121,13 +122,13 @@ mod tests {
             id: 10_000,
             name: "d".into(),
         };
-        apply(&mut c, 3, &Op::CreateDb(db).to_entry()).unwrap();
+        apply(&mut c, Zxid(3), &Op::CreateDb(db).to_entry()).unwrap();
         let o = ReadOptions::default();
         let dbs = answer_catalog_read(&c, &RequestBody::ShowDatabases(o))
             .unwrap()
             .unwrap();
         assert!(
-            matches!(dbs, ResponseBody::Databases { journal_id: 3, ref databases } if databases.len() == 1)
+            matches!(dbs, ResponseBody::Databases { journal_id: Zxid(3), ref databases } if databases.len() == 1)
         );
         let missing = RequestBody::ShowTables {
             opts: o,
@@ -143,7 +144,7 @@ mod tests {
         assert_eq!(
             got,
             ResponseBody::Var {
-                journal_id: 3,
+                journal_id: Zxid(3),
                 value: None
             }
         );

@@ -8,6 +8,7 @@
 //! bytes could hold.
 
 use bytes::BufMut;
+use zab_core::Zxid;
 
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};
@@ -35,7 +36,7 @@ pub enum ResponseBody {
     /// DIGEST.
     Digest {
         /// The catalog version digested.
-        journal_id: u64,
+        journal_id: Zxid,
         /// SHA-256 of its image.
         digest: [u8; 32],
         /// Its entries.
@@ -44,54 +45,54 @@ pub enum ResponseBody {
     /// SYNC.
     Synced {
         /// Applied journal id after the sync.
-        journal_id: u64,
+        journal_id: Zxid,
     },
     /// Every write.
     Written {
         /// The write's journal id; this node has applied it.
-        journal_id: u64,
+        journal_id: Zxid,
         /// The id of what was created, if anything.
         created_id: Option<u64>,
     },
     /// SHOW_BACKENDS.
     Backends {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By id.
         backends: Vec<Backend>,
     },
     /// SHOW_FRONTENDS.
     Frontends {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By sid.
         rows: Vec<FrontendRow>,
     },
     /// SHOW_DATABASES.
     Databases {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By id.
         databases: Vec<Database>,
     },
     /// SHOW_TABLES.
     Tables {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By name.
         tables: Vec<Table>,
     },
     /// GET_VAR.
     Var {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// The value; none if unset.
         value: Option<String>,
     },
     /// SHOW_VARS.
     Vars {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By name.
         vars: Vec<(String, String)>,
     },
@@ -139,16 +140,16 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             digest,
             entry_count,
         } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.extend_from_slice(digest);
             o.put_u64(*entry_count);
         }
-        ResponseBody::Synced { journal_id } => o.put_u64(*journal_id),
+        ResponseBody::Synced { journal_id } => o.put_u64(journal_id.0),
         ResponseBody::Written {
             journal_id,
             created_id,
         } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.put_opt_u64(*created_id);
         }
         ResponseBody::Backends {
@@ -166,7 +167,7 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             put_list(o, *journal_id, tables, |o, t| t.encode(o))
         }
         ResponseBody::Var { journal_id, value } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.put_opt_str(value.as_deref());
         }
         ResponseBody::Vars { journal_id, vars } => put_list(o, *journal_id, vars, |o, (k, v)| {
@@ -178,11 +179,11 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
 
 pub(super) fn put_list<T>(
     o: &mut Vec<u8>,
-    journal_id: u64,
+    journal_id: Zxid,
     items: &[T],
     put: impl Fn(&mut Vec<u8>, &T),
 ) {
-    o.put_u64(journal_id);
+    o.put_u64(journal_id.0);
     o.put_len(items.len());
     for item in items {
         put(o, item);
@@ -225,7 +226,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
     Ok(match kind {
         RequestKind::STATUS => ResponseBody::Status(decode_status(r)?),
         RequestKind::DIGEST => {
-            let journal_id = r.u64("journal id")?;
+            let journal_id = Zxid(r.u64("journal id")?);
             let mut digest = [0u8; 32];
             digest.copy_from_slice(r.take("digest", 32)?);
             ResponseBody::Digest {
@@ -235,7 +236,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             }
         }
         RequestKind::SYNC => ResponseBody::Synced {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
         },
         RequestKind::SHOW_BACKENDS => {
             let (journal_id, backends) = get_list(r, 23, Backend::decode)?;
@@ -260,7 +261,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Tables { journal_id, tables }
         }
         RequestKind::GET_VAR => ResponseBody::Var {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
             value: r.opt_str("variable value", VALUE_LEN_MAX)?,
         },
         RequestKind::SHOW_VARS => {
@@ -273,7 +274,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Vars { journal_id, vars }
         }
         _ => ResponseBody::Written {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,
         },
     })
@@ -284,8 +285,8 @@ fn get_list<T>(
     r: &mut Reader<'_>,
     min_len: usize,
     mut item: impl FnMut(&mut Reader<'_>) -> Result<T, WireError>,
-) -> Result<(u64, Vec<T>), WireError> {
-    let journal_id = r.u64("journal id")?;
+) -> Result<(Zxid, Vec<T>), WireError> {
+    let journal_id = Zxid(r.u64("journal id")?);
     let n = r.len("item count", r.remaining() / min_len)?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use zab_core::Role;
+use zab_core::{Role, Zxid};
 use zab_net::NodeStatus;
 
 use super::session::RequestContext;
@@ -206,13 +206,13 @@ impl Shared {
                     };
                     FrontendRow::new(&fe, is_leader, true, s.applied_journal_id, lag)
                 }
-                None => FrontendRow::new(&fe, is_leader, false, 0, None),
+                None => FrontendRow::new(&fe, is_leader, false, Zxid::ZERO, None),
             };
             rows.insert(*sid, row);
         }
         for fe in catalog.frontends() {
             rows.entry(fe.sid)
-                .or_insert_with(|| FrontendRow::new(fe, false, false, 0, None));
+                .or_insert_with(|| FrontendRow::new(fe, false, false, Zxid::ZERO, None));
         }
         ResponseBody::Frontends {
             journal_id: catalog.journal_id(),

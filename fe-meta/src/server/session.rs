@@ -20,6 +20,8 @@
 
 use std::time::{Duration, Instant};
 
+use zab_core::Zxid;
+
 use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
 use crate::protocol::{ErrorReply, RequestMeta, Status};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
@@ -34,7 +36,7 @@ pub struct RequestContext {
 }
 
 /// A write's answer: `(journal_id, created_id)` or the error reply.
-pub type WriteAnswer = Result<(u64, Option<u64>), ErrorReply>;
+pub type WriteAnswer = Result<(Zxid, Option<u64>), ErrorReply>;
 
 /// What planning a write gave: an entry to submit, or an answer without submitting.
 #[derive(Debug)]
@@ -120,7 +122,7 @@ pub fn plan(
     }
     match planner.plan_tagged(cmd, tag) {
         Ok((ticket, planned)) => Planning::Submit(ticket, planned),
-        Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != 0 => {
+        Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != Zxid::ZERO => {
             Planning::Answer(Ok((outcome.journal_id, outcome.created_id)))
         }
         Err(CommandError::Duplicate { client_id, seq, .. }) => {
@@ -146,14 +148,14 @@ pub fn plan_write(planner: &mut Planner, write: &Write) -> Planning {
 
 /// The answer to a session write that committed as `journal_id`, read from `applied`, a
 /// catalog that has applied it (INV-2).
-pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: u64) -> WriteAnswer {
+pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: Zxid) -> WriteAnswer {
     match applied.sessions().admit(tag) {
         Admission::Duplicate(outcome) => Ok((outcome.journal_id, outcome.created_id)),
         Admission::Stale { floor } => Err(stale(tag, floor)),
         Admission::Fresh => Err(ErrorReply::new(
             Status::Internal,
             format!(
-                "journal id {journal_id:#x} committed, but replay did not apply it: it \
+                "journal id {journal_id} committed, but replay did not apply it: it \
                  conflicted with the catalog as it was then (nothing changed)"
             ),
         )),
@@ -222,20 +224,23 @@ mod tests {
             panic!("an in-flight retry is answered")
         };
         assert_eq!(e.status, Status::Timeout);
-        apply(&mut applied, 7, &first.entry).unwrap();
-        assert_eq!(answer_applied(&applied, &tag(1, 1), 7), Ok((7, None)));
+        apply(&mut applied, Zxid(7), &first.entry).unwrap();
+        assert_eq!(
+            answer_applied(&applied, &tag(1, 1), Zxid(7)),
+            Ok((Zxid(7), None))
+        );
         // After the commit, a retry gets the first outcome without logging.
         let Planning::Answer(answer) = plan(&mut planner, &applied, &set("a"), Some(tag(1, 1)))
         else {
             panic!("a committed retry is answered")
         };
-        assert_eq!(answer, Ok((7, None)));
+        assert_eq!(answer, Ok((Zxid(7), None)));
 
         let Planning::Submit(_, newer) = plan(&mut planner, &applied, &set("b"), Some(tag(3, 3)))
         else {
             panic!("a newer write is submitted")
         };
-        apply(&mut applied, 8, &newer.entry).unwrap();
+        apply(&mut applied, Zxid(8), &newer.entry).unwrap();
         // Seq 2 was given up by the client (floor 3 since): refused early, never planned.
         let Planning::Answer(Err(e)) = plan(&mut planner, &applied, &set("old"), Some(tag(2, 2)))
         else {

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
-use zab_core::{Epoch, Role, ServerId};
+use zab_core::{Epoch, Role, ServerId, Zxid};
 use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::{wait_applied, wall_ms};
@@ -54,14 +54,14 @@ enum Retry {
 
 /// The answer to a write that committed but that replay ignored (INV-4): the typed error of
 /// its conflict, never `Written`.
-fn ignored(journal_id: u64, conflict: Conflict) -> ErrorReply {
+fn ignored(journal_id: Zxid, conflict: Conflict) -> ErrorReply {
     let status = match conflict.kind {
         ConflictKind::AlreadyExists => Status::AlreadyExists,
         ConflictKind::NotFound => Status::NotFound,
         ConflictKind::Session => Status::StaleRequest,
     };
     let message = format!(
-        "the write was logged as journal id {journal_id:#x} but not applied: {} (an earlier \
+        "the write was logged as journal id {journal_id} but not applied: {} (an earlier \
          write took effect first); the catalog is unchanged by it",
         conflict.why
     );
@@ -183,7 +183,7 @@ impl Shared {
         st: &NodeStatus,
         ctx: &RequestContext,
         plan: impl FnOnce(&mut Planner, &Catalog) -> Planning,
-    ) -> Result<(u64, Option<u64>), ErrorReply> {
+    ) -> Result<(Zxid, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
         let submitted = self
             .writer
@@ -214,21 +214,21 @@ impl Shared {
             .wait(limit)
             .await
             .map_err(|e| self.submit_error(e))?;
-        match (self.progress.outcome(zxid.0), ctx.session) {
-            (Lookup::Known(Outcome::Applied), _) => Ok((zxid.0, created_id)),
+        match (self.progress.outcome(zxid), ctx.session) {
+            (Lookup::Known(Outcome::Applied), _) => Ok((zxid, created_id)),
             (Lookup::Known(Outcome::Ignored(c)), Some(tag)) if c.kind == ConflictKind::Session => {
-                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+                session::answer_applied(&self.catalog.load(), &tag, zxid)
             }
-            (Lookup::Known(Outcome::Ignored(conflict)), _) => Err(ignored(zxid.0, conflict)),
+            (Lookup::Known(Outcome::Ignored(conflict)), _) => Err(ignored(zxid, conflict)),
             (Lookup::Unknown, Some(tag)) => {
-                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+                session::answer_applied(&self.catalog.load(), &tag, zxid)
             }
             (Lookup::Unknown, None) => Err(ErrorReply::new(
                 Status::Timeout,
                 format!(
-                    "the write committed as journal id {:#x}, but whether replay applied it is \
+                    "the write committed as journal id {}, but whether replay applied it is \
                      no longer known here; check with a read",
-                    zxid.0
+                    zxid
                 ),
             )),
         }
@@ -293,19 +293,19 @@ impl Shared {
             return Err(Retry::Final(ErrorReply::new(
                 Status::Timeout,
                 format!(
-                    "the write committed as journal id {journal_id:#x}, but this node has not \
-                     applied it within {} ms (applied {:#x})",
+                    "the write committed as journal id {journal_id}, but this node has not \
+                     applied it within {} ms (applied {})",
                     self.cfg.write_timeout.as_millis(),
                     self.catalog.journal_id()
                 ),
             )));
         }
-        debug!(journal_id, "forwarded write applied here");
+        debug!(journal_id = journal_id.0, "forwarded write applied here");
         Ok(written)
     }
 
     /// SYNC: catch up with the leader's commit point; returns the applied journal id.
-    pub async fn sync(&self) -> Result<u64, ErrorReply> {
+    pub async fn sync(&self) -> Result<Zxid, ErrorReply> {
         match self.serving_status().await {
             None => return Err(self.no_quorum()),
             Some(NodeStatus {
@@ -319,7 +319,7 @@ impl Shared {
             Some(_) => {}
         }
         let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
-        if !wait_applied(&self.catalog, z.0, self.cfg.write_timeout).await {
+        if !wait_applied(&self.catalog, z, self.cfg.write_timeout).await {
             return Err(ErrorReply::new(
                 Status::Timeout,
                 "synced, but not applied in time",

@@ -25,6 +25,7 @@
 //! next_id). Any failure names the section and record index; it never panics.
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use zab_core::Zxid;
 
 use bytes::BufMut;
 use sha2::{Digest, Sha256};
@@ -154,7 +155,7 @@ pub fn write_image<W: Write>(catalog: &Catalog, out: W) -> Result<u64, ImageErro
     let mut head = Vec::with_capacity(40);
     head.extend_from_slice(IMAGE_MAGIC);
     head.extend_from_slice(&IMAGE_VERSION.to_be_bytes());
-    head.extend_from_slice(&catalog.journal_id().to_be_bytes());
+    head.extend_from_slice(&catalog.journal_id().0.to_be_bytes());
     head.extend_from_slice(&catalog.next_id().to_be_bytes());
     head.extend_from_slice(&catalog.last_timestamp_ms().to_be_bytes());
     w.put(&head)?;
@@ -218,7 +219,7 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
     };
     let (journal_id, next_id, timestamp_ms) = (be64(12), be64(20), be64(28));
     let mut cat = Catalog::new();
-    cat.set_journal_id(journal_id);
+    cat.set_journal_id(Zxid(journal_id));
     cat.set_last_timestamp_ms(timestamp_ms);
     cat.raise_next_id(next_id);
     let mut buf = Vec::new();
@@ -298,7 +299,7 @@ impl Enc for SessionItem<'_> {
         out.put_len(rec.outcomes.len());
         for (seq, o) in &rec.outcomes {
             out.put_u64(*seq);
-            out.put_u64(o.journal_id);
+            out.put_u64(o.journal_id.0);
             out.put_opt_u64(o.created_id);
         }
     }
@@ -315,7 +316,7 @@ fn restore_session(cat: &mut Catalog, r: &mut Reader<'_>) -> Result<Change, Wire
     for _ in 0..count {
         let seq = r.u64("outcome seq")?;
         let outcome = Outcome {
-            journal_id: r.u64("outcome journal id")?,
+            journal_id: Zxid(r.u64("outcome journal id")?),
             created_id: r.opt_u64("outcome created id")?,
         };
         if rec.outcomes.insert(seq, outcome).is_some() {

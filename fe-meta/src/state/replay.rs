@@ -41,6 +41,7 @@
 
 use thiserror::Error;
 use tracing::warn;
+use zab_core::Zxid;
 
 use crate::state::catalog::{
     Admission, Catalog, Change, Outcome as SessionOutcome, SessionTag, SharedCatalog,
@@ -51,10 +52,10 @@ use crate::state::journal::{JournalEntry, JournalError, Op, OpCode};
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ReplayError {
     /// The entry does not decode (unknown op, bad payload).
-    #[error("replay stopped at journal id {journal_id} ({op}): {source}")]
+    #[error("replay stopped at journal id {} ({op}): {source}", journal_id.0)]
     Undecodable {
         /// The entry's journal id.
-        journal_id: u64,
+        journal_id: Zxid,
         /// Its op code.
         op: OpCode,
         /// What is wrong.
@@ -62,22 +63,24 @@ pub enum ReplayError {
     },
     /// The entry is not after the catalog's last applied entry.
     #[error(
-        "replay refused journal id {journal_id} ({op}): the catalog already applied up to \
-         {applied}; journal ids must increase"
+        "replay refused journal id {} ({op}): the catalog already applied up to {}; journal \
+         ids must increase",
+        journal_id.0,
+        applied.0
     )]
     OutOfOrder {
         /// The entry's journal id.
-        journal_id: u64,
+        journal_id: Zxid,
         /// Its op code.
         op: OpCode,
         /// The catalog's journal id.
-        applied: u64,
+        applied: Zxid,
     },
 }
 
 impl ReplayError {
     /// The journal id replay stopped at.
-    pub fn journal_id(&self) -> u64 {
+    pub fn journal_id(&self) -> Zxid {
         match self {
             ReplayError::Undecodable { journal_id, .. }
             | ReplayError::OutOfOrder { journal_id, .. } => *journal_id,
@@ -128,7 +131,7 @@ impl Outcome {
 /// Applies the committed entry `entry` with id `journal_id` to `state` (see the module docs).
 pub fn apply(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     entry: &JournalEntry,
 ) -> Result<Change, ReplayError> {
     apply_entry(state, journal_id, entry).map(Outcome::change)
@@ -137,7 +140,7 @@ pub fn apply(
 /// [`apply`], reporting the typed [`Outcome`] (INV-6).
 pub fn apply_entry(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     entry: &JournalEntry,
 ) -> Result<Outcome, ReplayError> {
     if journal_id <= state.journal_id() {
@@ -155,7 +158,7 @@ pub fn apply_entry(
     let outcome = match apply_op_at(state, journal_id, &op) {
         Change::Applied => Outcome::Applied,
         Change::Ignored(why) => {
-            warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
+            warn!(journal_id = journal_id.0, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
             Outcome::Ignored(Conflict {
                 kind: conflict_kind(state, &op),
                 why,
@@ -196,13 +199,13 @@ fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
 
 /// Applies a decoded op without journal-id bookkeeping: the leader's `command::Planner` keeps
 /// its speculative catalog ahead of the replayed one with it (session outcomes recorded there
-/// carry journal id 0: not committed yet).
+/// carry journal id [`Zxid::ZERO`]: not committed yet).
 pub fn apply_op(state: &mut Catalog, op: &Op) -> Change {
-    apply_op_at(state, 0, op)
+    apply_op_at(state, Zxid::ZERO, op)
 }
 
-/// Applies a decoded op that is (or will be, for 0) journal entry `journal_id`.
-fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
+/// Applies a decoded op that is (or will be, for [`Zxid::ZERO`]) journal entry `journal_id`.
+fn apply_op_at(state: &mut Catalog, journal_id: Zxid, op: &Op) -> Change {
     match op {
         Op::SaveNextId { next_id } => {
             state.raise_next_id(*next_id);
@@ -235,7 +238,7 @@ fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
 /// (`catalog::sessions`); the clock is the leader-logged TIMESTAMP time (INV-1).
 fn apply_session_write(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     tag: &SessionTag,
     inner: &Op,
 ) -> Change {
@@ -277,9 +280,9 @@ pub fn created_id_of(op: &Op) -> Option<u64> {
 /// Applies a batch of committed entries to the published catalog: one copy, one publish (the
 /// replayer's loop). On error the entries before the failing one are published and the error
 /// is returned; the failing entry and those after it are not applied.
-pub fn apply_batch<I>(shared: &SharedCatalog, entries: I) -> Result<u64, ReplayError>
+pub fn apply_batch<I>(shared: &SharedCatalog, entries: I) -> Result<Zxid, ReplayError>
 where
-    I: IntoIterator<Item = (u64, JournalEntry)>,
+    I: IntoIterator<Item = (Zxid, JournalEntry)>,
 {
     let mut next = Catalog::clone(&shared.load());
     let mut result = Ok(());
@@ -312,14 +315,14 @@ mod tests {
     #[test]
     fn errors_name_journal_id_and_op_and_change_nothing() {
         let mut c = Catalog::new();
-        apply(&mut c, 5, &db(10_000, "a")).unwrap();
+        apply(&mut c, Zxid(5), &db(10_000, "a")).unwrap();
         let before = c.clone();
         let unknown = JournalEntry {
             op: OpCode(999),
             payload: Bytes::new(),
         };
-        let err = apply(&mut c, 6, &unknown).unwrap_err();
-        assert_eq!(err.journal_id(), 6);
+        let err = apply(&mut c, Zxid(6), &unknown).unwrap_err();
+        assert_eq!(err.journal_id(), Zxid(6));
         assert!(
             err.to_string().contains("journal id 6 (unknown op 999)"),
             "{err}"
@@ -328,25 +331,31 @@ mod tests {
             op: OpCode::CREATE_DB,
             payload: Bytes::from_static(&[1, 0]),
         };
-        let err = apply(&mut c, 7, &bad).unwrap_err().to_string();
+        let err = apply(&mut c, Zxid(7), &bad).unwrap_err().to_string();
         assert!(
             err.contains("journal id 7 (CREATE_DB (1))") && err.contains("database id"),
             "{err}"
         );
-        let err = apply(&mut c, 5, &db(10_001, "b")).unwrap_err();
-        assert!(matches!(err, ReplayError::OutOfOrder { applied: 5, .. }));
+        let err = apply(&mut c, Zxid(5), &db(10_001, "b")).unwrap_err();
+        assert!(matches!(
+            err,
+            ReplayError::OutOfOrder {
+                applied: Zxid(5),
+                ..
+            }
+        ));
         assert_eq!(c, before);
     }
 
     #[test]
     fn conflicts_are_deterministic_no_ops_that_still_burn_ids() {
         let mut c = Catalog::new();
-        apply(&mut c, 1, &db(10_000, "a")).unwrap();
-        let change = apply(&mut c, 2, &db(20_000, "a")).unwrap();
+        apply(&mut c, Zxid(1), &db(10_000, "a")).unwrap();
+        let change = apply(&mut c, Zxid(2), &db(20_000, "a")).unwrap();
         assert_eq!(change, Change::Ignored("database name already used"));
         assert_eq!(c.databases().count(), 1);
         assert_eq!(c.next_id(), 20_001);
-        assert_eq!(c.journal_id(), 2);
+        assert_eq!(c.journal_id(), Zxid(2));
         c.check().unwrap();
     }
 
@@ -355,10 +364,10 @@ mod tests {
         use crate::state::catalog::{Column, ColumnType, Table};
         let mut c = Catalog::new();
         assert_eq!(
-            apply_entry(&mut c, 1, &db(10_000, "a")).unwrap(),
+            apply_entry(&mut c, Zxid(1), &db(10_000, "a")).unwrap(),
             Outcome::Applied
         );
-        let taken = apply_entry(&mut c, 2, &db(10_001, "a")).unwrap();
+        let taken = apply_entry(&mut c, Zxid(2), &db(10_001, "a")).unwrap();
         assert_eq!(
             taken,
             Outcome::Ignored(Conflict {
@@ -366,7 +375,7 @@ mod tests {
                 why: "database name already used"
             })
         );
-        let same_id = apply_entry(&mut c, 3, &db(10_000, "b")).unwrap();
+        let same_id = apply_entry(&mut c, Zxid(3), &db(10_000, "b")).unwrap();
         assert!(matches!(
             same_id,
             Outcome::Ignored(Conflict {
@@ -389,7 +398,7 @@ mod tests {
             })
             .to_entry()
         };
-        let no_db = apply_entry(&mut c, 4, &table(99)).unwrap();
+        let no_db = apply_entry(&mut c, Zxid(4), &table(99)).unwrap();
         assert!(matches!(
             no_db,
             Outcome::Ignored(Conflict {
@@ -397,7 +406,7 @@ mod tests {
                 ..
             })
         ));
-        let gone = apply_entry(&mut c, 5, &Op::DropDb { db_id: 99 }.to_entry()).unwrap();
+        let gone = apply_entry(&mut c, Zxid(5), &Op::DropDb { db_id: 99 }.to_entry()).unwrap();
         assert!(matches!(
             gone,
             Outcome::Ignored(Conflict {
@@ -426,22 +435,22 @@ mod tests {
         };
         let mut c = Catalog::new();
         assert_eq!(
-            apply(&mut c, 1, &write(1, 1, "old")).unwrap(),
+            apply(&mut c, Zxid(1), &write(1, 1, "old")).unwrap(),
             Change::Applied
         );
         assert_eq!(
-            apply(&mut c, 2, &write(2, 2, "new")).unwrap(),
+            apply(&mut c, Zxid(2), &write(2, 2, "new")).unwrap(),
             Change::Applied
         );
         // The first write arrives again (a retry, or bytes delivered late): below the floor.
-        let stale = apply(&mut c, 3, &write(1, 1, "old")).unwrap();
+        let stale = apply(&mut c, Zxid(3), &write(1, 1, "old")).unwrap();
         assert!(matches!(stale, Change::Ignored(why) if why.contains("stale")));
         assert_eq!(c.var("k"), Some("new"));
         // A retry of the latest write: a duplicate, answered with the first outcome.
-        let dup = apply(&mut c, 4, &write(2, 2, "new")).unwrap();
+        let dup = apply(&mut c, Zxid(4), &write(2, 2, "new")).unwrap();
         assert!(matches!(dup, Change::Ignored(why) if why.contains("duplicate")));
         let rec = c.sessions().get(42).unwrap();
-        assert_eq!(rec.outcomes.get(&2).map(|o| o.journal_id), Some(2));
+        assert_eq!(rec.outcomes.get(&2).map(|o| o.journal_id), Some(Zxid(2)));
         c.check().unwrap();
     }
 
@@ -469,11 +478,11 @@ mod tests {
             .to_entry()
         };
         let mut c = Catalog::new();
-        apply(&mut c, 1, &ts(10_000)).unwrap();
-        apply(&mut c, 2, &session(1)).unwrap();
-        apply(&mut c, 3, &ts(10_500)).unwrap();
+        apply(&mut c, Zxid(1), &ts(10_000)).unwrap();
+        apply(&mut c, Zxid(2), &session(1)).unwrap();
+        apply(&mut c, Zxid(3), &ts(10_500)).unwrap();
         assert_eq!(c.sessions().len(), 1);
-        apply(&mut c, 4, &ts(11_001)).unwrap();
+        apply(&mut c, Zxid(4), &ts(11_001)).unwrap();
         assert!(c.sessions().is_empty(), "idle since 10 000, expiry 1 000");
     }
 
@@ -486,10 +495,14 @@ mod tests {
         };
         let err = apply_batch(
             &shared,
-            [(1, db(10_000, "a")), (2, bad), (3, db(10_001, "b"))],
+            [
+                (Zxid(1), db(10_000, "a")),
+                (Zxid(2), bad),
+                (Zxid(3), db(10_001, "b")),
+            ],
         );
-        assert_eq!(err.unwrap_err().journal_id(), 2);
-        assert_eq!(shared.journal_id(), 1);
+        assert_eq!(err.unwrap_err().journal_id(), Zxid(2));
+        assert_eq!(shared.journal_id(), Zxid(1));
         assert_eq!(shared.load().databases().count(), 1);
     }
 }

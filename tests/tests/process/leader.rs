@@ -126,10 +126,10 @@ async fn frozen_leader_steps_down_and_follows_the_new_one() {
         match r {
             Ok(w) => {
                 assert!(
-                    epoch_of(w.journal_id) >= new_epoch,
+                    epoch_of(w.journal_id.0) >= new_epoch,
                     "{name} acked in an old epoch: {w:?}"
                 );
-                c.ledger().record(name, "x", w.journal_id);
+                c.ledger().record(name, "x", w.journal_id.0);
             }
             Err(e) if definite(e) => {
                 for sid in c.sids() {

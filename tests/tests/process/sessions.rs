@@ -36,7 +36,7 @@ async fn write_until_acked(c: &ProcCluster, client: &Client, value: &str, within
     loop {
         match client.set_var(KEY, value).await {
             Ok(w) => {
-                c.ledger().record(KEY, value, w.journal_id);
+                c.ledger().record(KEY, value, w.journal_id.0);
                 return;
             }
             Err(e) if start.elapsed() >= within => panic!("{value:?} never acknowledged: {e}"),

@@ -22,6 +22,7 @@ mod shared;
 mod types;
 
 use std::sync::Arc;
+use zab_core::Zxid;
 
 use imbl::OrdMap;
 
@@ -51,7 +52,7 @@ pub enum Change {
 /// One immutable version of the metadata (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Catalog {
-    journal_id: u64,
+    journal_id: Zxid,
     next_id: u64,
     last_timestamp_ms: u64,
     dbs: OrdMap<u64, Arc<Database>>,
@@ -75,7 +76,7 @@ impl Catalog {
     /// An empty catalog: journal id 0, next id [`FIRST_ID`].
     pub fn new() -> Catalog {
         Catalog {
-            journal_id: 0,
+            journal_id: Zxid::ZERO,
             next_id: FIRST_ID,
             last_timestamp_ms: 0,
             dbs: OrdMap::new(),
@@ -90,8 +91,8 @@ impl Catalog {
         }
     }
 
-    /// The id of the last journal entry applied (0 before any).
-    pub fn journal_id(&self) -> u64 {
+    /// The id (zxid) of the last journal entry applied ([`Zxid::ZERO`] before any).
+    pub fn journal_id(&self) -> Zxid {
         self.journal_id
     }
 
@@ -263,7 +264,7 @@ impl Catalog {
 
     // ---- changes (used by replay and image restore only: INV-4) ----
 
-    pub(crate) fn set_journal_id(&mut self, id: u64) {
+    pub(crate) fn set_journal_id(&mut self, id: Zxid) {
         self.journal_id = id;
     }
 
