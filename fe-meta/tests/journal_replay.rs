@@ -218,7 +218,7 @@ proptest! {
 fn replay_reads_no_clock_rng_or_io() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = [
-        "state/replay.rs",
+        "state/replay/mod.rs",
         "state/journal/mod.rs",
         "wire.rs",
         "state/catalog/mod.rs",

@@ -59,74 +59,56 @@ pub const TIMESTAMP_VERSION: u8 = 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpCode(pub u16);
 
-impl OpCode {
+/// Declares the op codes from one table: each code's constant, [`OpCode::ALL`] and
+/// [`OpCode::name`].
+macro_rules! op_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
+        impl OpCode {
+            $($(#[$doc])* pub const $name: OpCode = OpCode($code);)*
+
+            /// Every known code, ascending.
+            pub const ALL: [OpCode; [$($code),*].len()] = [$(OpCode::$name),*];
+
+            /// The op's name, if the code is known.
+            pub fn name(self) -> Option<&'static str> {
+                match self {
+                    $(OpCode::$name => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+op_codes! {
     /// Raise the id allocator.
-    pub const SAVE_NEXTID: OpCode = OpCode(0);
+    SAVE_NEXTID = 0;
     /// Create a database.
-    pub const CREATE_DB: OpCode = OpCode(1);
+    CREATE_DB = 1;
     /// Drop a database and its tables.
-    pub const DROP_DB: OpCode = OpCode(2);
+    DROP_DB = 2;
     /// Rename a database.
-    pub const RENAME_DB: OpCode = OpCode(3);
+    RENAME_DB = 3;
     /// Create a table.
-    pub const CREATE_TABLE: OpCode = OpCode(10);
+    CREATE_TABLE = 10;
     /// Drop a table.
-    pub const DROP_TABLE: OpCode = OpCode(11);
+    DROP_TABLE = 11;
     /// Add a backend (StarRocks' code).
-    pub const ADD_BACKEND: OpCode = OpCode(50);
+    ADD_BACKEND = 50;
     /// Drop a backend.
-    pub const DROP_BACKEND: OpCode = OpCode(51);
+    DROP_BACKEND = 51;
     /// Replace a backend's record.
-    pub const MODIFY_BACKEND: OpCode = OpCode(52);
+    MODIFY_BACKEND = 52;
     /// Add or replace a frontend.
-    pub const ADD_FRONTEND: OpCode = OpCode(55);
+    ADD_FRONTEND = 55;
     /// Drop a frontend.
-    pub const DROP_FRONTEND: OpCode = OpCode(57);
+    DROP_FRONTEND = 57;
     /// Set a global variable.
-    pub const SET_GLOBAL_VARIABLE: OpCode = OpCode(60);
+    SET_GLOBAL_VARIABLE = 60;
     /// The leader's clock, for the staleness guard.
-    pub const TIMESTAMP: OpCode = OpCode(70);
+    TIMESTAMP = 70;
     /// A client write with its session tag.
-    pub const SESSION_WRITE: OpCode = OpCode(80);
-
-    /// Every known code, ascending.
-    pub const ALL: [OpCode; 14] = [
-        OpCode::SAVE_NEXTID,
-        OpCode::CREATE_DB,
-        OpCode::DROP_DB,
-        OpCode::RENAME_DB,
-        OpCode::CREATE_TABLE,
-        OpCode::DROP_TABLE,
-        OpCode::ADD_BACKEND,
-        OpCode::DROP_BACKEND,
-        OpCode::MODIFY_BACKEND,
-        OpCode::ADD_FRONTEND,
-        OpCode::DROP_FRONTEND,
-        OpCode::SET_GLOBAL_VARIABLE,
-        OpCode::TIMESTAMP,
-        OpCode::SESSION_WRITE,
-    ];
-
-    /// The op's name, if the code is known.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self {
-            OpCode::SAVE_NEXTID => "SAVE_NEXTID",
-            OpCode::CREATE_DB => "CREATE_DB",
-            OpCode::DROP_DB => "DROP_DB",
-            OpCode::RENAME_DB => "RENAME_DB",
-            OpCode::CREATE_TABLE => "CREATE_TABLE",
-            OpCode::DROP_TABLE => "DROP_TABLE",
-            OpCode::ADD_BACKEND => "ADD_BACKEND",
-            OpCode::DROP_BACKEND => "DROP_BACKEND",
-            OpCode::MODIFY_BACKEND => "MODIFY_BACKEND",
-            OpCode::ADD_FRONTEND => "ADD_FRONTEND",
-            OpCode::DROP_FRONTEND => "DROP_FRONTEND",
-            OpCode::SET_GLOBAL_VARIABLE => "SET_GLOBAL_VARIABLE",
-            OpCode::TIMESTAMP => "TIMESTAMP",
-            OpCode::SESSION_WRITE => "SESSION_WRITE",
-            _ => return None,
-        })
-    }
+    SESSION_WRITE = 80;
 }
 
 impl fmt::Display for OpCode {

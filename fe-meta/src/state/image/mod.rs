@@ -38,6 +38,10 @@ use crate::state::catalog::{
 use crate::state::journal::ENTRY_LEN_MAX;
 use crate::wire::{Put, Reader, WireError};
 
+mod checked_io;
+
+use checked_io::{CrcReader, CrcWriter, HashWriter};
+
 /// The image magic.
 pub const IMAGE_MAGIC: &[u8; 8] = b"FEMETAIM";
 /// The format version written (and the newest read).
@@ -443,64 +447,5 @@ fn read_end<R: Read>(r: &mut CrcReader<R>, total: u64) -> Result<(), ImageError>
             offset: r.offset,
             source,
         }),
-    }
-}
-
-struct CrcWriter<W: Write> {
-    inner: BufWriter<W>,
-    crc: u32,
-    offset: u64,
-}
-
-impl<W: Write> CrcWriter<W> {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), ImageError> {
-        self.inner
-            .write_all(bytes)
-            .map_err(|source| ImageError::Io {
-                offset: self.offset,
-                source,
-            })?;
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
-        self.offset += bytes.len() as u64;
-        Ok(())
-    }
-}
-
-struct CrcReader<R: Read> {
-    inner: BufReader<R>,
-    crc: u32,
-    offset: u64,
-}
-
-impl<R: Read> CrcReader<R> {
-    fn fill(&mut self, out: &mut [u8], section: &'static str) -> Result<(), ImageError> {
-        self.inner.read_exact(out).map_err(|source| {
-            if source.kind() == io::ErrorKind::UnexpectedEof {
-                ImageError::Truncated {
-                    offset: self.offset,
-                    section,
-                }
-            } else {
-                ImageError::Io {
-                    offset: self.offset,
-                    source,
-                }
-            }
-        })?;
-        self.crc = crc32c::crc32c_append(self.crc, out);
-        self.offset += out.len() as u64;
-        Ok(())
-    }
-}
-
-struct HashWriter(Sha256);
-
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
