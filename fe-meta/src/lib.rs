@@ -48,7 +48,7 @@ pub use state::catalog::{Catalog, SharedCatalog};
 /// counter within it.
 pub use zab_core::{Epoch, Zxid};
 
-pub use command::{Command, CommandError, Planned, Planner};
+pub use command::{Command, CommandError, NodeCommand, Planned, Planner, Write};
 pub use error::MetaError;
 pub use state::journal::{JournalEntry, Op, OpCode};
 pub use state::machine::{CatalogSnapshot, MetaState};

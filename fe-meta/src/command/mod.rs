@@ -54,9 +54,16 @@ impl fmt::Display for BackendRef {
     }
 }
 
-/// A write a client asks for: what the client library sends, the protocol encodes (one request
-/// kind per variant, `protocol::command`) and the [`Planner`] plans. Adding a write means a
-/// variant here, its request kind and codec arms, its plan arm, its journal op and apply arm.
+/// A write a client asks for: what the client library sends ([`Client::write`]), the protocol
+/// encodes (one request kind per variant) and the [`Planner`] plans.
+///
+/// Adding a write: a variant here; its request kind (one line of the table in `protocol`) and
+/// its arms in `protocol/command.rs` (kind, encode, decode); its plan arm (`plan.rs`); its
+/// journal op (one line of the op table, an [`Op`] variant and its codec arms in
+/// `state::journal`) and apply arm (`state::replay`); one CLI arm; its rows in
+/// `docs/PROTOCOL.md` §4.
+///
+/// [`Client::write`]: crate::client::Client::write
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Add a backend in state NORMAL.
