@@ -9,7 +9,7 @@ use clap::Subcommand;
 use super::render::{self, Output};
 use super::{runtime, ClientArgs, ExitCode, Failure};
 use fe_meta::client::Client;
-use fe_meta::command::BackendRef;
+use fe_meta::command::{BackendRef, Command};
 use fe_meta::state::catalog::{BackendState, Column, ColumnType};
 
 /// A command sent to one node.
@@ -64,6 +64,16 @@ pub enum ClientCommand {
     DropDb {
         /// Its name.
         name: String,
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
+    /// Rename a database (its tables go with it).
+    RenameDb {
+        /// Its name.
+        name: String,
+        /// The name it gets.
+        new_name: String,
         /// Where to connect.
         #[command(flatten)]
         c: ClientArgs,
@@ -158,6 +168,7 @@ impl ClientCommand {
             | C::ModifyBackend { c, .. }
             | C::CreateDb { c, .. }
             | C::DropDb { c, .. }
+            | C::RenameDb { c, .. }
             | C::CreateTable { c, .. }
             | C::DropTable { c, .. }
             | C::SetVar { c, .. }
@@ -221,6 +232,10 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
             render::written("database created", client.create_db(&name).await?)
         }
         C::DropDb { name, .. } => render::written("database dropped", client.drop_db(&name).await?),
+        C::RenameDb { name, new_name, .. } => {
+            let cmd = Command::RenameDb { name, new_name };
+            render::written("database renamed", client.write(cmd).await?)
+        }
         C::CreateTable {
             db, name, columns, ..
         } => {

@@ -1,9 +1,17 @@
 //! The CLI's exit codes, one per kind of failure (listed in `fe-meta --help`).
 //!
 //! INV: server errors exit with 10 + their protocol status code (`docs/PROTOCOL.md` §7), so a
-//! script can tell "not found" from "no quorum" without parsing text.
+//! script can tell "not found" from "no quorum" without parsing text; the statuses, their
+//! names and meanings come from one table, `fe_meta::protocol::Status`, and so does the help
+//! text's list of them ([`help_text`]).
+
+use std::fmt::Write as _;
 
 use fe_meta::client::ClientError;
+use fe_meta::protocol::Status;
+
+/// The exit code of a server error is this plus its status code.
+pub const STATUS_BASE: u8 = 10;
 
 /// An exit code of `fe-meta`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,26 +30,9 @@ pub enum ExitCode {
     NodeFatal,
     /// 5: an answer that does not decode.
     Protocol,
-    /// 11: NOT_LEADER.
-    NotLeader,
-    /// 12: STALE.
-    Stale,
-    /// 13: QUORUM_UNAVAILABLE.
-    QuorumUnavailable,
-    /// 14: INVALID_ARGUMENT.
-    InvalidArgument,
-    /// 15: TIMEOUT (the client's or the server's).
-    Timeout,
-    /// 16: INTERNAL.
-    Internal,
-    /// 17: NOT_FOUND.
-    NotFound,
-    /// 18: ALREADY_EXISTS.
-    AlreadyExists,
-    /// 19: DEADLINE_EXCEEDED (the write was not proposed).
-    DeadlineExceeded,
-    /// 20: STALE_REQUEST (the write was refused and is never applied).
-    StaleRequest,
+    /// 10 + the status code: the server answered with this status (TIMEOUT also when the
+    /// client gave up waiting).
+    Status(Status),
 }
 
 impl ExitCode {
@@ -54,16 +45,9 @@ impl ExitCode {
             ExitCode::Connection => 3,
             ExitCode::NodeFatal => fe_meta::server::FATAL_EXIT_STATUS,
             ExitCode::Protocol => 5,
-            ExitCode::NotLeader => 11,
-            ExitCode::Stale => 12,
-            ExitCode::QuorumUnavailable => 13,
-            ExitCode::InvalidArgument => 14,
-            ExitCode::Timeout => 15,
-            ExitCode::Internal => 16,
-            ExitCode::NotFound => 17,
-            ExitCode::AlreadyExists => 18,
-            ExitCode::DeadlineExceeded => 19,
-            ExitCode::StaleRequest => 20,
+            ExitCode::Status(s) => {
+                STATUS_BASE.saturating_add(u8::try_from(s.code()).unwrap_or(u8::MAX - STATUS_BASE))
+            }
         }
     }
 }
@@ -72,66 +56,49 @@ impl From<&ClientError> for ExitCode {
     fn from(e: &ClientError) -> ExitCode {
         match e {
             ClientError::Connect { .. } | ClientError::Closed { .. } => ExitCode::Connection,
-            ClientError::Timeout { .. } | ClientError::ServerTimeout { .. } => ExitCode::Timeout,
+            ClientError::Timeout { .. } => ExitCode::Status(Status::Timeout),
             ClientError::Protocol(_) => ExitCode::Protocol,
-            ClientError::NotLeader { .. } => ExitCode::NotLeader,
-            ClientError::Stale { .. } => ExitCode::Stale,
-            ClientError::QuorumUnavailable { .. } => ExitCode::QuorumUnavailable,
-            ClientError::InvalidArgument { .. } => ExitCode::InvalidArgument,
-            ClientError::Internal { .. } => ExitCode::Internal,
-            ClientError::NotFound { .. } => ExitCode::NotFound,
-            ClientError::AlreadyExists { .. } => ExitCode::AlreadyExists,
-            ClientError::DeadlineExceeded { .. } => ExitCode::DeadlineExceeded,
-            ClientError::StaleRequest { .. } => ExitCode::StaleRequest,
+            ClientError::Server(reply) => ExitCode::Status(reply.status),
         }
     }
+}
+
+/// The "Exit codes" section of `fe-meta --help`.
+pub fn help_text() -> String {
+    let mut text = String::from(
+        "\
+Exit codes:
+  0   success
+  1   other failure (local I/O, a node of local-cluster failed to start, ...)
+  2   bad command line
+  3   cannot connect to the server, or the connection was lost
+  4   server: the node stopped on a fatal error (disk full, I/O error, ...); the ERROR line
+      says what failed, which file, and what to do; fix it and start the node again
+  5   malformed answer from the server
+",
+    );
+    for s in Status::ALL {
+        let code = ExitCode::Status(s).code();
+        let _ = writeln!(text, "  {code:<4}{:<20}{}", s.name(), s.meaning());
+    }
+    text.push_str("(server errors exit with 10 + the protocol status code of docs/PROTOCOL.md §7)");
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fe_meta::protocol::ErrorReply;
 
     #[test]
     fn server_errors_exit_with_ten_plus_status() {
-        let errors = [
-            ClientError::NotLeader {
-                message: String::new(),
-                leader_sid: None,
-                leader_addr: None,
-            },
-            ClientError::Stale {
-                message: String::new(),
-                lag_ms: 1,
-                tolerance_ms: 1,
-            },
-            ClientError::QuorumUnavailable {
-                message: String::new(),
-            },
-            ClientError::InvalidArgument {
-                message: String::new(),
-            },
-            ClientError::ServerTimeout {
-                message: String::new(),
-            },
-            ClientError::Internal {
-                message: String::new(),
-            },
-            ClientError::NotFound {
-                message: String::new(),
-            },
-            ClientError::AlreadyExists {
-                message: String::new(),
-            },
-            ClientError::DeadlineExceeded {
-                message: String::new(),
-            },
-            ClientError::StaleRequest {
-                message: String::new(),
-            },
-        ];
-        for e in errors {
-            let status = e.status().map(|s| s as u8);
-            assert_eq!(status.map(|s| s + 10), Some(ExitCode::from(&e).code()));
+        for s in Status::ALL {
+            let e = ClientError::Server(ErrorReply::new(s, "m"));
+            let expected = u16::from(STATUS_BASE) + s.code();
+            assert_eq!(u16::from(ExitCode::from(&e).code()), expected, "{s}");
+            assert!(help_text().contains(&format!("  {expected}  {}", s.name())));
         }
+        assert_eq!(ExitCode::Status(Status::NotLeader).code(), 11);
+        assert_eq!(ExitCode::Status(Status::StaleRequest).code(), 20);
     }
 }

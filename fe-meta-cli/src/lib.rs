@@ -33,34 +33,13 @@ pub use local_cluster::{LocalClusterArgs, DEFAULT_BASE_PORT};
 /// `127.0.0.1:<first client port of a default local-cluster>`.
 pub const DEFAULT_SERVER: &str = "127.0.0.1:9030";
 
-const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0   success
-  1   other failure (local I/O, a node of local-cluster failed to start, ...)
-  2   bad command line
-  3   cannot connect to the server, or the connection was lost
-  4   server: the node stopped on a fatal error (disk full, I/O error, ...); the ERROR line
-      says what failed, which file, and what to do; fix it and start the node again
-  5   malformed answer from the server
-  11  NOT_LEADER          the node has no leader now (or forwarding failed): retry
-  12  STALE               the node's catalog is too far behind: retry later or elsewhere
-  13  QUORUM_UNAVAILABLE  no quorum: writes and syncs fail, plain reads still work
-  14  INVALID_ARGUMENT    bad name, type, address...: fix the request
-  15  TIMEOUT             no answer in time (client or server): a write's outcome is unknown
-  16  INTERNAL            a server-side failure
-  17  NOT_FOUND           no such database / table / backend
-  18  ALREADY_EXISTS      what a write would create exists
-  19  DEADLINE_EXCEEDED   the server got the write after its deadline: it was not proposed
-  20  STALE_REQUEST       an older write of the same client: refused, never applied
-(server errors exit with 10 + the protocol status code of docs/PROTOCOL.md §7)";
-
 /// The `fe-meta` command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "fe-meta",
     version,
     about = "A replicated metadata service (Doris/StarRocks frontend style) on ZAB",
-    after_help = EXIT_CODES_HELP
+    after_help = exit::help_text()
 )]
 pub struct Cli {
     /// What to do.

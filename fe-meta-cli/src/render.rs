@@ -5,6 +5,7 @@
 //!
 //! INV: every answer has both forms, built from the same values.
 
+use fe_meta::Zxid;
 use serde_json::{json, Value};
 
 use fe_meta::client::{Read, Written};
@@ -20,8 +21,8 @@ pub(super) struct Output {
 }
 
 /// A journal id as ZooKeeper prints zxids.
-pub(super) fn hex(id: u64) -> String {
-    format!("0x{id:x}")
+pub(super) fn hex(id: Zxid) -> String {
+    format!("0x{:x}", id.0)
 }
 
 /// Lays out rows under headers, columns padded to their widest cell.
@@ -57,12 +58,12 @@ pub(super) fn written(what: &str, w: Written) -> Output {
         .map_or(String::new(), |id| format!(", id {id}"));
     Output {
         human: format!("{what}{created} (journal id {})\n", hex(w.journal_id)),
-        json: json!({ "journal_id": w.journal_id, "created_id": w.created_id }),
+        json: json!({ "journal_id": w.journal_id.0, "created_id": w.created_id }),
     }
 }
 
 /// `(N things, journal id 0x…)`; `what` is the singular noun, `s` appended when N ≠ 1.
-fn footer(n: usize, what: &str, journal_id: u64) -> String {
+fn footer(n: usize, what: &str, journal_id: Zxid) -> String {
     let s = if n == 1 { "" } else { "s" };
     format!("({n} {what}{s}, journal id {})\n", hex(journal_id))
 }
@@ -92,7 +93,7 @@ pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
     let headers = ["ID", "HOST", "HEARTBEAT_PORT", "STATE", "CAPACITY_BYTES"];
     Output {
         human: table(&headers, &rows) + &footer(rows.len(), "backend", r.journal_id),
-        json: json!({ "journal_id": r.journal_id, "backends": items }),
+        json: json!({ "journal_id": r.journal_id.0, "backends": items }),
     }
 }
 
@@ -120,7 +121,7 @@ pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
         .map(|f| {
             json!({"sid": f.sid, "name": f.name, "host": f.host, "client_port": f.client_port,
                    "endpoint": endpoint(f), "role": f.role.name(), "is_leader": f.is_leader,
-                   "alive": f.alive, "replayed_journal_id": f.replayed_journal_id,
+                   "alive": f.alive, "replayed_journal_id": f.replayed_journal_id.0,
                    "lag_ms": f.lag_ms})
         })
         .collect();
@@ -136,7 +137,7 @@ pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
     ];
     Output {
         human: table(&headers, &rows) + &footer(rows.len(), "frontend", r.journal_id),
-        json: json!({ "journal_id": r.journal_id, "frontends": items }),
+        json: json!({ "journal_id": r.journal_id.0, "frontends": items }),
     }
 }
 
@@ -153,7 +154,7 @@ pub(super) fn databases(r: Read<Vec<Database>>) -> Output {
         .collect();
     Output {
         human: table(&["ID", "NAME"], &rows) + &footer(rows.len(), "database", r.journal_id),
-        json: json!({ "journal_id": r.journal_id, "databases": items }),
+        json: json!({ "journal_id": r.journal_id.0, "databases": items }),
     }
 }
 
@@ -199,7 +200,7 @@ pub(super) fn tables(db: &str, r: Read<Vec<Table>>) -> Output {
     );
     Output {
         human: table(&["ID", "NAME", "COLUMNS"], &rows) + &foot,
-        json: json!({ "journal_id": r.journal_id, "database": db, "tables": items }),
+        json: json!({ "journal_id": r.journal_id.0, "database": db, "tables": items }),
     }
 }
 
@@ -210,7 +211,7 @@ pub(super) fn var(name: &str, r: Read<Option<String>>) -> Output {
     };
     Output {
         human,
-        json: json!({ "journal_id": r.journal_id, "name": name, "value": r.value }),
+        json: json!({ "journal_id": r.journal_id.0, "name": name, "value": r.value }),
     }
 }
 
@@ -227,32 +228,32 @@ pub(super) fn vars(r: Read<Vec<(String, String)>>) -> Output {
         .collect();
     Output {
         human: table(&["NAME", "VALUE"], &rows) + &footer(rows.len(), "variable", r.journal_id),
-        json: json!({ "journal_id": r.journal_id, "vars": map }),
+        json: json!({ "journal_id": r.journal_id.0, "vars": map }),
     }
 }
 
-pub(super) fn synced(journal_id: u64) -> Output {
+pub(super) fn synced(journal_id: Zxid) -> Output {
     Output {
         human: format!("synced: journal id {}\n", hex(journal_id)),
-        json: json!({ "journal_id": journal_id }),
+        json: json!({ "journal_id": journal_id.0 }),
     }
 }
 
-pub(super) fn digest((journal_id, digest, entry_count): (u64, [u8; 32], u64)) -> Output {
+pub(super) fn digest((journal_id, digest, entry_count): (Zxid, [u8; 32], u64)) -> Output {
     let hexd: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     Output {
         human: format!(
             "journal id {}  entries {entry_count}  sha256 {hexd}\n",
             hex(journal_id)
         ),
-        json: json!({ "journal_id": journal_id, "digest": hexd, "entry_count": entry_count }),
+        json: json!({ "journal_id": journal_id.0, "digest": hexd, "entry_count": entry_count }),
     }
 }
 
 /// The status of one node as a JSON object.
 pub(super) fn status_json(endpoint: &str, s: &StatusInfo) -> Value {
     json!({"endpoint": endpoint, "sid": s.sid, "mode": s.mode.name(), "leader_sid": s.leader_sid,
-           "epoch": s.epoch, "applied_journal_id": s.applied_journal_id,
+           "epoch": s.epoch, "applied_journal_id": s.applied_journal_id.0,
            "last_timestamp_ms": s.last_timestamp_ms, "staleness_ms": s.staleness_ms,
            "entry_count": s.entry_count, "cluster_id": s.cluster_id, "version": s.version})
 }

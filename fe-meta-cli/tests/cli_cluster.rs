@@ -227,6 +227,11 @@ fn writes_through_one_node_are_read_on_another(a: &str, b: &str) {
     assert!(cli(b, &create).status.success());
     let tables = json(a, &["show-tables", "sales", "--sync"]);
     assert_eq!(tables["tables"][0]["columns"][1]["type"], "VARCHAR(64)");
+    // A database renamed through one node keeps its tables, on every node.
+    let renamed = json(b, &["rename-db", "sales", "shop"]);
+    assert!(renamed["journal_id"].as_u64().unwrap() > 0);
+    let tables = json(a, &["show-tables", "shop", "--sync"]);
+    assert_eq!(tables["tables"][0]["name"], "orders");
     assert!(cli(b, &["set-var", "query_timeout", "300"])
         .status
         .success());
@@ -246,6 +251,8 @@ fn error_kinds_have_their_exit_codes(a: &str, b: &str, base: u16) {
     let code = |args: &[&str], server: &str| cli(server, args).status.code();
     assert_eq!(code(&["add-backend", "10.0.0.7:9050"], b), Some(18));
     assert_eq!(code(&["drop-db", "nope"], a), Some(17));
+    assert_eq!(code(&["rename-db", "nope", "x"], a), Some(17));
+    assert_eq!(code(&["rename-db", "shop", "9bad"], a), Some(14));
     assert_eq!(code(&["create-db", "9bad name"], a), Some(14));
     assert_eq!(code(&["add-backend", "no-port"], a), Some(2));
     let closed = format!("127.0.0.1:{}", base + 9);

@@ -44,8 +44,11 @@ pub mod state;
 pub mod wire;
 
 pub use state::catalog::{Catalog, SharedCatalog};
+/// A journal id is the zxid of the ZAB txn that carries the entry: its leader's epoch and a
+/// counter within it.
+pub use zab_core::{Epoch, Zxid};
 
-pub use command::{Command, CommandError, Planned, Planner};
+pub use command::{Command, CommandError, NodeCommand, Planned, Planner, Write};
 pub use error::MetaError;
 pub use state::journal::{JournalEntry, Op, OpCode};
 pub use state::machine::{CatalogSnapshot, MetaState};

@@ -4,13 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
+use fe_meta::Zxid;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use fe_meta::client::{Client, ClientError, ClientOptions};
 use fe_meta::protocol::{
-    decode_request, encode_frame, encode_response, ErrorKind, ErrorReply, FrameDecoder, Request,
-    RequestBody, RequestKind, Response, ResponseBody,
+    decode_request, encode_frame, encode_response, ErrorDetail, ErrorReply, FrameDecoder, Request,
+    RequestBody, RequestKind, Response, ResponseBody, Status,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,7 +53,7 @@ fn var_answer(req: &Request, value: &str) -> Response {
         id: req.id,
         kind: req.body.kind(),
         result: Ok(ResponseBody::Var {
-            journal_id: req.id,
+            journal_id: Zxid(req.id),
             value: Some(value.to_owned()),
         }),
     }
@@ -97,34 +98,31 @@ async fn pipelined_calls_are_matched_by_id_whatever_the_order() {
 #[tokio::test]
 async fn error_replies_map_to_typed_errors() {
     let addr = serve(|req| {
-        let kind = match name_of(&req).as_str() {
-            "stale" => ErrorKind::Stale {
-                lag_ms: 7000,
-                tolerance_ms: 5000,
-            },
-            "leader" => ErrorKind::NotLeader {
-                leader_sid: Some(2),
-                leader_addr: Some("127.0.0.1:9031".into()),
-            },
-            _ => ErrorKind::NotFound,
+        let reply = match name_of(&req).as_str() {
+            "stale" => ErrorReply::stale(7000, 5000, "scripted"),
+            "leader" => ErrorReply::not_leader(Some(2), Some("127.0.0.1:9031".into()), "scripted"),
+            _ => ErrorReply::new(Status::NotFound, "scripted"),
         };
         vec![Response {
             id: req.id,
             kind: req.body.kind(),
-            result: Err(ErrorReply {
-                kind,
-                message: "scripted".into(),
-            }),
+            result: Err(reply),
         }]
     })
     .await;
     let client = Client::connect(&addr).await.unwrap();
     let e = client.get_var("stale", false).await.unwrap_err();
     assert!(
-        matches!(e, ClientError::Stale { lag_ms: 7000, .. }),
+        matches!(
+            &e,
+            ClientError::Server(ErrorReply {
+                detail: ErrorDetail::Lag { lag_ms: 7000, .. },
+                ..
+            })
+        ),
         "{e:?}"
     );
-    assert_eq!(e.status(), Some(2));
+    assert_eq!(e.status(), Some(Status::Stale));
     let e = client.get_var("leader", false).await.unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -177,7 +175,9 @@ async fn a_lost_connection_fails_every_call_in_flight_and_later() {
             vec![Response {
                 id: req.id,
                 kind: RequestKind(0xFFFF),
-                result: Ok(ResponseBody::Synced { journal_id: 0 }),
+                result: Ok(ResponseBody::Synced {
+                    journal_id: Zxid(0),
+                }),
             }]
         }
     })
@@ -204,10 +204,10 @@ async fn an_error_for_request_id_zero_closes_the_connection() {
         vec![Response {
             id: 0,
             kind: RequestKind(0),
-            result: Err(ErrorReply {
-                kind: ErrorKind::InvalidArgument,
-                message: "unsupported protocol version 9".into(),
-            }),
+            result: Err(ErrorReply::new(
+                Status::InvalidArgument,
+                "unsupported protocol version 9",
+            )),
         }]
     })
     .await;

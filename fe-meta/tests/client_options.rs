@@ -40,7 +40,7 @@ async fn answering_server(ids: Arc<Mutex<Vec<u64>>>) -> String {
                     id: req.id,
                     kind: req.body.kind(),
                     result: Ok(ResponseBody::Var {
-                        journal_id: 1,
+                        journal_id: fe_meta::Zxid(1),
                         value: None,
                     }),
                 };

@@ -22,7 +22,7 @@ fn readers_see_whole_versions_while_replay_runs() {
         .map(|_| {
             let (shared, done) = (shared.clone(), done.clone());
             thread::spawn(move || {
-                let (mut last, mut versions) = (0u64, 0u64);
+                let (mut last, mut versions) = (Zxid::ZERO, 0u64);
                 while !done.load(Ordering::Acquire) {
                     let v = shared.load();
                     assert!(v.journal_id() >= last, "journal ids went backwards");
@@ -55,7 +55,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             .iter()
             .map(|c| {
                 zxid += 1;
-                (zxid, planner.plan(c).unwrap().1.entry)
+                (Zxid(zxid), planner.plan(&c.clone().into()).unwrap().1.entry)
             })
             .collect();
         fe_meta::state::replay::apply_batch(&shared, entries).unwrap();
@@ -68,8 +68,11 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(Zxid(zxid), &planner.plan(&set).unwrap().1.entry.encode())
-            .unwrap();
+        sm.apply(
+            Zxid(zxid),
+            &planner.plan(&set.into()).unwrap().1.entry.encode(),
+        )
+        .unwrap();
     }
     drop(sm);
     done.store(true, Ordering::Release);
@@ -80,7 +83,7 @@ fn readers_see_whole_versions_while_replay_runs() {
     let last = shared.load();
     assert_eq!(last.databases().count(), 3_000);
     assert_eq!(last.vars().count(), 2_000);
-    assert_eq!(last.journal_id(), zxid);
+    assert_eq!(last.journal_id(), Zxid(zxid));
 }
 
 fn table(i: usize, name: &str) -> Command {

@@ -6,6 +6,7 @@
 
 mod common;
 
+use fe_meta::Zxid;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::time::Instant;
 
@@ -25,7 +26,7 @@ fn build(backends: u64, dbs: u64, tables_per_db: u64, cols: usize) -> Catalog {
     let mut id = 10_000u64;
     let mut put = |c: &mut Catalog, op: Op| {
         zxid += 1;
-        apply(c, zxid, &op.to_entry()).unwrap();
+        apply(c, Zxid(zxid), &op.to_entry()).unwrap();
     };
     for i in 0..backends {
         let be = Backend {
@@ -133,7 +134,7 @@ fn small_catalog_round_trips_with_an_equal_digest() {
     let mut other = c.clone();
     apply(
         &mut other,
-        c.journal_id() + 1,
+        Zxid(c.journal_id().0 + 1),
         &Op::SetGlobalVariable {
             name: "empty".into(),
             value: "x".into(),
@@ -162,7 +163,7 @@ fn client_sessions_round_trip_and_a_version_1_image_reads_without_them() {
     let mut plain = Catalog::new();
     apply(
         &mut plain,
-        1,
+        Zxid(1),
         &Op::SetGlobalVariable {
             name: "a".into(),
             value: "b".into(),

@@ -5,9 +5,10 @@
 
 mod common;
 
+use fe_meta::Zxid;
 use std::io::{Read, Write};
 
-use fe_meta::command::{BackendRef, Command, Planner};
+use fe_meta::command::{self, BackendRef, Command, NodeCommand, Planner};
 use fe_meta::state::catalog::{
     Catalog, Change, Column, ColumnType, Frontend, FrontendRole, SessionTag, SharedCatalog,
 };
@@ -18,7 +19,7 @@ use proptest::prelude::*;
 
 /// Plans `cmds` on a leader and returns the entries it would have logged, with journal ids
 /// (zxids of epoch 1), and the leader's replayed catalog.
-fn record(cmds: &[Command]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
+fn record(cmds: &[command::Write]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
     let mut planner = Planner::new(Catalog::new());
     let mut replayed = Catalog::new();
     let mut journal = Vec::new();
@@ -28,7 +29,12 @@ fn record(cmds: &[Command]) -> (Vec<(u64, Vec<u8>)>, Catalog) {
         };
         let zxid = (1u64 << 32) | (journal.len() as u64 + 1);
         let bytes = planned.entry.encode();
-        let change = apply(&mut replayed, zxid, &JournalEntry::decode(&bytes).unwrap()).unwrap();
+        let change = apply(
+            &mut replayed,
+            Zxid(zxid),
+            &JournalEntry::decode(&bytes).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             change,
             Change::Applied,
@@ -80,7 +86,7 @@ fn read_journal(mut input: impl Read) -> Vec<(u64, JournalEntry)> {
 fn replay_all(entries: &[(u64, JournalEntry)]) -> Catalog {
     let mut c = Catalog::new();
     for (id, e) in entries {
-        apply(&mut c, *id, e).unwrap();
+        apply(&mut c, Zxid(*id), e).unwrap();
     }
     c
 }
@@ -102,9 +108,9 @@ proptest! {
         prop_assert_eq!(Op::decode(&bytes).unwrap(), op.clone());
         let mut a = Catalog::new();
         let mut b = Catalog::new();
-        apply(&mut a, 7, &entry).unwrap();
-        apply(&mut b, 7, &JournalEntry::decode(&bytes).unwrap()).unwrap();
-        prop_assert_eq!(a.journal_id(), 7);
+        apply(&mut a, Zxid(7), &entry).unwrap();
+        apply(&mut b, Zxid(7), &JournalEntry::decode(&bytes).unwrap()).unwrap();
+        prop_assert_eq!(a.journal_id(), Zxid(7));
         prop_assert_eq!(a, b);
     }
 
@@ -113,7 +119,7 @@ proptest! {
         let _ = Op::decode(&bytes);
         let mut c = Catalog::new();
         if let Ok(e) = JournalEntry::decode(&bytes) {
-            let _ = apply(&mut c, 1, &e);
+            let _ = apply(&mut c, Zxid(1), &e);
         }
     }
 
@@ -156,12 +162,12 @@ proptest! {
 
         let mut first = read_image(&image[..]).unwrap();
         for (id, e) in &entries[mid..] {
-            apply(&mut first, *id, e).unwrap();
+            apply(&mut first, Zxid(*id), e).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
         let second = SharedCatalog::new(read_image(&image[..]).unwrap());
         for chunk in entries[mid..].chunks(5) {
-            apply_batch(&second, chunk.iter().cloned()).unwrap();
+            apply_batch(&second, chunk.iter().map(|(id, e)| (Zxid(*id), e.clone()))).unwrap();
         }
         let d1 = digest(&first).unwrap();
         prop_assert_eq!(d1, digest(&second.load()).unwrap());
@@ -189,7 +195,7 @@ proptest! {
         write_image(&replay_all(&entries[..mid]), &mut image).unwrap();
         let mut restored = read_image(&image[..]).unwrap();
         for (id, e) in &entries[mid..] {
-            apply(&mut restored, *id, e).unwrap();
+            apply(&mut restored, Zxid(*id), e).unwrap();
         }
         prop_assert_eq!(&restored, &leader);
 
@@ -197,10 +203,10 @@ proptest! {
         let shared = SharedCatalog::default();
         let reader = shared.load();
         for chunk in entries.chunks(7) {
-            apply_batch(&shared, chunk.iter().cloned()).unwrap();
+            apply_batch(&shared, chunk.iter().map(|(id, e)| (Zxid(*id), e.clone()))).unwrap();
         }
         prop_assert_eq!(&*shared.load(), &leader);
-        prop_assert_eq!(reader.journal_id(), 0, "a held version never changes");
+        prop_assert_eq!(reader.journal_id(), Zxid(0), "a held version never changes");
     }
 }
 
@@ -212,8 +218,8 @@ proptest! {
 fn replay_reads_no_clock_rng_or_io() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = [
-        "state/replay.rs",
-        "state/journal.rs",
+        "state/replay/mod.rs",
+        "state/journal/mod.rs",
         "wire.rs",
         "state/catalog/mod.rs",
         "state/catalog/types.rs",
@@ -255,7 +261,10 @@ fn a_journal_of_the_previous_format_still_replays() {
             .collect();
         let entry = JournalEntry::decode(&bytes).unwrap();
         let zxid = (1u64 << 32) | (i as u64 + 1);
-        assert_eq!(apply(&mut catalog, zxid, &entry).unwrap(), Change::Applied);
+        assert_eq!(
+            apply(&mut catalog, Zxid(zxid), &entry).unwrap(),
+            Change::Applied
+        );
     }
     assert_eq!(catalog.last_timestamp_ms(), 1_700_000_000_000);
     assert!(catalog.sessions().is_empty());
@@ -274,30 +283,30 @@ fn journal_format_is_stable() {
         default: None,
     };
     let cmds = vec![
-        Command::AddFrontend(Frontend {
+        command::Write::from(NodeCommand::AddFrontend(Frontend {
             sid: 1,
             name: "fe1".into(),
             host: "127.0.0.1".into(),
             client_port: 2181,
             role: FrontendRole::Follower,
-        }),
-        Command::AddBackend {
+        })),
+        command::Write::from(Command::AddBackend {
             host: "10.0.0.1".into(),
             heartbeat_port: 9050,
             capacity_bytes: 1 << 40,
-        },
-        Command::ModifyBackend {
+        }),
+        command::Write::from(Command::ModifyBackend {
             target: BackendRef::Addr {
                 host: "10.0.0.1".into(),
                 port: 9050,
             },
             state: Some(fe_meta::state::catalog::BackendState::Offline),
             capacity_bytes: None,
-        },
-        Command::CreateDb {
+        }),
+        command::Write::from(Command::CreateDb {
             name: "sales".into(),
-        },
-        Command::CreateTable {
+        }),
+        command::Write::from(Command::CreateTable {
             db: "sales".into(),
             name: "orders".into(),
             columns: vec![
@@ -315,25 +324,29 @@ fn journal_format_is_stable() {
                     ..col("note", ColumnType::Varchar(200))
                 },
             ],
-        },
-        Command::SetVar {
+        }),
+        command::Write::from(Command::SetVar {
             name: "query_timeout".into(),
             value: "300".into(),
-        },
-        Command::ReserveIds { count: 100 },
-        Command::Timestamp {
+        }),
+        command::Write::from(NodeCommand::ReserveIds { count: 100 }),
+        command::Write::from(NodeCommand::Timestamp {
             wall_ms: 1_700_000_000_000,
             session_expiry_ms: 600_000,
-        },
-        Command::DropTable {
+        }),
+        command::Write::from(Command::DropTable {
             db: "sales".into(),
             name: "orders".into(),
-        },
-        Command::DropDb {
+        }),
+        command::Write::from(Command::RenameDb {
             name: "sales".into(),
-        },
-        Command::DropBackend(BackendRef::Id(10_000)),
-        Command::DropFrontend { sid: 1 },
+            new_name: "shop".into(),
+        }),
+        command::Write::from(Command::DropDb {
+            name: "shop".into(),
+        }),
+        command::Write::from(Command::DropBackend(BackendRef::Id(10_000))),
+        command::Write::from(NodeCommand::DropFrontend { sid: 1 }),
     ];
     let (mut journal, mut catalog) = record(&cmds);
     assert_eq!(journal.len(), cmds.len(), "every scripted command is valid");
@@ -351,7 +364,7 @@ fn journal_format_is_stable() {
         .unwrap();
     let zxid = (1u64 << 32) | (journal.len() as u64 + 1);
     assert_eq!(
-        apply(&mut catalog, zxid, &tagged.entry).unwrap(),
+        apply(&mut catalog, Zxid(zxid), &tagged.entry).unwrap(),
         Change::Applied
     );
     journal.push((zxid, tagged.entry.encode()));

@@ -6,14 +6,14 @@
 mod common;
 
 use bytes::BytesMut;
-use fe_meta::command::BackendRef;
+use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
-    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError,
-    ReadOptions, Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody,
-    StatusInfo,
+    ConnectionStart, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError, ReadOptions,
+    Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody, Status, StatusInfo,
 };
 use fe_meta::state::catalog::{Database, SessionTag};
+use fe_meta::Zxid;
 use proptest::prelude::*;
 
 fn opts() -> impl Strategy<Value = ReadOptions> {
@@ -34,38 +34,39 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::Digest),
         Just(RequestBody::Sync),
         (n(), any::<u16>(), any::<u64>()).prop_map(|(host, heartbeat_port, capacity_bytes)| {
-            RequestBody::AddBackend {
+            RequestBody::Write(Command::AddBackend {
                 host,
                 heartbeat_port,
                 capacity_bytes,
-            }
+            })
         }),
-        backend_ref().prop_map(RequestBody::DropBackend),
+        backend_ref().prop_map(|x| RequestBody::Write(Command::DropBackend(x))),
         (
             backend_ref(),
             proptest::option::of(common::backend_state()),
             proptest::option::of(any::<u64>())
         )
-            .prop_map(
-                |(target, state, capacity_bytes)| RequestBody::ModifyBackend {
+            .prop_map(|(target, state, capacity_bytes)| RequestBody::Write(
+                Command::ModifyBackend {
                     target,
                     state,
                     capacity_bytes
                 }
-            ),
+            )),
         opts().prop_map(RequestBody::ShowBackends),
         opts().prop_map(RequestBody::ShowFrontends),
-        n().prop_map(|name| RequestBody::CreateDb { name }),
-        n().prop_map(|name| RequestBody::DropDb { name }),
+        n().prop_map(|name| RequestBody::Write(Command::CreateDb { name })),
+        n().prop_map(|name| RequestBody::Write(Command::DropDb { name })),
+        (n(), n())
+            .prop_map(|(name, new_name)| RequestBody::Write(Command::RenameDb { name, new_name })),
         opts().prop_map(RequestBody::ShowDatabases),
-        (n(), n(), common::columns()).prop_map(|(db, name, columns)| RequestBody::CreateTable {
-            db,
-            name,
-            columns
-        }),
-        (n(), n()).prop_map(|(db, name)| RequestBody::DropTable { db, name }),
+        (n(), n(), common::columns()).prop_map(|(db, name, columns)| RequestBody::Write(
+            Command::CreateTable { db, name, columns }
+        )),
+        (n(), n()).prop_map(|(db, name)| RequestBody::Write(Command::DropTable { db, name })),
         (opts(), n()).prop_map(|(opts, db)| RequestBody::ShowTables { opts, db }),
-        (n(), common::any_text()).prop_map(|(name, value)| RequestBody::SetVar { name, value }),
+        (n(), common::any_text())
+            .prop_map(|(name, value)| RequestBody::Write(Command::SetVar { name, value })),
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
     ]
@@ -94,27 +95,19 @@ fn request() -> impl Strategy<Value = Request> {
 }
 
 fn error_reply() -> impl Strategy<Value = ErrorReply> {
-    let kind = prop_oneof![
-        (
-            proptest::option::of(any::<u64>()),
-            proptest::option::of("[a-z0-9.]{1,20}:[0-9]{1,5}")
-        )
-            .prop_map(|(leader_sid, leader_addr)| ErrorKind::NotLeader {
-                leader_sid,
-                leader_addr
-            }),
-        (any::<u64>(), any::<u64>()).prop_map(|(lag_ms, tolerance_ms)| ErrorKind::Stale {
-            lag_ms,
-            tolerance_ms
-        }),
-        Just(ErrorKind::QuorumUnavailable),
-        Just(ErrorKind::InvalidArgument),
-        Just(ErrorKind::Timeout),
-        Just(ErrorKind::Internal),
-        Just(ErrorKind::NotFound),
-        Just(ErrorKind::AlreadyExists),
-    ];
-    (kind, common::any_text()).prop_map(|(kind, message)| ErrorReply { kind, message })
+    let status = proptest::sample::select(Status::ALL.to_vec());
+    let leader = (
+        proptest::option::of(any::<u64>()),
+        proptest::option::of("[a-z0-9.]{1,20}:[0-9]{1,5}"),
+    );
+    let lag = (any::<u64>(), any::<u64>());
+    (status, leader, lag, common::any_text()).prop_map(
+        |(status, (leader_sid, leader_addr), (lag_ms, tolerance_ms), message)| match status {
+            Status::NotLeader => ErrorReply::not_leader(leader_sid, leader_addr, message),
+            Status::Stale => ErrorReply::stale(lag_ms, tolerance_ms, message),
+            _ => ErrorReply::new(status, message),
+        },
+    )
 }
 
 fn frontend_row() -> impl Strategy<Value = FrontendRow> {
@@ -134,7 +127,7 @@ fn frontend_row() -> impl Strategy<Value = FrontendRow> {
                 role: f.role,
                 is_leader,
                 alive,
-                replayed_journal_id,
+                replayed_journal_id: Zxid(replayed_journal_id),
                 lag_ms,
             },
         )
@@ -146,7 +139,7 @@ fn small_vec<S: Strategy>(s: S) -> proptest::collection::VecStrategy<S> {
 
 /// A success body for `kind`.
 fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
-    let j = any::<u64>();
+    let j = any::<u64>().prop_map(Zxid);
     match kind {
         RequestKind::STATUS => (
             any::<u64>(),
@@ -162,7 +155,7 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
                     mode: Mode::from_tag(mode).unwrap(),
                     leader_sid,
                     epoch: n[0],
-                    applied_journal_id: n[1],
+                    applied_journal_id: Zxid(n[1]),
                     last_timestamp_ms: n[2],
                     staleness_ms,
                     entry_count: n[3],
@@ -414,7 +407,7 @@ fn connection_start_tells_words_from_frames() {
 fn write_kinds_are_answered_with_written() {
     for kind in RequestKind::ALL {
         let written = ResponseBody::Written {
-            journal_id: 1,
+            journal_id: Zxid(1),
             created_id: None,
         };
         assert_eq!(written.answers(kind), kind.is_write(), "{kind}");
@@ -434,9 +427,9 @@ fn protocol_md_example_bytes() {
     let create = Request {
         id: 1,
         meta: RequestMeta::default(),
-        body: RequestBody::CreateDb {
+        body: RequestBody::Write(Command::CreateDb {
             name: "sales".into(),
-        },
+        }),
     };
     encode_frame(&encode_request(&create), &mut req);
     assert_eq!(
@@ -447,7 +440,7 @@ fn protocol_md_example_bytes() {
         id: 1,
         kind: RequestKind::CREATE_DB,
         result: Ok(ResponseBody::Written {
-            journal_id: 0x1_0000_0001,
+            journal_id: Zxid(0x1_0000_0001),
             created_id: Some(10_001),
         }),
     };

@@ -8,15 +8,16 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use fe_meta::protocol::{ErrorKind, ErrorReply, ReadOptions, RequestBody, ResponseBody};
+use fe_meta::command::Command;
+use fe_meta::protocol::{ErrorReply, ReadOptions, RequestBody, ResponseBody, Status};
 use server_support::{call, Cluster};
 
 const SYNCED: ReadOptions = ReadOptions { sync: true };
 
 fn create_db(name: &str) -> RequestBody {
-    RequestBody::CreateDb {
+    RequestBody::Write(Command::CreateDb {
         name: name.to_string(),
-    }
+    })
 }
 
 /// Every node's databases after a sync read, as (name, id).
@@ -73,7 +74,7 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
         return;
     }
     let e = first.expect_err("the leader's node stands still: the write cannot commit");
-    assert_eq!(e.kind, ErrorKind::Timeout, "{e:?}");
+    assert_eq!(e.status, Status::Timeout, "{e:?}");
 
     // Planned while "first" is pending at the leader; answered once the node goes on.
     let other_name = tokio::spawn(call(c.addr(follower), create_db("second")));
@@ -120,8 +121,8 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
             // TIMEOUT only if this machine stalled past the write's timeout (see below).
             Err(e) => assert!(
                 matches!(
-                    e.kind,
-                    ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::Timeout
+                    e.status,
+                    Status::AlreadyExists | Status::NotFound | Status::Timeout
                 ),
                 "`{name}`: {e:?}"
             ),
@@ -131,14 +132,14 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
         let e = same
             .as_ref()
             .expect_err("`first` was pending: another create of it cannot succeed");
-        assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e:?}");
+        assert_eq!(e.status, Status::AlreadyExists, "{e:?}");
     }
     // `second` conflicts with nothing: Written, unless the machine stalled so long that it
     // timed out before the freeze ended (its outcome then unknown, which is no wrong answer).
     let (_, other) = &answers[0];
     match other {
         Ok(ResponseBody::Written { .. }) => {}
-        Err(e) if e.kind == ErrorKind::Timeout => {
+        Err(e) if e.status == Status::Timeout => {
             println!("NOTE: `second` timed out (machine stalled): {e:?}");
         }
         other => panic!("`second` conflicts with nothing: {other:?}"),

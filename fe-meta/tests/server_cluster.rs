@@ -8,7 +8,9 @@ mod server_support;
 
 use std::time::Duration;
 
-use fe_meta::protocol::{ErrorKind, Mode, ReadOptions, RequestBody, ResponseBody};
+use fe_meta::command::Command;
+use fe_meta::protocol::{Mode, ReadOptions, RequestBody, ResponseBody, Status};
+use fe_meta::Zxid;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const SYNC: ReadOptions = ReadOptions { sync: true };
@@ -56,12 +58,12 @@ async fn writes_through_any_node_are_read_there_at_once() {
     let dup = call(c.addr(follower), add_backend("be0.example", 9050))
         .await
         .unwrap_err();
-    assert_eq!(dup.kind, ErrorKind::AlreadyExists, "{dup:?}");
-    let unknown = RequestBody::DropDb {
+    assert_eq!(dup.status, Status::AlreadyExists, "{dup:?}");
+    let unknown = RequestBody::Write(Command::DropDb {
         name: "nope".into(),
-    };
+    });
     let e = call(c.addr(follower), unknown).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::NotFound, "{e:?}");
+    assert_eq!(e.status, Status::NotFound, "{e:?}");
 
     // Pipelining: many writes in flight on one connection, answered by id.
     let mut client = Client::connect(c.addr(follower)).await;
@@ -69,9 +71,9 @@ async fn writes_through_any_node_are_read_there_at_once() {
     for i in 0..20 {
         ids.push(
             client
-                .send(RequestBody::CreateDb {
+                .send(RequestBody::Write(Command::CreateDb {
                     name: format!("db{i}"),
-                })
+                }))
                 .await,
         );
     }
@@ -119,7 +121,7 @@ async fn writes_through_any_node_are_read_there_at_once() {
     assert!(rows.iter().all(|f| f.alive), "{rows:?}");
     let leaders: Vec<u64> = rows.iter().filter(|f| f.is_leader).map(|f| f.sid).collect();
     assert_eq!(leaders, vec![leader]);
-    assert!(rows.iter().all(|f| f.replayed_journal_id > 0));
+    assert!(rows.iter().all(|f| f.replayed_journal_id > Zxid::ZERO));
 
     // STATUS and the four-letter words.
     let st = call(c.addr(leader), RequestBody::Status).await.unwrap();
@@ -160,7 +162,7 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     cl.raw(&f).await;
     let r = cl.recv().await.unwrap();
     assert_eq!(r.id, 7);
-    assert_eq!(r.result.unwrap_err().kind, ErrorKind::InvalidArgument);
+    assert_eq!(r.result.unwrap_err().status, Status::InvalidArgument);
     // A short body (ADD_BACKEND with nothing): error for id 8, still open.
     let mut f = vec![0, 0, 0, 11, 1];
     f.extend_from_slice(&8u64.to_be_bytes());
@@ -168,8 +170,8 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     cl.raw(&f).await;
     let r = cl.recv().await.unwrap();
     assert_eq!(
-        (r.id, r.result.unwrap_err().kind),
-        (8, ErrorKind::InvalidArgument)
+        (r.id, r.result.unwrap_err().status),
+        (8, Status::InvalidArgument)
     );
     assert!(matches!(
         cl.call(RequestBody::Status).await,
@@ -189,7 +191,7 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
         cl.raw(&bytes).await;
         let r = cl.recv().await.unwrap();
         assert_eq!(r.id, 0, "{bytes:?}");
-        assert_eq!(r.result.unwrap_err().kind, ErrorKind::InvalidArgument);
+        assert_eq!(r.result.unwrap_err().status, Status::InvalidArgument);
         assert!(
             cl.recv().await.is_none(),
             "connection not closed after {bytes:?}"
@@ -222,9 +224,9 @@ async fn many_pipelined_answers_on_one_connection_are_each_written_once() {
     let mut ids = Vec::new();
     for i in 0..3_000 {
         let body = if i % 10 == 0 {
-            RequestBody::CreateDb {
+            RequestBody::Write(Command::CreateDb {
                 name: format!("pipelined{i}"),
-            }
+            })
         } else {
             RequestBody::ShowBackends(PLAIN)
         };

@@ -7,7 +7,7 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use fe_meta::protocol::{ErrorKind, ReadOptions, RequestBody, ResponseBody};
+use fe_meta::protocol::{ReadOptions, RequestBody, ResponseBody, Status};
 use server_support::{add_backend, backends_of, call, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -28,10 +28,7 @@ async fn writes_go_on_after_the_leader_stops_and_it_catches_up_on_restart() {
             Err(e) => {
                 // A write whose outcome is unknown (TIMEOUT) may have committed: stop retrying.
                 assert!(
-                    matches!(
-                        e.kind,
-                        ErrorKind::QuorumUnavailable | ErrorKind::NotLeader { .. }
-                    ),
+                    matches!(e.status, Status::QuorumUnavailable | Status::NotLeader),
                     "{e:?}"
                 );
                 assert!(t0.elapsed() < Duration::from_secs(15), "{e:?}");

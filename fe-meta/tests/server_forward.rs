@@ -11,9 +11,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fe_meta::protocol::{
-    encode_frame, encode_request, ErrorKind, ReadOptions, Request, RequestBody, RequestMeta,
-    ResponseBody, StatusInfo, FORWARDED_BIT,
+    encode_frame, encode_request, ErrorDetail, ReadOptions, Request, RequestBody, RequestMeta,
+    ResponseBody, Status, StatusInfo, FORWARDED_BIT,
 };
+use fe_meta::Zxid;
 use server_support::{add_backend, backends_of, call, four, Client, Cluster};
 
 const PLAIN: ReadOptions = ReadOptions { sync: false };
@@ -33,7 +34,7 @@ fn mntr_value(mntr: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {mntr}"))
 }
 
-fn written(r: &ResponseBody) -> u64 {
+fn written(r: &ResponseBody) -> Zxid {
     match r {
         ResponseBody::Written { journal_id, .. } => *journal_id,
         other => panic!("not Written: {other:?}"),
@@ -67,10 +68,10 @@ async fn a_follower_never_writes_locally_it_forwards_or_answers_not_leader() {
     let r = client.recv().await.unwrap();
     assert_eq!(r.id, id);
     let e = r.result.unwrap_err();
-    let ErrorKind::NotLeader {
+    let ErrorDetail::Leader {
         leader_sid,
         leader_addr,
-    } = &e.kind
+    } = &e.detail
     else {
         panic!("{e:?}")
     };
@@ -92,7 +93,11 @@ async fn a_follower_never_writes_locally_it_forwards_or_answers_not_leader() {
             .unwrap(),
     );
     let st = status(c.addr(leader)).await;
-    assert_eq!(j >> 32, st.epoch, "committed in the leader's epoch");
+    assert_eq!(
+        u64::from(j.epoch().0),
+        st.epoch,
+        "committed in the leader's epoch"
+    );
     assert!(status(c.addr(follower)).await.applied_journal_id >= j);
     c.stop_all().await;
 }
@@ -119,7 +124,7 @@ async fn a_refused_forward_answers_at_once_and_never_waits_on_a_journal_id() {
         let e = call(c.addr(survivor), add_backend("dup.example", 1))
             .await
             .unwrap_err();
-        assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e:?}");
+        assert_eq!(e.status, Status::AlreadyExists, "{e:?}");
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     }
 
@@ -136,12 +141,12 @@ async fn a_refused_forward_answers_at_once_and_never_waits_on_a_journal_id() {
         let took = t.elapsed();
         eprintln!(
             "write through a leaderless follower: {:?} after {took:?}",
-            e.kind
+            e.status
         );
         assert!(
             matches!(
-                e.kind,
-                ErrorKind::QuorumUnavailable | ErrorKind::NotLeader { .. } | ErrorKind::Timeout
+                e.status,
+                Status::QuorumUnavailable | Status::NotLeader | Status::Timeout
             ),
             "{e:?}"
         );
@@ -177,7 +182,7 @@ async fn forwarded_writes_and_many_reads_run_together_without_deadlock() {
                     let host = format!("w{w}.example");
                     let j = written(&client.call(add_backend(&host, i + 1)).await.unwrap());
                     let r = client.call(RequestBody::ShowBackends(PLAIN)).await.unwrap();
-                    assert!(backends_of(&r).contains(&(host, i + 1)), "at {j:#x}");
+                    assert!(backends_of(&r).contains(&(host, i + 1)), "at {j}");
                 }
             }));
         }
@@ -247,7 +252,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             .await
             .unwrap(),
     );
-    let e1 = j1 >> 32;
+    let e1 = u64::from(j1.epoch().0);
     assert!(e1 > 0);
     for sid in [1u64, 2, 3] {
         assert_eq!(status(c.addr(sid)).await.epoch, e1, "sid {sid}");
@@ -262,10 +267,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             Ok(r) => break written(&r),
             Err(e) => {
                 assert!(
-                    matches!(
-                        e.kind,
-                        ErrorKind::QuorumUnavailable | ErrorKind::NotLeader { .. }
-                    ),
+                    matches!(e.status, Status::QuorumUnavailable | Status::NotLeader),
                     "{e:?}"
                 );
                 assert!(t0.elapsed() < Duration::from_secs(15), "{e:?}");
@@ -273,7 +275,7 @@ async fn the_zab_epoch_is_visible_and_names_the_committing_leader() {
             }
         }
     };
-    let e2 = j2 >> 32;
+    let e2 = u64::from(j2.epoch().0);
     assert!(e2 > e1, "epoch {e2} after {e1}");
     for sid in [1u64, 2, 3].into_iter().filter(|s| *s != old) {
         let st = status(c.addr(sid)).await;

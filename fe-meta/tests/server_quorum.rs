@@ -7,7 +7,7 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use fe_meta::protocol::{ErrorKind, ReadOptions, RequestBody};
+use fe_meta::protocol::{ErrorDetail, ReadOptions, RequestBody, Status};
 use server_support::{add_backend, backends_of, call, Cluster};
 
 const PLAIN: ReadOptions = ReadOptions { sync: false };
@@ -37,11 +37,11 @@ async fn majority_down_writes_fail_fast_reads_go_on() {
         let e = call(c.addr(survivor), add_backend("late.example", 1))
             .await
             .unwrap_err();
-        if e.kind == ErrorKind::QuorumUnavailable {
+        if e.status == Status::QuorumUnavailable {
             break;
         }
         assert!(
-            matches!(e.kind, ErrorKind::NotLeader { .. } | ErrorKind::Timeout),
+            matches!(e.status, Status::NotLeader | Status::Timeout),
             "{e:?}"
         );
         assert!(t0.elapsed() < Duration::from_secs(15), "still {e:?}");
@@ -51,14 +51,14 @@ async fn majority_down_writes_fail_fast_reads_go_on() {
         let e = call(c.addr(survivor), add_backend("late.example", 1))
             .await
             .unwrap_err();
-        assert_eq!(e.kind, ErrorKind::QuorumUnavailable, "{e:?}");
+        assert_eq!(e.status, Status::QuorumUnavailable, "{e:?}");
         assert!(
             t.elapsed() < Duration::from_secs(2),
             "took {:?}",
             t.elapsed()
         );
         let e = call(c.addr(survivor), RequestBody::Sync).await.unwrap_err();
-        assert_eq!(e.kind, ErrorKind::QuorumUnavailable, "{e:?}");
+        assert_eq!(e.status, Status::QuorumUnavailable, "{e:?}");
     }
     let r = call(c.addr(survivor), RequestBody::ShowBackends(PLAIN))
         .await
@@ -98,10 +98,10 @@ async fn a_stale_follower_refuses_reads_and_says_how_stale() {
     let e = call(c.addr(survivor), RequestBody::ShowBackends(PLAIN))
         .await
         .unwrap_err();
-    let ErrorKind::Stale {
+    let ErrorDetail::Lag {
         lag_ms,
         tolerance_ms,
-    } = e.kind
+    } = e.detail
     else {
         panic!("{e:?}")
     };

@@ -8,12 +8,13 @@ mod server_support;
 
 use std::time::Duration;
 
-use fe_meta::protocol::{ErrorKind, ReadOptions, RequestBody, RequestMeta, Response, ResponseBody};
+use fe_meta::command::Command;
+use fe_meta::protocol::{ReadOptions, RequestBody, RequestMeta, Response, ResponseBody, Status};
 use fe_meta::state::catalog::SessionTag;
 use server_support::{Client, Cluster};
 
 fn create_db(name: &str) -> RequestBody {
-    RequestBody::CreateDb { name: name.into() }
+    RequestBody::Write(Command::CreateDb { name: name.into() })
 }
 
 fn session(seq: u64, floor: u64) -> RequestMeta {
@@ -34,7 +35,7 @@ async fn send(client: &mut Client, body: RequestBody, meta: RequestMeta) -> Resp
     r
 }
 
-fn written(r: &Response) -> (u64, Option<u64>) {
+fn written(r: &Response) -> (fe_meta::Zxid, Option<u64>) {
     match &r.result {
         Ok(ResponseBody::Written {
             journal_id,
@@ -64,7 +65,7 @@ async fn a_retried_write_applies_once_and_an_older_one_is_refused() {
     written(&send(&mut on_follower, create_db("hr"), session(3, 3)).await);
     let old = send(&mut on_leader, create_db("old"), session(2, 2)).await;
     let e = old.result.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::StaleRequest, "{}", e.message);
+    assert_eq!(e.status, Status::StaleRequest, "{}", e.message);
     let dbs = on_follower
         .call(RequestBody::ShowDatabases(ReadOptions { sync: true }))
         .await
@@ -82,7 +83,7 @@ async fn a_retried_write_applies_once_and_an_older_one_is_refused() {
     };
     for client in [&mut on_leader, &mut on_follower] {
         let r = send(client, create_db("late"), late).await;
-        assert_eq!(r.result.unwrap_err().kind, ErrorKind::DeadlineExceeded);
+        assert_eq!(r.result.unwrap_err().status, Status::DeadlineExceeded);
     }
     let r = on_leader
         .call(RequestBody::ShowDatabases(ReadOptions { sync: true }))

@@ -8,22 +8,23 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use fe_meta::command::{Command, Planner};
+use fe_meta::command::{self, Command, NodeCommand, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
 use fe_meta::state::image::{digest, read_image};
 use fe_meta::state::machine::MetaState;
 use zab_core::Zxid;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
-fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &Command) {
+fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &command::Write) {
     let entry = planner.plan(cmd).unwrap().1.entry;
     sm.apply(Zxid(zxid), &entry.encode()).unwrap();
 }
 
-fn create_db(i: u64) -> Command {
+fn create_db(i: u64) -> command::Write {
     Command::CreateDb {
         name: format!("db{i}"),
     }
+    .into()
 }
 
 /// A writer that reports its first write and then blocks until released, so that the test
@@ -81,27 +82,31 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
     for i in 401..=1_000u64 {
         zxid += 1;
         let cmd = match i % 4 {
-            0 => Command::DropDb {
+            0 => command::Write::from(Command::DropDb {
                 name: format!("db{}", (i - 400) / 4),
-            },
-            1 => Command::SetVar {
+            }),
+            1 => command::Write::from(Command::SetVar {
                 name: format!("v{i}"),
                 value: "x".into(),
-            },
-            2 => Command::Timestamp {
+            }),
+            2 => command::Write::from(NodeCommand::Timestamp {
                 wall_ms: i,
                 session_expiry_ms: 0,
-            },
+            }),
             _ => create_db(i),
         };
         write(&mut sm, &mut planner, zxid, &cmd);
     }
-    assert_eq!(shared.journal_id(), 1_000);
+    assert_eq!(shared.journal_id(), Zxid(1_000));
     go_tx.send(()).unwrap();
     let image = writer.join().unwrap();
 
     let restored = read_image(&image[..]).unwrap();
-    assert_eq!(restored.journal_id(), 400, "the image names its version");
+    assert_eq!(
+        restored.journal_id(),
+        Zxid(400),
+        "the image names its version"
+    );
     assert_eq!(
         digest(&restored).unwrap(),
         at_400,
@@ -113,7 +118,7 @@ fn an_image_written_during_applies_holds_exactly_its_version() {
     // Restored as the snapshot of zxid 400 and replayed onwards, it reaches the live state.
     let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
     other.restore(Zxid(400), &mut &image[..]).unwrap();
-    assert_eq!(other.shared().journal_id(), 400);
+    assert_eq!(other.shared().journal_id(), Zxid(400));
 }
 
 /// PITFALLS E9: taking a checkpoint does not copy the catalog. The captured version and the

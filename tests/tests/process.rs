@@ -26,7 +26,7 @@ use tests::proc::ProcCluster;
 
 /// The epoch of a journal id (zxid).
 pub fn epoch_of(journal_id: u64) -> u64 {
-    journal_id >> 32
+    u64::from(fe_meta::Zxid(journal_id).epoch().0)
 }
 
 /// Milliseconds of `d`, for RECOVERY lines.
@@ -51,7 +51,7 @@ pub async fn write_ok(
         };
         match r {
             Ok(w) => {
-                c.ledger().record(name, value, w.journal_id);
+                c.ledger().record(name, value, w.journal_id.0);
                 return Ok(w);
             }
             Err(e) if start.elapsed() >= within => return Err(e),

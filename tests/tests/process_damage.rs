@@ -50,7 +50,7 @@ pub fn ms(d: Duration) -> u128 {
 /// The leader's applied journal id (waiting for a leader first).
 pub async fn leader_applied(c: &mut ProcCluster) -> (u64, u64) {
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
-    let applied = c.status(leader).await.unwrap().applied_journal_id;
+    let applied = c.status(leader).await.unwrap().applied_journal_id.0;
     (leader, applied)
 }
 
@@ -64,11 +64,11 @@ pub async fn caught_up(addr: &str, target: u64, within: Duration) -> Duration {
             if let Ok(s) = client.status().await {
                 if matches!(s.mode, Mode::Follower | Mode::Observer | Mode::Leader)
                     && s.leader_sid.is_some()
-                    && s.applied_journal_id >= target
+                    && s.applied_journal_id.0 >= target
                 {
                     return start.elapsed();
                 }
-                last = format!("{} applied {:#x}", s.mode.name(), s.applied_journal_id);
+                last = format!("{} applied {}", s.mode.name(), s.applied_journal_id);
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

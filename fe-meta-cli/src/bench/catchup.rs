@@ -21,6 +21,7 @@ use super::{progress, Params};
 use crate::Failure;
 use fe_meta::client::{four_letter_word, Client, ClientOptions};
 use fe_meta::protocol::Mode;
+use fe_meta::Zxid;
 
 const PHASE: Duration = Duration::from_secs(60);
 const LONG_PHASE: Duration = Duration::from_secs(300);
@@ -60,7 +61,7 @@ pub async fn catchup(
         .map_err(Failure::from)?
         .applied_journal_id;
     progress(&format!(
-        "W5 wrote {} txns in {:.2} s ({:.0}/s, errors={}); leader journal id {lz:#x}",
+        "W5 wrote {} txns in {:.2} s ({:.0}/s, errors={}); leader journal id {lz}",
         written.txns,
         written.secs,
         written.txns as f64 / written.secs,
@@ -69,7 +70,10 @@ pub async fn catchup(
     let sent_before = syncs_sent(&lep).await;
     cluster.restart_node(follower)?;
     let (serving, done) = wait_caught_up(&fep, lz).await;
-    let lz2 = client.status().await.map_or(0, |s| s.applied_journal_id);
+    let lz2 = client
+        .status()
+        .await
+        .map_or(Zxid::ZERO, |s| s.applied_journal_id);
     let ms0 = |d: Option<Duration>| {
         d.map_or("-1".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3))
     };
@@ -84,8 +88,8 @@ pub async fn catchup(
             format!("{:.0}", written.txns as f64 / written.secs),
         )
         .set("write_errors", written.errors)
-        .set("leader_zxid", format!("{lz:#x}"))
-        .set("leader_zxid_after", format!("{lz2:#x}"))
+        .set("leader_zxid", lz.to_string())
+        .set("leader_zxid_after", lz2.to_string())
         .set("restart_to_serving_ms", ms0(serving))
         .set("restart_to_caught_up_ms", ms0(done));
     let mut sync = Line::new("W5-sync", label);
@@ -130,7 +134,7 @@ async fn write_while_down(client: &Client, p: &Params, op: &str) -> Written {
 /// until it has applied `leader_journal_id` (each `None` if not within [`LONG_PHASE`]).
 pub(super) async fn wait_caught_up(
     endpoint: &str,
-    leader_journal_id: u64,
+    leader_journal_id: Zxid,
 ) -> (Option<Duration>, Option<Duration>) {
     let started = Instant::now();
     let mut serving = None;

@@ -202,7 +202,7 @@ pub(crate) fn elected(statuses: &[Option<StatusInfo>]) -> bool {
 pub(crate) fn in_leader_epoch(statuses: &[Option<StatusInfo>]) -> bool {
     statuses.iter().all(|s| {
         s.as_ref()
-            .is_some_and(|s| s.applied_journal_id >> 32 == s.epoch)
+            .is_some_and(|s| u64::from(s.applied_journal_id.epoch().0) == s.epoch)
     })
 }
 
@@ -226,13 +226,13 @@ async fn watch(children: &mut Children) -> Result<(), Failure> {
 mod tests {
     use super::*;
 
-    fn status(sid: u64, mode: Mode, epoch: u64, applied_epoch: u64) -> Option<StatusInfo> {
+    fn status(sid: u64, mode: Mode, epoch: u64, applied_epoch: u32) -> Option<StatusInfo> {
         Some(StatusInfo {
             sid,
             mode,
             leader_sid: Some(3),
             epoch,
-            applied_journal_id: applied_epoch << 32 | 7,
+            applied_journal_id: fe_meta::Zxid::new(fe_meta::Epoch(applied_epoch), 7),
             last_timestamp_ms: 0,
             staleness_ms: None,
             entry_count: 0,

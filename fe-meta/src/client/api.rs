@@ -1,19 +1,21 @@
-//! One [`Client`] method per request kind (`docs/PROTOCOL.md` §4), with typed answers.
+//! One [`Client`] method per read kind and [`Client::write`] for any write (`docs/PROTOCOL.md`
+//! §4), with typed answers; the common writes have methods of their own too.
 //!
 //! INV: each method sends exactly one request and returns the body its kind answers with;
 //! a mismatched body (which [`Client::call`] already rules out) is a
 //! [`ClientError::Protocol`], never a panic.
 
 use super::{Client, ClientError};
-use crate::command::BackendRef;
+use crate::command::{BackendRef, Command};
 use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
 use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
+use zab_core::Zxid;
 
 /// A committed write: committed on a quorum and applied on the node that answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Written {
     /// The write's journal id (zxid).
-    pub journal_id: u64,
+    pub journal_id: Zxid,
     /// The new backend / database / table id, for writes that create one.
     pub created_id: Option<u64>,
 }
@@ -22,12 +24,12 @@ pub struct Written {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Read<T> {
     /// The last journal id applied to the catalog version read.
-    pub journal_id: u64,
+    pub journal_id: Zxid,
     /// What was read.
     pub value: T,
 }
 
-fn read<T>(journal_id: u64, value: T) -> Result<Read<T>, ClientError> {
+fn read<T>(journal_id: Zxid, value: T) -> Result<Read<T>, ClientError> {
     Ok(Read { journal_id, value })
 }
 
@@ -40,9 +42,12 @@ fn opts(sync: bool) -> ReadOptions {
 }
 
 impl Client {
-    async fn write(&self, body: RequestBody) -> Result<Written, ClientError> {
-        let kind = body.kind();
-        match self.call(body).await? {
+    /// Any write: sends `cmd` (its request kind is [`Command::request_kind`]) and returns once
+    /// it committed and the node that answered applied it. The methods below are this with
+    /// the command spelled out.
+    pub async fn write(&self, cmd: Command) -> Result<Written, ClientError> {
+        let kind = cmd.request_kind();
+        match self.call(RequestBody::Write(cmd)).await? {
             ResponseBody::Written {
                 journal_id,
                 created_id,
@@ -63,7 +68,7 @@ impl Client {
     }
 
     /// DIGEST: `(journal_id, sha256, entry_count)` of the node's catalog.
-    pub async fn digest(&self, sync: bool) -> Result<(u64, [u8; 32], u64), ClientError> {
+    pub async fn digest(&self, sync: bool) -> Result<(Zxid, [u8; 32], u64), ClientError> {
         match self.call(RequestBody::Digest(opts(sync))).await? {
             ResponseBody::Digest {
                 journal_id,
@@ -76,7 +81,7 @@ impl Client {
 
     /// SYNC: returns once the node has applied everything committed when the sync started;
     /// the node's applied journal id.
-    pub async fn sync(&self) -> Result<u64, ClientError> {
+    pub async fn sync(&self) -> Result<Zxid, ClientError> {
         match self.call(RequestBody::Sync).await? {
             ResponseBody::Synced { journal_id } => Ok(journal_id),
             _ => Err(mismatch("SYNC")),
@@ -90,7 +95,7 @@ impl Client {
         heartbeat_port: u16,
         capacity_bytes: u64,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::AddBackend {
+        self.write(Command::AddBackend {
             host: host.to_owned(),
             heartbeat_port,
             capacity_bytes,
@@ -100,7 +105,7 @@ impl Client {
 
     /// DROP_BACKEND.
     pub async fn drop_backend(&self, target: BackendRef) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropBackend(target)).await
+        self.write(Command::DropBackend(target)).await
     }
 
     /// MODIFY_BACKEND: a new state and/or capacity.
@@ -110,7 +115,7 @@ impl Client {
         state: Option<BackendState>,
         capacity_bytes: Option<u64>,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::ModifyBackend {
+        self.write(Command::ModifyBackend {
             target,
             state,
             capacity_bytes,
@@ -139,7 +144,7 @@ impl Client {
 
     /// CREATE_DB.
     pub async fn create_db(&self, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::CreateDb {
+        self.write(Command::CreateDb {
             name: name.to_owned(),
         })
         .await
@@ -147,7 +152,7 @@ impl Client {
 
     /// DROP_DB (and its tables).
     pub async fn drop_db(&self, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropDb {
+        self.write(Command::DropDb {
             name: name.to_owned(),
         })
         .await
@@ -171,7 +176,7 @@ impl Client {
         name: &str,
         columns: Vec<Column>,
     ) -> Result<Written, ClientError> {
-        self.write(RequestBody::CreateTable {
+        self.write(Command::CreateTable {
             db: db.to_owned(),
             name: name.to_owned(),
             columns,
@@ -181,7 +186,7 @@ impl Client {
 
     /// DROP_TABLE.
     pub async fn drop_table(&self, db: &str, name: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::DropTable {
+        self.write(Command::DropTable {
             db: db.to_owned(),
             name: name.to_owned(),
         })
@@ -202,7 +207,7 @@ impl Client {
 
     /// SET_VAR.
     pub async fn set_var(&self, name: &str, value: &str) -> Result<Written, ClientError> {
-        self.write(RequestBody::SetVar {
+        self.write(Command::SetVar {
             name: name.to_owned(),
             value: value.to_owned(),
         })

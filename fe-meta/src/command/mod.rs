@@ -6,7 +6,7 @@
 //! [`Change::Applied`](crate::state::catalog::Change::Applied).
 //! INV-2 (ids): a new entity's id is the catalog's `next_id`, carried inside the entry; replay
 //! raises `next_id` past it (replay INV-5), so allocation is deterministic and needs no
-//! separate SAVE_NEXTID (which remains for reserving id ranges, [`Command::ReserveIds`]).
+//! separate SAVE_NEXTID (which remains for reserving id ranges, [`NodeCommand::ReserveIds`]).
 //! INV-3 (pipelining): the leader validates against [`Planner`]'s *speculative* catalog — the
 //! replayed catalog plus every entry planned but not yet settled — so two entries that may
 //! both commit cannot take the same name or id. An entry leaves it only when the node reports
@@ -18,16 +18,17 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::protocol::Status;
 use crate::state::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
 use crate::state::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
 
 mod plan;
 mod planner;
 
-use plan::plan_op;
+use plan::{plan_command, plan_node_command};
 pub use planner::{Planner, Ticket};
 
-/// Most ids one [`Command::ReserveIds`] may reserve.
+/// Most ids one [`NodeCommand::ReserveIds`] may reserve.
 pub const RESERVE_IDS_MAX: u64 = 1_000_000;
 
 /// A backend named by id or by address.
@@ -53,7 +54,16 @@ impl fmt::Display for BackendRef {
     }
 }
 
-/// A write a client asked for.
+/// A write a client asks for: what the client library sends ([`Client::write`]), the protocol
+/// encodes (one request kind per variant) and the [`Planner`] plans.
+///
+/// Adding a write: a variant here; its request kind (one line of the table in `protocol`) and
+/// its arms in `protocol/command.rs` (kind, encode, decode); its plan arm (`plan.rs`); its
+/// journal op (one line of the op table, an [`Op`] variant and its codec arms in
+/// `state::journal`) and apply arm (`state::replay`); one CLI arm; its rows in
+/// `docs/PROTOCOL.md` §4.
+///
+/// [`Client::write`]: crate::client::Client::write
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Add a backend in state NORMAL.
@@ -86,6 +96,13 @@ pub enum Command {
         /// Its name.
         name: String,
     },
+    /// Rename a database (its tables go with it).
+    RenameDb {
+        /// Its name.
+        name: String,
+        /// The name it gets.
+        new_name: String,
+    },
     /// Create a table.
     CreateTable {
         /// The database's name.
@@ -102,19 +119,25 @@ pub enum Command {
         /// The table's name.
         name: String,
     },
-    /// Register a frontend.
-    AddFrontend(Frontend),
-    /// Unregister a frontend.
-    DropFrontend {
-        /// Its server id.
-        sid: u64,
-    },
     /// Set a global variable.
     SetVar {
         /// Its name.
         name: String,
         /// Its value.
         value: String,
+    },
+}
+
+/// A write the node makes itself or that only embedders plan: it has no request kind, so no
+/// client can send one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeCommand {
+    /// Register a frontend.
+    AddFrontend(Frontend),
+    /// Unregister a frontend.
+    DropFrontend {
+        /// Its server id.
+        sid: u64,
     },
     /// Reserve `count` ids for use outside the journal (SAVE_NEXTID); the first is returned.
     ReserveIds {
@@ -129,6 +152,27 @@ pub enum Command {
         /// Sessions idle for longer than this expire (0: never).
         session_expiry_ms: u64,
     },
+}
+
+/// What the planner plans: a client's [`Command`] or a [`NodeCommand`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// A client's write.
+    Client(Command),
+    /// A write of the node's own.
+    Node(NodeCommand),
+}
+
+impl From<Command> for Write {
+    fn from(cmd: Command) -> Write {
+        Write::Client(cmd)
+    }
+}
+
+impl From<NodeCommand> for Write {
+    fn from(cmd: NodeCommand) -> Write {
+        Write::Node(cmd)
+    }
 }
 
 /// Why a command was refused; nothing was logged.
@@ -221,38 +265,24 @@ pub enum CommandError {
     },
 }
 
-/// How a [`CommandError`] is reported to a client (`protocol` error codes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommandErrorKind {
-    /// A malformed argument.
-    InvalidArgument,
-    /// Something named does not exist.
-    NotFound,
-    /// Something to be created exists.
-    AlreadyExists,
-    /// Older than a request the same client already had applied.
-    StaleRequest,
-    /// A retry of a request already submitted (answered with the first outcome).
-    Duplicate,
-}
-
 impl CommandError {
-    /// The client-facing class of the error.
-    pub fn kind(&self) -> CommandErrorKind {
+    /// The status a client is answered with (`protocol::Status`); a retry of a write still in
+    /// flight is TIMEOUT: its outcome is not known yet.
+    pub fn status(&self) -> Status {
         match self {
             CommandError::Invalid { .. }
             | CommandError::IdsExhausted
-            | CommandError::EntryTooLarge { .. } => CommandErrorKind::InvalidArgument,
+            | CommandError::EntryTooLarge { .. } => Status::InvalidArgument,
             CommandError::UnknownBackend(_)
             | CommandError::UnknownDatabase(_)
             | CommandError::UnknownTable { .. }
-            | CommandError::UnknownFrontend(_) => CommandErrorKind::NotFound,
+            | CommandError::UnknownFrontend(_) => Status::NotFound,
             CommandError::DuplicateBackend { .. }
             | CommandError::DatabaseExists(_)
             | CommandError::TableExists { .. }
-            | CommandError::FrontendExists(_) => CommandErrorKind::AlreadyExists,
-            CommandError::StaleRequest { .. } => CommandErrorKind::StaleRequest,
-            CommandError::Duplicate { .. } => CommandErrorKind::Duplicate,
+            | CommandError::FrontendExists(_) => Status::AlreadyExists,
+            CommandError::StaleRequest { .. } => Status::StaleRequest,
+            CommandError::Duplicate { .. } => Status::Timeout,
         }
     }
 }
@@ -268,9 +298,23 @@ pub struct Planned {
     pub created_id: Option<u64>,
 }
 
-/// Validates `cmd` against `catalog` and plans its journal entry (INV-1, INV-2).
-pub fn validate(catalog: &Catalog, cmd: &Command) -> Result<Planned, CommandError> {
-    let (op, created_id) = plan_op(catalog, cmd)?;
+/// Validates `write` against `catalog` and plans its journal entry (INV-1, INV-2).
+pub fn validate(catalog: &Catalog, write: &Write) -> Result<Planned, CommandError> {
+    let (op, created_id) = match write {
+        Write::Client(cmd) => plan_command(catalog, cmd)?,
+        Write::Node(cmd) => plan_node_command(catalog, cmd)?,
+    };
+    within_limit(op, created_id)
+}
+
+/// [`validate`] for a client's command.
+fn validate_command(catalog: &Catalog, cmd: &Command) -> Result<Planned, CommandError> {
+    let (op, created_id) = plan_command(catalog, cmd)?;
+    within_limit(op, created_id)
+}
+
+/// The planned entry of `op`, refused when it is over the size limit (INV-4).
+fn within_limit(op: Op, created_id: Option<u64>) -> Result<Planned, CommandError> {
     let entry = op.to_entry();
     if entry.encoded_len() > ENTRY_LEN_MAX {
         return Err(CommandError::EntryTooLarge {

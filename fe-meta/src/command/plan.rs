@@ -1,7 +1,7 @@
 //! Validation and planning of each command against one catalog version (see the parent
 //! module's invariants).
 
-use super::{BackendRef, Command, CommandError, RESERVE_IDS_MAX};
+use super::{BackendRef, Command, CommandError, NodeCommand, RESERVE_IDS_MAX};
 use crate::state::catalog::{
     Backend, BackendState, Catalog, Column, Database, Frontend, Table, COLUMNS_MAX, HOST_LEN_MAX,
     NAME_LEN_MAX, VALUE_LEN_MAX,
@@ -10,8 +10,8 @@ use crate::state::journal::Op;
 
 type Plan = Result<(Op, Option<u64>), CommandError>;
 
-/// The op for `cmd` on catalog `c`, and the id it creates (or the first id it reserves).
-pub(super) fn plan_op(c: &Catalog, cmd: &Command) -> Plan {
+/// The op for a client's `cmd` on catalog `c`, and the id it creates.
+pub(super) fn plan_command(c: &Catalog, cmd: &Command) -> Plan {
     match cmd {
         Command::AddBackend {
             host,
@@ -39,16 +39,24 @@ pub(super) fn plan_op(c: &Catalog, cmd: &Command) -> Plan {
             },
             None,
         )),
+        Command::RenameDb { name, new_name } => rename_db(c, name, new_name),
         Command::CreateTable { db, name, columns } => create_table(c, db, name, columns),
         Command::DropTable { db, name } => drop_table(c, db, name),
-        Command::AddFrontend(fe) => add_frontend(c, fe),
-        Command::DropFrontend { sid } => match c.frontend(*sid) {
+        Command::SetVar { name, value } => set_var(name, value),
+    }
+}
+
+/// The op for the node's `cmd` on catalog `c`, and the id it creates (or the first id it
+/// reserves).
+pub(super) fn plan_node_command(c: &Catalog, cmd: &NodeCommand) -> Plan {
+    match cmd {
+        NodeCommand::AddFrontend(fe) => add_frontend(c, fe),
+        NodeCommand::DropFrontend { sid } => match c.frontend(*sid) {
             Some(_) => Ok((Op::DropFrontend { sid: *sid }, None)),
             None => Err(CommandError::UnknownFrontend(*sid)),
         },
-        Command::SetVar { name, value } => set_var(name, value),
-        Command::ReserveIds { count } => reserve_ids(c, *count),
-        Command::Timestamp {
+        NodeCommand::ReserveIds { count } => reserve_ids(c, *count),
+        NodeCommand::Timestamp {
             wall_ms,
             session_expiry_ms,
         } => Ok((
@@ -99,6 +107,16 @@ fn create_db(c: &Catalog, name: &str) -> Plan {
         name: name.to_owned(),
     };
     Ok((Op::CreateDb(db), Some(id)))
+}
+
+fn rename_db(c: &Catalog, name: &str, new_name: &str) -> Plan {
+    let db_id = find_db(c, name)?.id;
+    check_name("database name", new_name)?;
+    if c.database_by_name(new_name).is_some() {
+        return Err(CommandError::DatabaseExists(new_name.to_owned()));
+    }
+    let new_name = new_name.to_owned();
+    Ok((Op::RenameDb { db_id, new_name }, None))
 }
 
 fn create_table(c: &Catalog, db: &str, name: &str, columns: &[Column]) -> Plan {

@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{validate, Command, CommandError, Planned};
+use super::{validate, validate_command, Command, CommandError, Planned, Write};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 use crate::state::journal::{Op, ENTRY_LEN_MAX};
 use crate::state::replay::apply_op;
@@ -52,10 +52,10 @@ impl Planner {
         }
     }
 
-    /// Validates `cmd` against the speculative catalog and, on success, applies it there and
+    /// Validates `write` against the speculative catalog and, on success, applies it there and
     /// keeps it pending under the returned ticket (INV-1).
-    pub fn plan(&mut self, cmd: &Command) -> Result<(Ticket, Planned), CommandError> {
-        let planned = validate(&self.speculative, cmd)?;
+    pub fn plan(&mut self, write: &Write) -> Result<(Ticket, Planned), CommandError> {
+        let planned = validate(&self.speculative, write)?;
         apply_op(&mut self.speculative, &planned.op);
         Ok((self.keep_pending(planned.op.clone()), planned))
     }
@@ -82,7 +82,7 @@ impl Planner {
                 outcome,
             }),
             Admission::Fresh => {
-                let inner = validate(&self.speculative, cmd)?;
+                let inner = validate_command(&self.speculative, cmd)?;
                 let op = Op::SessionWrite {
                     tag,
                     inner: Box::new(inner.op),
@@ -156,12 +156,12 @@ mod tests {
     use crate::state::catalog::Database;
     use crate::state::replay::apply;
 
-    fn create(name: &str) -> Command {
-        Command::CreateDb { name: name.into() }
+    fn create(name: &str) -> Write {
+        Command::CreateDb { name: name.into() }.into()
     }
 
     fn commit(applied: &mut Catalog, journal_id: u64, planned: &Planned) {
-        apply(applied, journal_id, &planned.entry).unwrap();
+        apply(applied, zab_core::Zxid(journal_id), &planned.entry).unwrap();
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! line, `\n` line ends.
 
 use std::fmt::Write;
+use zab_core::Zxid;
 
 use zab_net::SyncCounters;
 
@@ -113,7 +114,7 @@ pub struct ServerStats {
     /// The ZAB epoch it is in.
     pub epoch: u64,
     /// Last applied zxid (= journal id).
-    pub zxid: u64,
+    pub zxid: Zxid,
     /// Catalog entries (`Catalog::entry_count`).
     pub node_count: u64,
     /// Request latency, ms.
@@ -203,7 +204,7 @@ fn summary(s: &ServerStats, with_clients: bool) -> String {
     let _ = writeln!(out, "Sent: {}", s.sent);
     let _ = writeln!(out, "Connections: {}", s.connections);
     let _ = writeln!(out, "Outstanding: {}", s.outstanding);
-    let _ = writeln!(out, "Zxid: {:#x}", s.zxid);
+    let _ = writeln!(out, "Zxid: {}", s.zxid);
     let _ = writeln!(out, "Mode: {}", s.mode.name());
     let _ = writeln!(out, "Node count: {}", s.node_count);
     let _ = writeln!(out, "Zab initialized: {}", u8::from(s.initialized));
@@ -231,8 +232,8 @@ fn mntr(s: &ServerStats) -> String {
     }
     kv("fe_meta_sid", &s.sid);
     kv("fe_meta_epoch", &s.epoch);
-    kv("fe_meta_zxid", &format!("{:#x}", s.zxid));
-    kv("fe_meta_applied_journal_id", &s.zxid);
+    kv("fe_meta_zxid", &s.zxid);
+    kv("fe_meta_applied_journal_id", &s.zxid.0);
     kv("fe_meta_zab_initialized", &u8::from(s.initialized));
     if let Some(ms) = s.staleness_ms {
         kv("fe_meta_staleness_ms", &ms);
@@ -257,7 +258,7 @@ mod tests {
             sid: 2,
             mode: Mode::Leader,
             epoch: 3,
-            zxid: 0x3_0000_0007,
+            zxid: Zxid(0x3_0000_0007),
             node_count: 5,
             latency_min_ms: 0,
             latency_avg_ms: 1.5,

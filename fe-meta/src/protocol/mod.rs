@@ -9,12 +9,14 @@
 //! known ([`ProtocolError::request_id`]), so the server can answer with an error frame for that
 //! id, or else with an error frame for id 0 followed by closing the connection.
 
+mod command;
 mod fourlw;
 mod frame;
 mod read;
 mod request;
 mod response;
 mod rows;
+mod status;
 
 use std::fmt;
 
@@ -29,9 +31,9 @@ pub use frame::{
 pub use read::{answer_catalog_read, encode_response_bounded};
 pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody, RequestMeta};
 pub use response::{
-    decode_response, encode_response, ErrorKind, ErrorReply, FrontendRow, Response, ResponseBody,
-    StatusInfo,
+    decode_response, encode_response, FrontendRow, Response, ResponseBody, StatusInfo,
 };
+pub use status::{ErrorDetail, ErrorReply, Status};
 
 use crate::wire::WireError;
 
@@ -48,101 +50,76 @@ pub const FORWARDED_BIT: u64 = 1 << 63;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestKind(pub u16);
 
-impl RequestKind {
+/// Declares the request kinds from one table: each kind's constant, [`RequestKind::ALL`],
+/// [`RequestKind::name`] and [`RequestKind::is_write`].
+macro_rules! request_kinds {
+    ($($(#[$doc:meta])* $name:ident = $code:literal, $class:ident;)*) => {
+        impl RequestKind {
+            $($(#[$doc])* pub const $name: RequestKind = RequestKind($code);)*
+
+            /// Every kind, ascending.
+            pub const ALL: [RequestKind; [$(stringify!($name)),*].len()] =
+                [$(RequestKind::$name),*];
+
+            /// The kind's name, if known.
+            pub fn name(self) -> Option<&'static str> {
+                match self {
+                    $(RequestKind::$name => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+
+            /// Whether requests of this kind are writes (a [`Command`](crate::command::Command),
+            /// answered with `ResponseBody::Written`).
+            pub fn is_write(self) -> bool {
+                match self {
+                    $(RequestKind::$name => request_kinds!(@is_write $class),)*
+                    _ => false,
+                }
+            }
+        }
+    };
+    (@is_write write) => { true };
+    (@is_write read) => { false };
+}
+
+request_kinds! {
     /// The node's status.
-    pub const STATUS: RequestKind = RequestKind(1);
+    STATUS = 1, read;
     /// The catalog digest.
-    pub const DIGEST: RequestKind = RequestKind(2);
+    DIGEST = 2, read;
     /// Catch up with the leader.
-    pub const SYNC: RequestKind = RequestKind(3);
+    SYNC = 3, read;
     /// Add a backend.
-    pub const ADD_BACKEND: RequestKind = RequestKind(10);
+    ADD_BACKEND = 10, write;
     /// Drop a backend.
-    pub const DROP_BACKEND: RequestKind = RequestKind(11);
+    DROP_BACKEND = 11, write;
     /// Change a backend.
-    pub const MODIFY_BACKEND: RequestKind = RequestKind(12);
+    MODIFY_BACKEND = 12, write;
     /// List backends.
-    pub const SHOW_BACKENDS: RequestKind = RequestKind(13);
+    SHOW_BACKENDS = 13, read;
     /// List frontends.
-    pub const SHOW_FRONTENDS: RequestKind = RequestKind(20);
+    SHOW_FRONTENDS = 20, read;
     /// Create a database.
-    pub const CREATE_DB: RequestKind = RequestKind(30);
+    CREATE_DB = 30, write;
     /// Drop a database.
-    pub const DROP_DB: RequestKind = RequestKind(31);
+    DROP_DB = 31, write;
     /// List databases.
-    pub const SHOW_DATABASES: RequestKind = RequestKind(32);
+    SHOW_DATABASES = 32, read;
+    /// Rename a database.
+    RENAME_DB = 33, write;
     /// Create a table.
-    pub const CREATE_TABLE: RequestKind = RequestKind(40);
+    CREATE_TABLE = 40, write;
     /// Drop a table.
-    pub const DROP_TABLE: RequestKind = RequestKind(41);
+    DROP_TABLE = 41, write;
     /// List a database's tables.
-    pub const SHOW_TABLES: RequestKind = RequestKind(42);
+    SHOW_TABLES = 42, read;
     /// Set a global variable.
-    pub const SET_VAR: RequestKind = RequestKind(50);
+    SET_VAR = 50, write;
     /// Read a global variable.
-    pub const GET_VAR: RequestKind = RequestKind(51);
+    GET_VAR = 51, read;
     /// List global variables.
-    pub const SHOW_VARS: RequestKind = RequestKind(52);
-
-    /// Every kind, ascending.
-    pub const ALL: [RequestKind; 17] = [
-        RequestKind::STATUS,
-        RequestKind::DIGEST,
-        RequestKind::SYNC,
-        RequestKind::ADD_BACKEND,
-        RequestKind::DROP_BACKEND,
-        RequestKind::MODIFY_BACKEND,
-        RequestKind::SHOW_BACKENDS,
-        RequestKind::SHOW_FRONTENDS,
-        RequestKind::CREATE_DB,
-        RequestKind::DROP_DB,
-        RequestKind::SHOW_DATABASES,
-        RequestKind::CREATE_TABLE,
-        RequestKind::DROP_TABLE,
-        RequestKind::SHOW_TABLES,
-        RequestKind::SET_VAR,
-        RequestKind::GET_VAR,
-        RequestKind::SHOW_VARS,
-    ];
-
-    /// The kind's name, if known.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self {
-            RequestKind::STATUS => "STATUS",
-            RequestKind::DIGEST => "DIGEST",
-            RequestKind::SYNC => "SYNC",
-            RequestKind::ADD_BACKEND => "ADD_BACKEND",
-            RequestKind::DROP_BACKEND => "DROP_BACKEND",
-            RequestKind::MODIFY_BACKEND => "MODIFY_BACKEND",
-            RequestKind::SHOW_BACKENDS => "SHOW_BACKENDS",
-            RequestKind::SHOW_FRONTENDS => "SHOW_FRONTENDS",
-            RequestKind::CREATE_DB => "CREATE_DB",
-            RequestKind::DROP_DB => "DROP_DB",
-            RequestKind::SHOW_DATABASES => "SHOW_DATABASES",
-            RequestKind::CREATE_TABLE => "CREATE_TABLE",
-            RequestKind::DROP_TABLE => "DROP_TABLE",
-            RequestKind::SHOW_TABLES => "SHOW_TABLES",
-            RequestKind::SET_VAR => "SET_VAR",
-            RequestKind::GET_VAR => "GET_VAR",
-            RequestKind::SHOW_VARS => "SHOW_VARS",
-            _ => return None,
-        })
-    }
-
-    /// Whether requests of this kind are writes (answered with `ResponseBody::Written`).
-    pub fn is_write(self) -> bool {
-        matches!(
-            self,
-            RequestKind::ADD_BACKEND
-                | RequestKind::DROP_BACKEND
-                | RequestKind::MODIFY_BACKEND
-                | RequestKind::CREATE_DB
-                | RequestKind::DROP_DB
-                | RequestKind::CREATE_TABLE
-                | RequestKind::DROP_TABLE
-                | RequestKind::SET_VAR
-        )
-    }
+    SHOW_VARS = 52, read;
 }
 
 impl fmt::Display for RequestKind {
@@ -215,10 +192,7 @@ impl ProtocolError {
         Response {
             id: self.request_id().unwrap_or(0),
             kind,
-            result: Err(ErrorReply {
-                kind: ErrorKind::InvalidArgument,
-                message: self.to_string(),
-            }),
+            result: Err(ErrorReply::new(Status::InvalidArgument, self.to_string())),
         }
     }
 }

@@ -6,11 +6,12 @@
 //! INV-2: [`encode_response_bounded`] never yields a payload over [`FRAME_LEN_MAX`].
 
 use super::{
-    encode_response, ErrorKind, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody,
+    encode_response, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody, Status,
     FRAME_LEN_MAX,
 };
 use crate::state::catalog::{Catalog, Frontend};
 use crate::state::image;
+use zab_core::Zxid;
 
 /// The answer to `body` from `catalog`, if `body` is a read that needs only the catalog
 /// (DIGEST, SHOW_BACKENDS, SHOW_DATABASES, SHOW_TABLES, GET_VAR, SHOW_VARS); `None` otherwise.
@@ -27,12 +28,7 @@ pub fn answer_catalog_read(
                 digest,
                 entry_count: catalog.entry_count(),
             },
-            Err(e) => {
-                return Some(Err(ErrorReply {
-                    kind: ErrorKind::Internal,
-                    message: e.to_string(),
-                }))
-            }
+            Err(e) => return Some(Err(ErrorReply::new(Status::Internal, e.to_string()))),
         },
         RequestBody::ShowBackends(_) => ResponseBody::Backends {
             journal_id,
@@ -48,10 +44,10 @@ pub fn answer_catalog_read(
                 tables: catalog.tables_of(d.id).cloned().collect(),
             },
             None => {
-                return Some(Err(ErrorReply {
-                    kind: ErrorKind::NotFound,
-                    message: format!("unknown database {db:?}"),
-                }))
+                return Some(Err(ErrorReply::new(
+                    Status::NotFound,
+                    format!("unknown database {db:?}"),
+                )))
             }
         },
         RequestBody::GetVar { name, .. } => ResponseBody::Var {
@@ -75,7 +71,7 @@ impl FrontendRow {
         fe: &Frontend,
         is_leader: bool,
         alive: bool,
-        replayed_journal_id: u64,
+        replayed_journal_id: Zxid,
         lag_ms: Option<u64>,
     ) -> FrontendRow {
         FrontendRow {
@@ -102,13 +98,13 @@ pub fn encode_response_bounded(resp: &Response) -> Vec<u8> {
     encode_response(&Response {
         id: resp.id,
         kind: resp.kind,
-        result: Err(ErrorReply {
-            kind: ErrorKind::Internal,
-            message: format!(
+        result: Err(ErrorReply::new(
+            Status::Internal,
+            format!(
                 "the answer is {} bytes, over the {FRAME_LEN_MAX}-byte frame limit",
                 bytes.len()
             ),
-        }),
+        )),
     })
 }
 
@@ -126,20 +122,20 @@ mod tests {
             id: 10_000,
             name: "d".into(),
         };
-        apply(&mut c, 3, &Op::CreateDb(db).to_entry()).unwrap();
+        apply(&mut c, Zxid(3), &Op::CreateDb(db).to_entry()).unwrap();
         let o = ReadOptions::default();
         let dbs = answer_catalog_read(&c, &RequestBody::ShowDatabases(o))
             .unwrap()
             .unwrap();
         assert!(
-            matches!(dbs, ResponseBody::Databases { journal_id: 3, ref databases } if databases.len() == 1)
+            matches!(dbs, ResponseBody::Databases { journal_id: Zxid(3), ref databases } if databases.len() == 1)
         );
         let missing = RequestBody::ShowTables {
             opts: o,
             db: "x".into(),
         };
         let err = answer_catalog_read(&c, &missing).unwrap().unwrap_err();
-        assert_eq!(err.kind, ErrorKind::NotFound);
+        assert_eq!(err.status, Status::NotFound);
         let var = RequestBody::GetVar {
             opts: o,
             name: "v".into(),
@@ -148,7 +144,7 @@ mod tests {
         assert_eq!(
             got,
             ResponseBody::Var {
-                journal_id: 3,
+                journal_id: Zxid(3),
                 value: None
             }
         );

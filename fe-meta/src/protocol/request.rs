@@ -11,11 +11,10 @@
 
 use bytes::BufMut;
 
+use super::command::{get_command, put_command};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION, PROTOCOL_VERSION_META};
-use crate::command::{BackendRef, Command};
-use crate::state::catalog::{
-    BackendState, Codec, Column, SessionTag, COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
-};
+use crate::command::Command;
+use crate::state::catalog::{SessionTag, NAME_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
 /// Options of a read.
@@ -49,7 +48,8 @@ pub struct Request {
     pub body: RequestBody,
 }
 
-/// What a request asks (one variant per [`RequestKind`]).
+/// What a request asks: a read (one variant per read kind) or a write ([`Command`], one
+/// request kind per command variant).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RequestBody {
     /// The node's status.
@@ -58,71 +58,20 @@ pub enum RequestBody {
     Digest(ReadOptions),
     /// Catch up with the leader's commit point.
     Sync,
-    /// Add a backend.
-    AddBackend {
-        /// Host.
-        host: String,
-        /// Heartbeat port.
-        heartbeat_port: u16,
-        /// Capacity in bytes.
-        capacity_bytes: u64,
-    },
-    /// Drop a backend.
-    DropBackend(BackendRef),
-    /// Change a backend.
-    ModifyBackend {
-        /// Which.
-        target: BackendRef,
-        /// New state.
-        state: Option<BackendState>,
-        /// New capacity.
-        capacity_bytes: Option<u64>,
-    },
+    /// A write.
+    Write(Command),
     /// List backends.
     ShowBackends(ReadOptions),
     /// List frontends with their replication progress.
     ShowFrontends(ReadOptions),
-    /// Create a database.
-    CreateDb {
-        /// Name.
-        name: String,
-    },
-    /// Drop a database.
-    DropDb {
-        /// Name.
-        name: String,
-    },
     /// List databases.
     ShowDatabases(ReadOptions),
-    /// Create a table.
-    CreateTable {
-        /// Database.
-        db: String,
-        /// Name.
-        name: String,
-        /// Columns.
-        columns: Vec<Column>,
-    },
-    /// Drop a table.
-    DropTable {
-        /// Database.
-        db: String,
-        /// Name.
-        name: String,
-    },
     /// List a database's tables.
     ShowTables {
         /// Read options.
         opts: ReadOptions,
         /// Database.
         db: String,
-    },
-    /// Set a global variable.
-    SetVar {
-        /// Name.
-        name: String,
-        /// Value.
-        value: String,
     },
     /// Read a global variable.
     GetVar {
@@ -135,6 +84,12 @@ pub enum RequestBody {
     ShowVars(ReadOptions),
 }
 
+impl From<Command> for RequestBody {
+    fn from(cmd: Command) -> RequestBody {
+        RequestBody::Write(cmd)
+    }
+}
+
 impl RequestBody {
     /// The request's kind.
     pub fn kind(&self) -> RequestKind {
@@ -142,54 +97,14 @@ impl RequestBody {
             RequestBody::Status => RequestKind::STATUS,
             RequestBody::Digest(_) => RequestKind::DIGEST,
             RequestBody::Sync => RequestKind::SYNC,
-            RequestBody::AddBackend { .. } => RequestKind::ADD_BACKEND,
-            RequestBody::DropBackend(_) => RequestKind::DROP_BACKEND,
-            RequestBody::ModifyBackend { .. } => RequestKind::MODIFY_BACKEND,
+            RequestBody::Write(cmd) => cmd.request_kind(),
             RequestBody::ShowBackends(_) => RequestKind::SHOW_BACKENDS,
             RequestBody::ShowFrontends(_) => RequestKind::SHOW_FRONTENDS,
-            RequestBody::CreateDb { .. } => RequestKind::CREATE_DB,
-            RequestBody::DropDb { .. } => RequestKind::DROP_DB,
             RequestBody::ShowDatabases(_) => RequestKind::SHOW_DATABASES,
-            RequestBody::CreateTable { .. } => RequestKind::CREATE_TABLE,
-            RequestBody::DropTable { .. } => RequestKind::DROP_TABLE,
             RequestBody::ShowTables { .. } => RequestKind::SHOW_TABLES,
-            RequestBody::SetVar { .. } => RequestKind::SET_VAR,
             RequestBody::GetVar { .. } => RequestKind::GET_VAR,
             RequestBody::ShowVars(_) => RequestKind::SHOW_VARS,
         }
-    }
-
-    /// The write command this request asks for, if it is a write.
-    pub fn to_command(&self) -> Option<Command> {
-        Some(match self.clone() {
-            RequestBody::AddBackend {
-                host,
-                heartbeat_port,
-                capacity_bytes,
-            } => Command::AddBackend {
-                host,
-                heartbeat_port,
-                capacity_bytes,
-            },
-            RequestBody::DropBackend(target) => Command::DropBackend(target),
-            RequestBody::ModifyBackend {
-                target,
-                state,
-                capacity_bytes,
-            } => Command::ModifyBackend {
-                target,
-                state,
-                capacity_bytes,
-            },
-            RequestBody::CreateDb { name } => Command::CreateDb { name },
-            RequestBody::DropDb { name } => Command::DropDb { name },
-            RequestBody::CreateTable { db, name, columns } => {
-                Command::CreateTable { db, name, columns }
-            }
-            RequestBody::DropTable { db, name } => Command::DropTable { db, name },
-            RequestBody::SetVar { name, value } => Command::SetVar { name, value },
-            _ => return None,
-        })
     }
 
     /// The read options, if this is a read that takes them.
@@ -230,51 +145,10 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
         | RequestBody::ShowFrontends(opts)
         | RequestBody::ShowDatabases(opts)
         | RequestBody::ShowVars(opts) => put_opts(o, *opts),
-        RequestBody::AddBackend {
-            host,
-            heartbeat_port,
-            capacity_bytes,
-        } => {
-            o.put_str(host);
-            o.put_u16(*heartbeat_port);
-            o.put_u64(*capacity_bytes);
-        }
-        RequestBody::DropBackend(target) => put_backend_ref(o, target),
-        RequestBody::ModifyBackend {
-            target,
-            state,
-            capacity_bytes,
-        } => {
-            put_backend_ref(o, target);
-            match state {
-                Some(s) => {
-                    o.put_u8(1);
-                    o.put_u8(s.tag());
-                }
-                None => o.put_u8(0),
-            }
-            o.put_opt_u64(*capacity_bytes);
-        }
-        RequestBody::CreateDb { name } | RequestBody::DropDb { name } => o.put_str(name),
-        RequestBody::CreateTable { db, name, columns } => {
-            o.put_str(db);
-            o.put_str(name);
-            o.put_len(columns.len());
-            for c in columns {
-                c.encode(o);
-            }
-        }
-        RequestBody::DropTable { db, name } => {
-            o.put_str(db);
-            o.put_str(name);
-        }
+        RequestBody::Write(cmd) => put_command(o, cmd),
         RequestBody::ShowTables { opts, db } => {
             put_opts(o, *opts);
             o.put_str(db);
-        }
-        RequestBody::SetVar { name, value } => {
-            o.put_str(name);
-            o.put_str(value);
         }
         RequestBody::GetVar { opts, name } => {
             put_opts(o, *opts);
@@ -389,77 +263,21 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
         RequestKind::STATUS => RequestBody::Status,
         RequestKind::DIGEST => RequestBody::Digest(get_opts(r)?),
         RequestKind::SYNC => RequestBody::Sync,
-        RequestKind::ADD_BACKEND => RequestBody::AddBackend {
-            host: r.str("host", HOST_LEN_MAX)?,
-            heartbeat_port: r.u16("heartbeat_port")?,
-            capacity_bytes: r.u64("capacity_bytes")?,
-        },
-        RequestKind::DROP_BACKEND => RequestBody::DropBackend(get_backend_ref(r)?),
-        RequestKind::MODIFY_BACKEND => decode_modify_backend(r)?,
         RequestKind::SHOW_BACKENDS => RequestBody::ShowBackends(get_opts(r)?),
         RequestKind::SHOW_FRONTENDS => RequestBody::ShowFrontends(get_opts(r)?),
-        RequestKind::CREATE_DB => RequestBody::CreateDb {
-            name: name(r, "database name")?,
-        },
-        RequestKind::DROP_DB => RequestBody::DropDb {
-            name: name(r, "database name")?,
-        },
         RequestKind::SHOW_DATABASES => RequestBody::ShowDatabases(get_opts(r)?),
-        RequestKind::CREATE_TABLE => decode_create_table(r)?,
-        RequestKind::DROP_TABLE => RequestBody::DropTable {
-            db: name(r, "database name")?,
-            name: name(r, "table name")?,
-        },
         RequestKind::SHOW_TABLES => RequestBody::ShowTables {
             opts: get_opts(r)?,
             db: name(r, "database name")?,
-        },
-        RequestKind::SET_VAR => RequestBody::SetVar {
-            name: name(r, "variable name")?,
-            value: r.str("variable value", VALUE_LEN_MAX)?,
         },
         RequestKind::GET_VAR => RequestBody::GetVar {
             opts: get_opts(r)?,
             name: name(r, "variable name")?,
         },
         RequestKind::SHOW_VARS => RequestBody::ShowVars(get_opts(r)?),
-        RequestKind(k) => {
-            return Err(WireError::BadValue {
-                field: "request kind",
-                value: u64::from(k),
-            })
-        }
+        // Every other kind is a write or unknown (`command` INV-1).
+        kind => RequestBody::Write(get_command(kind, r)?),
     })
-}
-
-fn decode_modify_backend(r: &mut Reader<'_>) -> Result<RequestBody, WireError> {
-    let target = get_backend_ref(r)?;
-    let state = if r.bool("state present")? {
-        let tag = r.u8("state")?;
-        Some(BackendState::from_tag(tag).ok_or(WireError::BadValue {
-            field: "state",
-            value: u64::from(tag),
-        })?)
-    } else {
-        None
-    };
-    Ok(RequestBody::ModifyBackend {
-        target,
-        state,
-        capacity_bytes: r.opt_u64("capacity_bytes")?,
-    })
-}
-
-fn decode_create_table(r: &mut Reader<'_>) -> Result<RequestBody, WireError> {
-    let db = r.str("database name", NAME_LEN_MAX)?;
-    let name = r.str("table name", NAME_LEN_MAX)?;
-    let n = r.len("column count", COLUMNS_MAX)?;
-    // A column takes at least 8 bytes: a lying count cannot make us reserve much.
-    let mut columns = Vec::with_capacity(n.min(r.remaining() / 8));
-    for _ in 0..n {
-        columns.push(Column::decode(r)?);
-    }
-    Ok(RequestBody::CreateTable { db, name, columns })
 }
 
 fn put_opts(out: &mut Vec<u8>, opts: ReadOptions) {
@@ -472,34 +290,6 @@ fn get_opts(r: &mut Reader<'_>) -> Result<ReadOptions, WireError> {
         1 => Ok(ReadOptions { sync: true }),
         v => Err(WireError::BadValue {
             field: "read flags",
-            value: u64::from(v),
-        }),
-    }
-}
-
-pub(super) fn put_backend_ref(out: &mut Vec<u8>, target: &BackendRef) {
-    match target {
-        BackendRef::Id(id) => {
-            out.put_u8(0);
-            out.put_u64(*id);
-        }
-        BackendRef::Addr { host, port } => {
-            out.put_u8(1);
-            out.put_str(host);
-            out.put_u16(*port);
-        }
-    }
-}
-
-fn get_backend_ref(r: &mut Reader<'_>) -> Result<BackendRef, WireError> {
-    match r.u8("backend ref")? {
-        0 => Ok(BackendRef::Id(r.u64("backend id")?)),
-        1 => Ok(BackendRef::Addr {
-            host: r.str("host", HOST_LEN_MAX)?,
-            port: r.u16("port")?,
-        }),
-        v => Err(WireError::BadValue {
-            field: "backend ref",
             value: u64::from(v),
         }),
     }

@@ -8,15 +8,13 @@
 //! bytes could hold.
 
 use bytes::BufMut;
+use zab_core::Zxid;
 
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};
+use super::status::{get_error, put_error, ErrorReply};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
-use crate::command::{CommandError, CommandErrorKind};
-use crate::server::staleness::Stale;
-use crate::state::catalog::{
-    Backend, Codec, Database, Table, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
-};
+use crate::state::catalog::{Backend, Codec, Database, Table, NAME_LEN_MAX, VALUE_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
 /// A response to the request with the same id.
@@ -30,108 +28,6 @@ pub struct Response {
     pub result: Result<ResponseBody, ErrorReply>,
 }
 
-/// A failed request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorReply {
-    /// What kind of failure.
-    pub kind: ErrorKind,
-    /// A human-readable explanation.
-    pub message: String,
-}
-
-/// The error codes (the status field).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// 1: this node cannot do it and the leader should be asked (writes forwarded failed, or
-    /// a leader-only request).
-    NotLeader {
-        /// The leader's server id, if known.
-        leader_sid: Option<u64>,
-        /// The leader's client address `host:port`, if known.
-        leader_addr: Option<String>,
-    },
-    /// 2: this node's catalog is too far behind the leader to serve reads.
-    Stale {
-        /// How far behind, in ms.
-        lag_ms: u64,
-        /// The tolerance, in ms.
-        tolerance_ms: u64,
-    },
-    /// 3: no quorum: writes (and syncs) cannot commit now.
-    QuorumUnavailable,
-    /// 4: the request is malformed or its arguments are invalid.
-    InvalidArgument,
-    /// 5: the request did not complete in time; a write's outcome is unknown.
-    Timeout,
-    /// 6: a server-side failure.
-    Internal,
-    /// 7: something named does not exist.
-    NotFound,
-    /// 8: something to be created already exists.
-    AlreadyExists,
-    /// 9: the request's deadline passed before the server could act on it; a write was not
-    /// proposed.
-    DeadlineExceeded,
-    /// 10: a write older than one the same client already had applied (below the client's
-    /// floor); it was not applied and never will be.
-    StaleRequest,
-}
-
-impl ErrorKind {
-    /// The status code.
-    pub fn code(&self) -> u16 {
-        match self {
-            ErrorKind::NotLeader { .. } => 1,
-            ErrorKind::Stale { .. } => 2,
-            ErrorKind::QuorumUnavailable => 3,
-            ErrorKind::InvalidArgument => 4,
-            ErrorKind::Timeout => 5,
-            ErrorKind::Internal => 6,
-            ErrorKind::NotFound => 7,
-            ErrorKind::AlreadyExists => 8,
-            ErrorKind::DeadlineExceeded => 9,
-            ErrorKind::StaleRequest => 10,
-        }
-    }
-}
-
-impl From<&CommandError> for ErrorReply {
-    fn from(e: &CommandError) -> ErrorReply {
-        let kind = match e.kind() {
-            CommandErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
-            CommandErrorKind::NotFound => ErrorKind::NotFound,
-            CommandErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
-            CommandErrorKind::StaleRequest => ErrorKind::StaleRequest,
-            CommandErrorKind::Duplicate => ErrorKind::Timeout,
-        };
-        ErrorReply {
-            kind,
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<Stale> for ErrorReply {
-    fn from(e: Stale) -> ErrorReply {
-        let (lag_ms, tolerance_ms) = match e {
-            Stale::Unknown { tolerance_ms } | Stale::NotSynced { tolerance_ms } => {
-                (u64::MAX, tolerance_ms)
-            }
-            Stale::Behind {
-                lag_ms,
-                tolerance_ms,
-            } => (lag_ms, tolerance_ms),
-        };
-        ErrorReply {
-            kind: ErrorKind::Stale {
-                lag_ms,
-                tolerance_ms,
-            },
-            message: e.to_string(),
-        }
-    }
-}
-
 /// A successful answer (one variant per group of kinds, see [`ResponseBody::answers`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ResponseBody {
@@ -140,7 +36,7 @@ pub enum ResponseBody {
     /// DIGEST.
     Digest {
         /// The catalog version digested.
-        journal_id: u64,
+        journal_id: Zxid,
         /// SHA-256 of its image.
         digest: [u8; 32],
         /// Its entries.
@@ -149,54 +45,54 @@ pub enum ResponseBody {
     /// SYNC.
     Synced {
         /// Applied journal id after the sync.
-        journal_id: u64,
+        journal_id: Zxid,
     },
     /// Every write.
     Written {
         /// The write's journal id; this node has applied it.
-        journal_id: u64,
+        journal_id: Zxid,
         /// The id of what was created, if anything.
         created_id: Option<u64>,
     },
     /// SHOW_BACKENDS.
     Backends {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By id.
         backends: Vec<Backend>,
     },
     /// SHOW_FRONTENDS.
     Frontends {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By sid.
         rows: Vec<FrontendRow>,
     },
     /// SHOW_DATABASES.
     Databases {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By id.
         databases: Vec<Database>,
     },
     /// SHOW_TABLES.
     Tables {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By name.
         tables: Vec<Table>,
     },
     /// GET_VAR.
     Var {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// The value; none if unset.
         value: Option<String>,
     },
     /// SHOW_VARS.
     Vars {
         /// Version read.
-        journal_id: u64,
+        journal_id: Zxid,
         /// By name.
         vars: Vec<(String, String)>,
     },
@@ -231,27 +127,7 @@ pub fn encode_response(resp: &Response) -> Vec<u8> {
             o.put_u16(0);
             encode_body(&mut o, body);
         }
-        Err(e) => {
-            o.put_u16(e.kind.code());
-            o.put_str(&e.message);
-            match &e.kind {
-                ErrorKind::NotLeader {
-                    leader_sid,
-                    leader_addr,
-                } => {
-                    o.put_opt_u64(*leader_sid);
-                    o.put_opt_str(leader_addr.as_deref());
-                }
-                ErrorKind::Stale {
-                    lag_ms,
-                    tolerance_ms,
-                } => {
-                    o.put_u64(*lag_ms);
-                    o.put_u64(*tolerance_ms);
-                }
-                _ => {}
-            }
-        }
+        Err(e) => put_error(&mut o, e),
     }
     o
 }
@@ -264,16 +140,16 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             digest,
             entry_count,
         } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.extend_from_slice(digest);
             o.put_u64(*entry_count);
         }
-        ResponseBody::Synced { journal_id } => o.put_u64(*journal_id),
+        ResponseBody::Synced { journal_id } => o.put_u64(journal_id.0),
         ResponseBody::Written {
             journal_id,
             created_id,
         } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.put_opt_u64(*created_id);
         }
         ResponseBody::Backends {
@@ -291,7 +167,7 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             put_list(o, *journal_id, tables, |o, t| t.encode(o))
         }
         ResponseBody::Var { journal_id, value } => {
-            o.put_u64(*journal_id);
+            o.put_u64(journal_id.0);
             o.put_opt_str(value.as_deref());
         }
         ResponseBody::Vars { journal_id, vars } => put_list(o, *journal_id, vars, |o, (k, v)| {
@@ -303,11 +179,11 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
 
 pub(super) fn put_list<T>(
     o: &mut Vec<u8>,
-    journal_id: u64,
+    journal_id: Zxid,
     items: &[T],
     put: impl Fn(&mut Vec<u8>, &T),
 ) {
-    o.put_u64(journal_id);
+    o.put_u64(journal_id.0);
     o.put_len(items.len());
     for item in items {
         put(o, item);
@@ -340,46 +216,17 @@ pub fn decode_response(payload: &[u8]) -> Result<Response, ProtocolError> {
         }
         Ok(decode_body(kind, &mut r).map_err(body_err(Some(kind)))?)
     } else {
-        Err(decode_error(status, &mut r).map_err(body_err(Some(kind)))?)
+        Err(get_error(status, &mut r).map_err(body_err(Some(kind)))?)
     };
     r.finish().map_err(body_err(Some(kind)))?;
     Ok(Response { id, kind, result })
-}
-
-fn decode_error(status: u16, r: &mut Reader<'_>) -> Result<ErrorReply, WireError> {
-    let message = r.str("error message", VALUE_LEN_MAX)?;
-    let kind = match status {
-        1 => ErrorKind::NotLeader {
-            leader_sid: r.opt_u64("leader sid")?,
-            leader_addr: r.opt_str("leader address", HOST_LEN_MAX + 6)?,
-        },
-        2 => ErrorKind::Stale {
-            lag_ms: r.u64("lag_ms")?,
-            tolerance_ms: r.u64("tolerance_ms")?,
-        },
-        3 => ErrorKind::QuorumUnavailable,
-        4 => ErrorKind::InvalidArgument,
-        5 => ErrorKind::Timeout,
-        6 => ErrorKind::Internal,
-        7 => ErrorKind::NotFound,
-        8 => ErrorKind::AlreadyExists,
-        9 => ErrorKind::DeadlineExceeded,
-        10 => ErrorKind::StaleRequest,
-        v => {
-            return Err(WireError::BadValue {
-                field: "status",
-                value: u64::from(v),
-            })
-        }
-    };
-    Ok(ErrorReply { kind, message })
 }
 
 fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
     Ok(match kind {
         RequestKind::STATUS => ResponseBody::Status(decode_status(r)?),
         RequestKind::DIGEST => {
-            let journal_id = r.u64("journal id")?;
+            let journal_id = Zxid(r.u64("journal id")?);
             let mut digest = [0u8; 32];
             digest.copy_from_slice(r.take("digest", 32)?);
             ResponseBody::Digest {
@@ -389,7 +236,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             }
         }
         RequestKind::SYNC => ResponseBody::Synced {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
         },
         RequestKind::SHOW_BACKENDS => {
             let (journal_id, backends) = get_list(r, 23, Backend::decode)?;
@@ -414,7 +261,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Tables { journal_id, tables }
         }
         RequestKind::GET_VAR => ResponseBody::Var {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
             value: r.opt_str("variable value", VALUE_LEN_MAX)?,
         },
         RequestKind::SHOW_VARS => {
@@ -427,7 +274,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Vars { journal_id, vars }
         }
         _ => ResponseBody::Written {
-            journal_id: r.u64("journal id")?,
+            journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,
         },
     })
@@ -438,8 +285,8 @@ fn get_list<T>(
     r: &mut Reader<'_>,
     min_len: usize,
     mut item: impl FnMut(&mut Reader<'_>) -> Result<T, WireError>,
-) -> Result<(u64, Vec<T>), WireError> {
-    let journal_id = r.u64("journal id")?;
+) -> Result<(Zxid, Vec<T>), WireError> {
+    let journal_id = Zxid(r.u64("journal id")?);
     let n = r.len("item count", r.remaining() / min_len)?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {

@@ -4,6 +4,7 @@
 //! INV-1: decoding never panics; encode and decode are exact inverses.
 
 use bytes::BufMut;
+use zab_core::Zxid;
 
 use super::fourlw::Mode;
 use crate::state::catalog::{Codec, Frontend, FrontendRole, NAME_LEN_MAX};
@@ -21,7 +22,7 @@ pub struct StatusInfo {
     /// ZAB epoch.
     pub epoch: u64,
     /// Applied journal id (zxid).
-    pub applied_journal_id: u64,
+    pub applied_journal_id: Zxid,
     /// The last TIMESTAMP applied (leader wall clock, ms).
     pub last_timestamp_ms: u64,
     /// Staleness in ms, if measured.
@@ -52,7 +53,7 @@ pub struct FrontendRow {
     /// Whether it is reachable.
     pub alive: bool,
     /// Its replayed journal id, as last known.
-    pub replayed_journal_id: u64,
+    pub replayed_journal_id: Zxid,
     /// How far it lags the leader (ms), if known.
     pub lag_ms: Option<u64>,
 }
@@ -62,7 +63,7 @@ pub(super) fn encode_status(o: &mut Vec<u8>, s: &StatusInfo) {
     o.put_u8(s.mode.tag());
     o.put_opt_u64(s.leader_sid);
     o.put_u64(s.epoch);
-    o.put_u64(s.applied_journal_id);
+    o.put_u64(s.applied_journal_id.0);
     o.put_u64(s.last_timestamp_ms);
     o.put_opt_u64(s.staleness_ms);
     o.put_u64(s.entry_count);
@@ -78,7 +79,7 @@ pub(super) fn encode_frontend_row(o: &mut Vec<u8>, f: &FrontendRow) {
     o.put_u8(f.role.tag());
     o.put_bool(f.is_leader);
     o.put_bool(f.alive);
-    o.put_u64(f.replayed_journal_id);
+    o.put_u64(f.replayed_journal_id.0);
     o.put_opt_u64(f.lag_ms);
 }
 
@@ -94,7 +95,7 @@ pub(super) fn decode_status(r: &mut Reader<'_>) -> Result<StatusInfo, WireError>
         mode,
         leader_sid: r.opt_u64("leader sid")?,
         epoch: r.u64("epoch")?,
-        applied_journal_id: r.u64("applied journal id")?,
+        applied_journal_id: Zxid(r.u64("applied journal id")?),
         last_timestamp_ms: r.u64("last timestamp")?,
         staleness_ms: r.opt_u64("staleness")?,
         entry_count: r.u64("entry count")?,
@@ -114,7 +115,7 @@ pub(super) fn decode_frontend_row(r: &mut Reader<'_>) -> Result<FrontendRow, Wir
         role: f.role,
         is_leader: r.bool("is_leader")?,
         alive: r.bool("alive")?,
-        replayed_journal_id: r.u64("replayed journal id")?,
+        replayed_journal_id: Zxid(r.u64("replayed journal id")?),
         lag_ms: r.opt_u64("lag_ms")?,
     })
 }

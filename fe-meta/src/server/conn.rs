@@ -30,7 +30,7 @@ use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
     classify_start, decode_request, encode_frame, encode_response_bounded, render_four_letter_word,
-    ConnectionStart, ErrorKind, ErrorReply, FrameDecoder, RequestKind, Response, FORWARDED_BIT,
+    ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response, Status, FORWARDED_BIT,
 };
 
 /// Requests in flight per connection.
@@ -151,10 +151,7 @@ fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
     encode_response_bounded(&Response {
         id,
         kind,
-        result: Err(ErrorReply {
-            kind: ErrorKind::InvalidArgument,
-            message,
-        }),
+        result: Err(ErrorReply::new(Status::InvalidArgument, message)),
     })
 }
 

@@ -23,15 +23,15 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use zab_core::Role;
+use zab_core::{Role, Zxid};
 use zab_net::NodeStatus;
 
 use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::protocol::{
-    answer_catalog_read, ErrorKind, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta,
-    ResponseBody, ServerStats, StatusInfo,
+    answer_catalog_read, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta, ResponseBody,
+    ServerStats, Status, StatusInfo,
 };
 use crate::state::catalog::Frontend;
 
@@ -66,8 +66,8 @@ impl Shared {
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
-        if body.kind().is_write() {
-            return self.write(ctx, body, forwarded).await;
+        if let RequestBody::Write(cmd) = body {
+            return self.write(ctx, cmd, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {
@@ -87,13 +87,13 @@ impl Shared {
     fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
         match self.node.status().fatal {
             None => Ok(()),
-            Some(reason) => Err(ErrorReply {
-                kind: ErrorKind::Internal,
-                message: format!(
+            Some(reason) => Err(ErrorReply::new(
+                Status::Internal,
+                format!(
                     "node {} stopped on a fatal error and is exiting; ask another node: {reason}",
                     self.cfg.sid
                 ),
-            }),
+            )),
         }
     }
 
@@ -112,10 +112,10 @@ impl Shared {
         }
         let catalog = self.catalog.load();
         answer_catalog_read(&catalog, body).unwrap_or_else(|| {
-            Err(ErrorReply {
-                kind: ErrorKind::Internal,
-                message: format!("{} is not a read this server answers", body.kind()),
-            })
+            Err(ErrorReply::new(
+                Status::Internal,
+                format!("{} is not a read this server answers", body.kind()),
+            ))
         })
     }
 
@@ -206,13 +206,13 @@ impl Shared {
                     };
                     FrontendRow::new(&fe, is_leader, true, s.applied_journal_id, lag)
                 }
-                None => FrontendRow::new(&fe, is_leader, false, 0, None),
+                None => FrontendRow::new(&fe, is_leader, false, Zxid::ZERO, None),
             };
             rows.insert(*sid, row);
         }
         for fe in catalog.frontends() {
             rows.entry(fe.sid)
-                .or_insert_with(|| FrontendRow::new(fe, false, false, 0, None));
+                .or_insert_with(|| FrontendRow::new(fe, false, false, Zxid::ZERO, None));
         }
         ResponseBody::Frontends {
             journal_id: catalog.journal_id(),

@@ -5,8 +5,8 @@
 //! INV-1: the applied hook runs right after each publish, on the node's driver, holding no
 //! lock the readers need (PITFALLS E11).
 //! INV-2: the staleness guard is fed only from applied TIMESTAMP entries (a change of
-//! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (the high
-//! 32 bits of its journal id) for the offset-corrected age at apply and the server's monotonic
+//! `Catalog::last_timestamp_ms`), with the local wall clock and the entry's epoch (its
+//! journal id's) for the offset-corrected age at apply and the server's monotonic
 //! clock for the time since (PITFALLS E14).
 //! INV-3: [`Progress::outcome`] tells what replay did with an applied journal id: the state
 //! machine records every ignored entry before it publishes (`state_machine` INV-5), so the
@@ -14,6 +14,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use zab_core::Zxid;
 
 use crate::server::staleness::{Stale, StalenessGuard};
 use crate::state::catalog::{Catalog, SharedCatalog};
@@ -40,7 +41,7 @@ impl Progress {
     }
 
     /// What replay did with `journal_id`, which the caller knows was applied here (INV-3).
-    pub fn outcome(&self, journal_id: u64) -> Lookup {
+    pub fn outcome(&self, journal_id: Zxid) -> Lookup {
         self.outcomes.lookup(journal_id)
     }
 
@@ -78,8 +79,8 @@ impl Progress {
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
             let mono = self.mono_ms();
-            self.guard()
-                .observe(ts, catalog.journal_id() >> 32, wall_ms(), mono);
+            let epoch = u64::from(catalog.journal_id().epoch().0);
+            self.guard().observe(ts, epoch, wall_ms(), mono);
         }
     }
 }
@@ -102,7 +103,7 @@ pub fn state_machine(shared: Arc<SharedCatalog>, progress: Arc<Progress>) -> Met
 }
 
 /// Waits (holding no lock) until `catalog` publishes journal id `target`; false on timeout.
-pub async fn wait_applied(catalog: &SharedCatalog, target: u64, limit: Duration) -> bool {
+pub async fn wait_applied(catalog: &SharedCatalog, target: Zxid, limit: Duration) -> bool {
     let mut applied = catalog.watch_applied();
     let reached = tokio::time::timeout(limit, applied.wait_for(|j| *j >= target))
         .await

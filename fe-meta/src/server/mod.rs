@@ -49,7 +49,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
-use zab_core::ServerId;
+use zab_core::{ServerId, Zxid};
 use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus};
 
@@ -274,7 +274,7 @@ impl Server {
     }
 
     /// The last applied journal id.
-    pub fn applied_journal_id(&self) -> u64 {
+    pub fn applied_journal_id(&self) -> Zxid {
         self.shared.catalog.journal_id()
     }
 

@@ -20,8 +20,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, CommandError, Planned, Planner, Ticket};
-use crate::protocol::{ErrorKind, ErrorReply, RequestMeta};
+use zab_core::Zxid;
+
+use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
+use crate::protocol::{ErrorReply, RequestMeta, Status};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 
 /// What the server knows about a request beyond its body: its deadline and session.
@@ -34,7 +36,7 @@ pub struct RequestContext {
 }
 
 /// A write's answer: `(journal_id, created_id)` or the error reply.
-pub type WriteAnswer = Result<(u64, Option<u64>), ErrorReply>;
+pub type WriteAnswer = Result<(Zxid, Option<u64>), ErrorReply>;
 
 /// What planning a write gave: an entry to submit, or an answer without submitting.
 #[derive(Debug)]
@@ -70,13 +72,13 @@ impl RequestContext {
     /// DEADLINE_EXCEEDED if the deadline has passed (`stage`: what was not done).
     pub fn check_deadline(&self, stage: &str) -> Result<(), ErrorReply> {
         match self.remaining() {
-            Some(left) if left.is_zero() => Err(ErrorReply {
-                kind: ErrorKind::DeadlineExceeded,
-                message: format!(
+            Some(left) if left.is_zero() => Err(ErrorReply::new(
+                Status::DeadlineExceeded,
+                format!(
                     "the request's deadline passed before {stage}; it was not proposed and \
                      will not be applied"
                 ),
-            }),
+            )),
             _ => Ok(()),
         }
     }
@@ -109,10 +111,7 @@ pub fn plan(
     session: Option<SessionTag>,
 ) -> Planning {
     let Some(tag) = session else {
-        return match planner.plan(cmd) {
-            Ok((ticket, planned)) => Planning::Submit(ticket, planned),
-            Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
-        };
+        return plan_write(planner, &Write::Client(cmd.clone()));
     };
     match applied.sessions().admit(&tag) {
         Admission::Duplicate(first) => {
@@ -123,33 +122,43 @@ pub fn plan(
     }
     match planner.plan_tagged(cmd, tag) {
         Ok((ticket, planned)) => Planning::Submit(ticket, planned),
-        Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != 0 => {
+        Err(CommandError::Duplicate { outcome, .. }) if outcome.journal_id != Zxid::ZERO => {
             Planning::Answer(Ok((outcome.journal_id, outcome.created_id)))
         }
-        Err(CommandError::Duplicate { client_id, seq, .. }) => Planning::Answer(Err(ErrorReply {
-            kind: ErrorKind::Timeout,
-            message: format!(
+        Err(CommandError::Duplicate { client_id, seq, .. }) => {
+            Planning::Answer(Err(ErrorReply::new(
+                Status::Timeout,
+                format!(
                 "request {seq} of client {client_id:#x} is already being committed; its outcome \
                  is not known yet (send it again: it applies at most once)"
             ),
-        })),
+            )))
+        }
+        Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
+    }
+}
+
+/// Plans `write` without a session: an entry to submit, or the refusal.
+pub fn plan_write(planner: &mut Planner, write: &Write) -> Planning {
+    match planner.plan(write) {
+        Ok((ticket, planned)) => Planning::Submit(ticket, planned),
         Err(e) => Planning::Answer(Err(ErrorReply::from(&e))),
     }
 }
 
 /// The answer to a session write that committed as `journal_id`, read from `applied`, a
 /// catalog that has applied it (INV-2).
-pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: u64) -> WriteAnswer {
+pub fn answer_applied(applied: &Catalog, tag: &SessionTag, journal_id: Zxid) -> WriteAnswer {
     match applied.sessions().admit(tag) {
         Admission::Duplicate(outcome) => Ok((outcome.journal_id, outcome.created_id)),
         Admission::Stale { floor } => Err(stale(tag, floor)),
-        Admission::Fresh => Err(ErrorReply {
-            kind: ErrorKind::Internal,
-            message: format!(
-                "journal id {journal_id:#x} committed, but replay did not apply it: it \
+        Admission::Fresh => Err(ErrorReply::new(
+            Status::Internal,
+            format!(
+                "journal id {journal_id} committed, but replay did not apply it: it \
                  conflicted with the catalog as it was then (nothing changed)"
             ),
-        }),
+        )),
     }
 }
 
@@ -181,7 +190,7 @@ mod tests {
         };
         let ctx = RequestContext::new(Instant::now(), &meta);
         let err = ctx.check_deadline("planning").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::DeadlineExceeded);
+        assert_eq!(err.status, Status::DeadlineExceeded);
         assert_eq!(
             ctx.forward_meta().budget_ms,
             Some(1),
@@ -214,27 +223,30 @@ mod tests {
         else {
             panic!("an in-flight retry is answered")
         };
-        assert_eq!(e.kind, ErrorKind::Timeout);
-        apply(&mut applied, 7, &first.entry).unwrap();
-        assert_eq!(answer_applied(&applied, &tag(1, 1), 7), Ok((7, None)));
+        assert_eq!(e.status, Status::Timeout);
+        apply(&mut applied, Zxid(7), &first.entry).unwrap();
+        assert_eq!(
+            answer_applied(&applied, &tag(1, 1), Zxid(7)),
+            Ok((Zxid(7), None))
+        );
         // After the commit, a retry gets the first outcome without logging.
         let Planning::Answer(answer) = plan(&mut planner, &applied, &set("a"), Some(tag(1, 1)))
         else {
             panic!("a committed retry is answered")
         };
-        assert_eq!(answer, Ok((7, None)));
+        assert_eq!(answer, Ok((Zxid(7), None)));
 
         let Planning::Submit(_, newer) = plan(&mut planner, &applied, &set("b"), Some(tag(3, 3)))
         else {
             panic!("a newer write is submitted")
         };
-        apply(&mut applied, 8, &newer.entry).unwrap();
+        apply(&mut applied, Zxid(8), &newer.entry).unwrap();
         // Seq 2 was given up by the client (floor 3 since): refused early, never planned.
         let Planning::Answer(Err(e)) = plan(&mut planner, &applied, &set("old"), Some(tag(2, 2)))
         else {
             panic!("a stale write is refused")
         };
-        assert_eq!(e.kind, ErrorKind::StaleRequest);
+        assert_eq!(e.status, Status::StaleRequest);
         assert_eq!(applied.var("k"), Some("b"));
     }
 }

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
-use zab_core::{Epoch, Role, ServerId};
+use zab_core::{Epoch, Role, ServerId, Zxid};
 use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::{wait_applied, wall_ms};
@@ -40,8 +40,9 @@ use super::peer::CallError;
 use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
-use crate::command::Command;
-use crate::protocol::{ErrorKind, ErrorReply, RequestBody, ResponseBody};
+use crate::command::{Command, NodeCommand, Planner, Write};
+use crate::protocol::{ErrorReply, RequestBody, ResponseBody, Status};
+use crate::state::catalog::Catalog;
 use crate::state::outcomes::Lookup;
 use crate::state::replay::{Conflict, ConflictKind, Outcome};
 
@@ -51,27 +52,20 @@ enum Retry {
     Final(ErrorReply),
 }
 
-fn err(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
-    ErrorReply {
-        kind,
-        message: message.into(),
-    }
-}
-
 /// The answer to a write that committed but that replay ignored (INV-4): the typed error of
 /// its conflict, never `Written`.
-fn ignored(journal_id: u64, conflict: Conflict) -> ErrorReply {
-    let kind = match conflict.kind {
-        ConflictKind::AlreadyExists => ErrorKind::AlreadyExists,
-        ConflictKind::NotFound => ErrorKind::NotFound,
-        ConflictKind::Session => ErrorKind::StaleRequest,
+fn ignored(journal_id: Zxid, conflict: Conflict) -> ErrorReply {
+    let status = match conflict.kind {
+        ConflictKind::AlreadyExists => Status::AlreadyExists,
+        ConflictKind::NotFound => Status::NotFound,
+        ConflictKind::Session => Status::StaleRequest,
     };
     let message = format!(
-        "the write was logged as journal id {journal_id:#x} but not applied: {} (an earlier \
+        "the write was logged as journal id {journal_id} but not applied: {} (an earlier \
          write took effect first); the catalog is unchanged by it",
         conflict.why
     );
-    err(kind, message)
+    ErrorReply::new(status, message)
 }
 
 /// Whether `st` is an established leader that serves.
@@ -92,8 +86,8 @@ impl Shared {
     }
 
     fn no_quorum(&self) -> ErrorReply {
-        err(
-            ErrorKind::QuorumUnavailable,
+        ErrorReply::new(
+            Status::QuorumUnavailable,
             format!(
                 "no leader: an election is under way or no quorum is reachable (waited {} ms); \
                  writes cannot commit now, reads still work",
@@ -104,49 +98,36 @@ impl Shared {
 
     fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
         let leader_addr = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone());
-        err(
-            ErrorKind::NotLeader {
-                leader_sid: leader,
-                leader_addr,
-            },
-            why.to_string(),
-        )
+        ErrorReply::not_leader(leader, leader_addr, why)
     }
 
     /// A write request from a client (`forwarded`: it came from another node, INV-3).
     pub async fn write(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
-        let Some(cmd) = body.to_command() else {
-            return Err(err(ErrorKind::Internal, "not a write"));
-        };
         ctx.check_deadline("the server could handle it")?;
         let Some(st) = self.serving_status().await else {
             return Err(self.no_quorum());
         };
         if let Some(fatal) = st.fatal {
-            return Err(err(
-                ErrorKind::Internal,
+            return Err(ErrorReply::new(
+                Status::Internal,
                 format!("the node stopped: {fatal}"),
             ));
         }
         if is_serving_leader(&st) {
-            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
-            return Ok(ResponseBody::Written {
-                journal_id,
-                created_id,
-            });
+            return self.write_here(cmd, &st, ctx).await;
         }
         let leader = st.leader.map(|l| l.0);
         if forwarded {
             let why = "this node is not the leader (a forwarded write is not forwarded again)";
             return Err(self.not_leader(leader, why));
         }
-        match self.forward(ctx, body, leader).await {
-            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, body, leader, &why).await,
+        match self.forward(ctx, cmd, leader).await {
+            Err(Retry::Unsent(why)) => self.retry_elsewhere(ctx, cmd, leader, &why).await,
             Err(Retry::Final(e)) => Err(e),
             Ok(r) => Ok(r),
         }
@@ -157,7 +138,7 @@ impl Shared {
     async fn retry_elsewhere(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         old: Option<u64>,
         why: &str,
     ) -> Result<ResponseBody, ErrorReply> {
@@ -169,29 +150,40 @@ impl Shared {
             _ => return Err(self.no_quorum()),
         };
         if is_serving_leader(&st) {
-            let cmd = body
-                .to_command()
-                .ok_or_else(|| err(ErrorKind::Internal, "not a write"))?;
-            let (journal_id, created_id) = self.write_local(&cmd, &st, ctx).await?;
-            return Ok(ResponseBody::Written {
-                journal_id,
-                created_id,
-            });
+            return self.write_here(cmd, &st, ctx).await;
         }
         let leader = st.leader.map(|l| l.0);
-        self.forward(ctx, body, leader).await.map_err(|r| match r {
+        self.forward(ctx, cmd, leader).await.map_err(|r| match r {
             Retry::Unsent(why) => self.not_leader(leader, &why),
             Retry::Final(e) => e,
         })
     }
 
-    /// Plans, submits and waits for a write on the leader (INV-1, INV-2, INV-4).
-    pub async fn write_local(
+    /// A client's write on the leader, planned with its session (INV-5).
+    async fn write_here(
         &self,
         cmd: &Command,
         st: &NodeStatus,
         ctx: &RequestContext,
-    ) -> Result<(u64, Option<u64>), ErrorReply> {
+    ) -> Result<ResponseBody, ErrorReply> {
+        let plan = |planner: &mut Planner, applied: &Catalog| {
+            session::plan(planner, applied, cmd, ctx.session)
+        };
+        let (journal_id, created_id) = self.write_local(st, ctx, plan).await?;
+        Ok(ResponseBody::Written {
+            journal_id,
+            created_id,
+        })
+    }
+
+    /// Plans (with `plan`, unless the deadline passed), submits and waits for a write on the
+    /// leader (INV-1, INV-2, INV-4).
+    pub async fn write_local(
+        &self,
+        st: &NodeStatus,
+        ctx: &RequestContext,
+        plan: impl FnOnce(&mut Planner, &Catalog) -> Planning,
+    ) -> Result<(Zxid, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
         let submitted = self
             .writer
@@ -199,13 +191,13 @@ impl Shared {
                 if let Err(e) = ctx.check_deadline("the leader could propose it") {
                     return Planning::Answer(Err(e));
                 }
-                session::plan(planner, applied, cmd, ctx.session)
+                plan(planner, applied)
             })
             .await
             .map_err(|e| match e {
                 NotQueued::Answered(answer) => answer,
-                NotQueued::QueueFull(limit) => Err(err(
-                    ErrorKind::Timeout,
+                NotQueued::QueueFull(limit) => Err(ErrorReply::new(
+                    Status::Timeout,
                     format!(
                         "the node's request queue stayed full for {} ms; the write was not \
                          queued and will not be logged",
@@ -222,21 +214,21 @@ impl Shared {
             .wait(limit)
             .await
             .map_err(|e| self.submit_error(e))?;
-        match (self.progress.outcome(zxid.0), ctx.session) {
-            (Lookup::Known(Outcome::Applied), _) => Ok((zxid.0, created_id)),
+        match (self.progress.outcome(zxid), ctx.session) {
+            (Lookup::Known(Outcome::Applied), _) => Ok((zxid, created_id)),
             (Lookup::Known(Outcome::Ignored(c)), Some(tag)) if c.kind == ConflictKind::Session => {
-                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+                session::answer_applied(&self.catalog.load(), &tag, zxid)
             }
-            (Lookup::Known(Outcome::Ignored(conflict)), _) => Err(ignored(zxid.0, conflict)),
+            (Lookup::Known(Outcome::Ignored(conflict)), _) => Err(ignored(zxid, conflict)),
             (Lookup::Unknown, Some(tag)) => {
-                session::answer_applied(&self.catalog.load(), &tag, zxid.0)
+                session::answer_applied(&self.catalog.load(), &tag, zxid)
             }
-            (Lookup::Unknown, None) => Err(err(
-                ErrorKind::Timeout,
+            (Lookup::Unknown, None) => Err(ErrorReply::new(
+                Status::Timeout,
                 format!(
-                    "the write committed as journal id {:#x}, but whether replay applied it is \
+                    "the write committed as journal id {}, but whether replay applied it is \
                      no longer known here; check with a read",
-                    zxid.0
+                    zxid
                 ),
             )),
         }
@@ -246,25 +238,22 @@ impl Shared {
     pub fn submit_error(&self, e: SubmitError) -> ErrorReply {
         match e {
             SubmitError::NoLeader | SubmitError::QuorumLost => {
-                err(ErrorKind::QuorumUnavailable, e.to_string())
+                ErrorReply::new(Status::QuorumUnavailable, e.to_string())
             }
             SubmitError::NotLeader {
                 leader: ServerId(l),
             } => self.not_leader(Some(l), &e.to_string()),
             SubmitError::EpochExhausted => self.not_leader(None, &e.to_string()),
-            SubmitError::TooLarge { .. } => err(ErrorKind::InvalidArgument, e.to_string()),
-            SubmitError::Timeout(_) => err(ErrorKind::Timeout, e.to_string()),
-            SubmitError::Shutdown | SubmitError::Fatal(_) => {
-                err(ErrorKind::Internal, e.to_string())
-            }
-            _ => err(ErrorKind::Internal, e.to_string()),
+            SubmitError::TooLarge { .. } => ErrorReply::new(Status::InvalidArgument, e.to_string()),
+            SubmitError::Timeout(_) => ErrorReply::new(Status::Timeout, e.to_string()),
+            _ => ErrorReply::new(Status::Internal, e.to_string()),
         }
     }
 
     async fn forward(
         &self,
         ctx: &RequestContext,
-        body: &RequestBody,
+        cmd: &Command,
         leader: Option<u64>,
     ) -> Result<ResponseBody, Retry> {
         ctx.check_deadline("it could be forwarded to the leader")
@@ -279,7 +268,7 @@ impl Shared {
             .call(
                 &addr,
                 ctx.forward_meta(),
-                body.clone(),
+                RequestBody::Write(cmd.clone()),
                 ctx.limit(self.cfg.write_timeout),
             )
             .await
@@ -288,48 +277,51 @@ impl Shared {
                 let why = format!("forwarding the write to the leader failed: {e}");
                 match e {
                     CallError::Connect(_) => Retry::Unsent(why),
-                    CallError::Unanswered(_) => Retry::Final(err(ErrorKind::Timeout, why)),
+                    CallError::Unanswered(_) => Retry::Final(ErrorReply::new(Status::Timeout, why)),
                 }
             })?;
         let written = answer.map_err(Retry::Final)?;
         let ResponseBody::Written { journal_id, .. } = &written else {
             let why = "the leader answered a write with a non-write body";
-            return Err(Retry::Final(err(ErrorKind::Internal, why)));
+            return Err(Retry::Final(ErrorReply::new(Status::Internal, why)));
         };
         let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
         let limit = left.max(Duration::from_millis(1));
         if !wait_applied(&self.catalog, *journal_id, limit).await {
-            return Err(Retry::Final(err(
-                ErrorKind::Timeout,
+            return Err(Retry::Final(ErrorReply::new(
+                Status::Timeout,
                 format!(
-                    "the write committed as journal id {journal_id:#x}, but this node has not \
-                     applied it within {} ms (applied {:#x})",
+                    "the write committed as journal id {journal_id}, but this node has not \
+                     applied it within {} ms (applied {})",
                     self.cfg.write_timeout.as_millis(),
                     self.catalog.journal_id()
                 ),
             )));
         }
-        debug!(journal_id, "forwarded write applied here");
+        debug!(journal_id = journal_id.0, "forwarded write applied here");
         Ok(written)
     }
 
     /// SYNC: catch up with the leader's commit point; returns the applied journal id.
-    pub async fn sync(&self) -> Result<u64, ErrorReply> {
+    pub async fn sync(&self) -> Result<Zxid, ErrorReply> {
         match self.serving_status().await {
             None => return Err(self.no_quorum()),
             Some(NodeStatus {
                 fatal: Some(fatal), ..
             }) => {
-                return Err(err(
-                    ErrorKind::Internal,
+                return Err(ErrorReply::new(
+                    Status::Internal,
                     format!("the node stopped: {fatal}"),
                 ));
             }
             Some(_) => {}
         }
         let z = self.node.sync().await.map_err(|e| self.submit_error(e))?;
-        if !wait_applied(&self.catalog, z.0, self.cfg.write_timeout).await {
-            return Err(err(ErrorKind::Timeout, "synced, but not applied in time"));
+        if !wait_applied(&self.catalog, z, self.cfg.write_timeout).await {
+            return Err(ErrorReply::new(
+                Status::Timeout,
+                "synced, but not applied in time",
+            ));
         }
         Ok(self.catalog.journal_id())
     }
@@ -370,12 +362,14 @@ pub async fn run_timestamps(shared: Arc<Shared>) {
         let leading = role.role == Role::Leading && role.serving;
         if leading && due && !backing_off {
             let st = shared.node.status();
-            let cmd = Command::Timestamp {
+            let timestamp = Write::Node(NodeCommand::Timestamp {
                 wall_ms: wall_ms(),
                 session_expiry_ms: shared.cfg.session_expiry_ms,
-            };
+            });
+            let plan =
+                |planner: &mut Planner, _: &Catalog| session::plan_write(planner, &timestamp);
             match shared
-                .write_local(&cmd, &st, &RequestContext::default())
+                .write_local(&st, &RequestContext::default(), plan)
                 .await
             {
                 Ok(_) => last = Some((st.epoch, Instant::now())),

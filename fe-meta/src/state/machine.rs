@@ -54,20 +54,20 @@ impl std::fmt::Debug for MetaState {
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
     /// The image is unreadable or inconsistent.
-    #[error("restoring snapshot {zxid:#x}: {source}")]
+    #[error("restoring snapshot {zxid}: {source}")]
     Image {
         /// The snapshot's zxid.
-        zxid: u64,
+        zxid: Zxid,
         /// What is wrong.
         source: ImageError,
     },
     /// The image is newer than the snapshot that holds it.
-    #[error("snapshot {zxid:#x} holds an image of journal id {journal_id:#x}, which is after it")]
+    #[error("snapshot {zxid} holds an image of journal id {journal_id}, which is after it")]
     AheadOfSnapshot {
         /// The snapshot's zxid.
-        zxid: u64,
+        zxid: Zxid,
         /// The image's journal id.
-        journal_id: u64,
+        journal_id: Zxid,
     },
 }
 
@@ -100,7 +100,6 @@ impl MetaState {
 
     /// Applies the committed txn `zxid` carrying `data` (INV-1).
     pub fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ReplayError> {
-        let zxid = zxid.0;
         let entry = JournalEntry::decode(data).map_err(|source| ReplayError::Undecodable {
             journal_id: zxid,
             op: op_of(data),
@@ -121,7 +120,6 @@ impl MetaState {
 
     /// Replaces the state with the image read from `src`, the snapshot at `zxid` (INV-3).
     pub fn restore(&mut self, zxid: Zxid, src: &mut dyn Read) -> Result<(), RestoreError> {
-        let zxid = zxid.0;
         let mut catalog = read_image(src).map_err(|source| RestoreError::Image { zxid, source })?;
         if catalog.journal_id() > zxid {
             return Err(RestoreError::AheadOfSnapshot {
@@ -131,8 +129,8 @@ impl MetaState {
         }
         if catalog.journal_id() < zxid {
             debug!(
-                zxid,
-                image = catalog.journal_id(),
+                zxid = zxid.0,
+                image = catalog.journal_id().0,
                 "image older than its snapshot zxid"
             );
             catalog.set_journal_id(zxid);
@@ -219,18 +217,22 @@ mod tests {
             name: "d".into(),
         });
         sm.apply(Zxid(5), &db.to_entry().encode()).unwrap();
-        assert_eq!(shared.journal_id(), 5);
+        assert_eq!(shared.journal_id(), Zxid(5));
         let snap = sm.capture();
         let ts = Op::Timestamp {
             wall_ms: 9,
             session_expiry_ms: 0,
         };
         sm.apply(Zxid(6), &ts.to_entry().encode()).unwrap();
-        assert_eq!(snap.0.journal_id(), 5, "a snapshot is a fixed version");
+        assert_eq!(
+            snap.0.journal_id(),
+            Zxid(5),
+            "a snapshot is a fixed version"
+        );
 
         let err = sm.apply(Zxid(7), &[0, 99, 1]).unwrap_err();
         assert!(err.to_string().contains("journal id 7"), "{err}");
-        assert_eq!(shared.journal_id(), 6, "nothing published on error");
+        assert_eq!(shared.journal_id(), Zxid(6), "nothing published on error");
 
         let mut image = Vec::new();
         snap.write_image(&mut image).unwrap();
@@ -242,10 +244,10 @@ mod tests {
         assert!(other.restore(Zxid(5), &mut &image[..9]).is_err());
         assert_eq!(
             other.shared().journal_id(),
-            5,
+            Zxid(5),
             "a failed restore changes nothing"
         );
-        assert_eq!(*seen.lock().unwrap(), vec![5, 6]);
+        assert_eq!(*seen.lock().unwrap(), vec![Zxid(5), Zxid(6)]);
     }
 
     #[test]

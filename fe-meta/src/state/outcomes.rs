@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
+use zab_core::Zxid;
 
 use crate::state::replay::{Conflict, Outcome};
 
@@ -40,9 +41,9 @@ pub struct RecentOutcomes {
 
 #[derive(Debug, Default)]
 struct Inner {
-    conflicts: BTreeMap<u64, Conflict>,
+    conflicts: BTreeMap<Zxid, Conflict>,
     /// Ids at or below this may have had a conflict that is no longer kept.
-    forgotten_upto: u64,
+    forgotten_upto: Zxid,
 }
 
 impl RecentOutcomes {
@@ -54,7 +55,7 @@ impl RecentOutcomes {
     }
 
     /// Records that replay ignored `journal_id` for `conflict` (INV-1, INV-2).
-    pub fn record(&self, journal_id: u64, conflict: Conflict) {
+    pub fn record(&self, journal_id: Zxid, conflict: Conflict) {
         let mut g = self.lock();
         g.conflicts.insert(journal_id, conflict);
         while g.conflicts.len() > Self::CAPACITY {
@@ -65,13 +66,13 @@ impl RecentOutcomes {
     }
 
     /// A restore replaced the catalog with an image of everything up to `journal_id` (INV-3).
-    pub fn restored(&self, journal_id: u64) {
+    pub fn restored(&self, journal_id: Zxid) {
         let mut g = self.lock();
         g.forgotten_upto = g.forgotten_upto.max(journal_id);
     }
 
     /// What replay did with `journal_id`, which the caller knows was applied here.
-    pub fn lookup(&self, journal_id: u64) -> Lookup {
+    pub fn lookup(&self, journal_id: Zxid) -> Lookup {
         let g = self.lock();
         match g.conflicts.get(&journal_id) {
             Some(c) => Lookup::Known(Outcome::Ignored(*c)),
@@ -94,10 +95,10 @@ mod tests {
     #[test]
     fn ignored_entries_are_found_others_are_applied() {
         let o = RecentOutcomes::default();
-        o.record(7, TAKEN);
-        assert_eq!(o.lookup(7), Lookup::Known(Outcome::Ignored(TAKEN)));
-        assert_eq!(o.lookup(6), Lookup::Known(Outcome::Applied));
-        assert_eq!(o.lookup(8), Lookup::Known(Outcome::Applied));
+        o.record(Zxid(7), TAKEN);
+        assert_eq!(o.lookup(Zxid(7)), Lookup::Known(Outcome::Ignored(TAKEN)));
+        assert_eq!(o.lookup(Zxid(6)), Lookup::Known(Outcome::Applied));
+        assert_eq!(o.lookup(Zxid(8)), Lookup::Known(Outcome::Applied));
     }
 
     #[test]
@@ -105,22 +106,26 @@ mod tests {
         let o = RecentOutcomes::default();
         let n = RecentOutcomes::CAPACITY as u64;
         for j in 1..=n + 2 {
-            o.record(j * 10, TAKEN);
+            o.record(Zxid(j * 10), TAKEN);
         }
-        assert_eq!(o.lookup(10), Lookup::Unknown, "dropped");
-        assert_eq!(o.lookup(15), Lookup::Unknown, "at or below a dropped id");
-        assert_eq!(o.lookup(20), Lookup::Unknown, "dropped");
-        assert_eq!(o.lookup(30), Lookup::Known(Outcome::Ignored(TAKEN)));
-        assert_eq!(o.lookup(35), Lookup::Known(Outcome::Applied));
+        assert_eq!(o.lookup(Zxid(10)), Lookup::Unknown, "dropped");
+        assert_eq!(
+            o.lookup(Zxid(15)),
+            Lookup::Unknown,
+            "at or below a dropped id"
+        );
+        assert_eq!(o.lookup(Zxid(20)), Lookup::Unknown, "dropped");
+        assert_eq!(o.lookup(Zxid(30)), Lookup::Known(Outcome::Ignored(TAKEN)));
+        assert_eq!(o.lookup(Zxid(35)), Lookup::Known(Outcome::Applied));
     }
 
     #[test]
     fn a_restore_makes_what_the_image_covers_unknown() {
         let o = RecentOutcomes::default();
-        o.record(5, TAKEN);
-        o.restored(100);
-        assert_eq!(o.lookup(5), Lookup::Known(Outcome::Ignored(TAKEN)));
-        assert_eq!(o.lookup(50), Lookup::Unknown);
-        assert_eq!(o.lookup(101), Lookup::Known(Outcome::Applied));
+        o.record(Zxid(5), TAKEN);
+        o.restored(Zxid(100));
+        assert_eq!(o.lookup(Zxid(5)), Lookup::Known(Outcome::Ignored(TAKEN)));
+        assert_eq!(o.lookup(Zxid(50)), Lookup::Unknown);
+        assert_eq!(o.lookup(Zxid(101)), Lookup::Known(Outcome::Applied));
     }
 }

@@ -1,7 +1,7 @@
 //! Shared proptest strategies and helpers for fe-meta's integration tests.
 #![allow(dead_code, missing_docs)]
 
-use fe_meta::command::{BackendRef, Command};
+use fe_meta::command::{BackendRef, Command, NodeCommand, Write};
 use fe_meta::state::catalog::{
     Backend, BackendState, Column, ColumnType, Database, Frontend, FrontendRole, SessionTag, Table,
 };
@@ -121,6 +121,7 @@ pub fn plain_op() -> impl Strategy<Value = Op> {
         any::<u64>().prop_map(|next_id| Op::SaveNextId { next_id }),
         (any::<u64>(), name()).prop_map(|(id, name)| Op::CreateDb(Database { id, name })),
         any::<u64>().prop_map(|db_id| Op::DropDb { db_id }),
+        (any::<u64>(), name()).prop_map(|(db_id, new_name)| Op::RenameDb { db_id, new_name }),
         (any::<u64>(), any::<u64>(), name(), columns()).prop_map(|(id, db_id, name, columns)| {
             Op::CreateTable(Table {
                 id,
@@ -144,8 +145,8 @@ pub fn plain_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Commands over a small name space, so that they collide often (duplicates, unknowns).
-pub fn command() -> impl Strategy<Value = Command> {
+/// Writes (client and node commands) over a small name space, so that they collide often (duplicates, unknowns).
+pub fn command() -> impl Strategy<Value = Write> {
     let db = prop_oneof![Just("db1"), Just("db2"), Just("db3")].prop_map(String::from);
     let table = prop_oneof![Just("t1"), Just("t2")].prop_map(String::from);
     let host = prop_oneof![Just("10.0.0.1"), Just("10.0.0.2"), Just("be3")].prop_map(String::from);
@@ -156,51 +157,65 @@ pub fn command() -> impl Strategy<Value = Command> {
     ];
     prop_oneof![
         (host, port, any::<u64>()).prop_map(|(host, heartbeat_port, capacity_bytes)| {
-            Command::AddBackend {
+            Write::from(Command::AddBackend {
                 host,
                 heartbeat_port,
                 capacity_bytes,
-            }
+            })
         }),
-        target.clone().prop_map(Command::DropBackend),
+        target
+            .clone()
+            .prop_map(|t| Write::from(Command::DropBackend(t))),
         (
             target,
             proptest::option::of(backend_state()),
             proptest::option::of(any::<u64>())
         )
-            .prop_map(|(target, state, capacity_bytes)| Command::ModifyBackend {
-                target,
-                state,
-                capacity_bytes,
-            }),
-        db.clone().prop_map(|name| Command::CreateDb { name }),
-        db.clone().prop_map(|name| Command::DropDb { name }),
+            .prop_map(|(target, state, capacity_bytes)| Write::from(
+                Command::ModifyBackend {
+                    target,
+                    state,
+                    capacity_bytes,
+                }
+            )),
+        db.clone()
+            .prop_map(|name| Write::from(Command::CreateDb { name })),
+        db.clone()
+            .prop_map(|name| Write::from(Command::DropDb { name })),
+        (db.clone(), db.clone())
+            .prop_map(|(name, new_name)| Write::from(Command::RenameDb { name, new_name })),
         (
             db.clone(),
             table.clone(),
             proptest::collection::vec(column(), 1..4)
         )
-            .prop_map(|(db, name, columns)| Command::CreateTable { db, name, columns }),
-        (db, table).prop_map(|(db, name)| Command::DropTable { db, name }),
-        (1u64..4, role()).prop_map(|(sid, role)| Command::AddFrontend(Frontend {
-            sid,
-            name: format!("fe{sid}"),
-            host: "127.0.0.1".into(),
-            client_port: 2180 + sid as u16,
-            role,
-        })),
-        (1u64..4).prop_map(|sid| Command::DropFrontend { sid }),
+            .prop_map(|(db, name, columns)| Write::from(Command::CreateTable {
+                db,
+                name,
+                columns
+            })),
+        (db, table).prop_map(|(db, name)| Write::from(Command::DropTable { db, name })),
+        (1u64..4, role()).prop_map(
+            |(sid, role)| Write::from(NodeCommand::AddFrontend(Frontend {
+                sid,
+                name: format!("fe{sid}"),
+                host: "127.0.0.1".into(),
+                client_port: 2180 + sid as u16,
+                role,
+            }))
+        ),
+        (1u64..4).prop_map(|sid| Write::from(NodeCommand::DropFrontend { sid })),
         (prop_oneof![Just("query_timeout"), Just("a.b")], any_text()).prop_map(|(name, value)| {
-            Command::SetVar {
+            Write::from(Command::SetVar {
                 name: name.into(),
                 value,
-            }
+            })
         }),
-        (1u64..100).prop_map(|count| Command::ReserveIds { count }),
-        any::<u64>().prop_map(|wall_ms| Command::Timestamp {
+        (1u64..100).prop_map(|count| Write::from(NodeCommand::ReserveIds { count })),
+        any::<u64>().prop_map(|wall_ms| Write::from(NodeCommand::Timestamp {
             wall_ms,
             session_expiry_ms: 0
-        }),
+        })),
     ]
 }
 

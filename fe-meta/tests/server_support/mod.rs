@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use fe_meta::command::Command;
 use fe_meta::protocol::{
     decode_response, encode_frame, encode_request, ErrorReply, FrameDecoder, Request, RequestBody,
     RequestMeta, Response, ResponseBody,
@@ -222,11 +223,11 @@ pub async fn four(addr: SocketAddr, word: &str) -> String {
 }
 
 pub fn add_backend(host: &str, port: u16) -> RequestBody {
-    RequestBody::AddBackend {
+    RequestBody::Write(Command::AddBackend {
         host: host.to_string(),
         heartbeat_port: port,
         capacity_bytes: 1 << 30,
-    }
+    })
 }
 
 pub fn backends_of(r: &ResponseBody) -> Vec<(String, u16)> {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientError, ClientOptions};
+use fe_meta::protocol::{ErrorDetail, ErrorReply, Status};
 use thiserror::Error;
 use tokio::task::JoinSet;
 
@@ -199,12 +200,13 @@ async fn until_synced(client: &Client) -> Result<(), ClientError> {
     let start = Instant::now();
     loop {
         match client.get_var("probe", false).await {
-            Err(ClientError::Stale { lag_ms, .. })
-                if lag_ms == u64::MAX && start.elapsed() < SYNC_WAIT =>
-            {
+            Err(ClientError::Server(ErrorReply {
+                detail: ErrorDetail::Lag { lag_ms, .. },
+                ..
+            })) if lag_ms == u64::MAX && start.elapsed() < SYNC_WAIT => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e @ ClientError::Stale { .. }) => return Err(e),
+            Err(e) if e.status() == Some(Status::Stale) => return Err(e),
             _ => return Ok(()),
         }
     }

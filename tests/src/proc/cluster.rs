@@ -298,7 +298,7 @@ impl ProcCluster {
                 let established = seen.iter().any(|(s, st)| {
                     *s == l
                         && st.as_ref().is_some_and(|st| {
-                            st.epoch > 0 && st.applied_journal_id >> 32 == st.epoch
+                            st.epoch > 0 && u64::from(st.applied_journal_id.epoch().0) == st.epoch
                         })
                 });
                 let agree = established
@@ -345,16 +345,15 @@ impl ProcCluster {
                         .values()
                         .all(|d| d.is_some_and(|d| d.0 == jid && d.1 == digest))
                     {
-                        return Ok((jid, digest));
+                        return Ok((jid.0, digest));
                     }
                 }
                 last = digests
                     .iter()
                     .map(|(s, d)| match d {
-                        Some((j, dg, n)) => format!(
-                            "node {s}: {j:#x} {:02x}{:02x}.. ({n} entries)",
-                            dg[0], dg[1]
-                        ),
+                        Some((j, dg, n)) => {
+                            format!("node {s}: {j} {:02x}{:02x}.. ({n} entries)", dg[0], dg[1])
+                        }
                         None => format!("node {s}: no answer"),
                     })
                     .collect::<Vec<_>>()
@@ -406,7 +405,7 @@ fn describe(seen: &[(u64, Option<StatusInfo>)]) -> String {
     seen.iter()
         .map(|(sid, st)| match st {
             Some(s) => format!(
-                "node {sid}: {} leader {:?} epoch {} applied {:#x}",
+                "node {sid}: {} leader {:?} epoch {} applied {}",
                 s.mode.name(),
                 s.leader_sid,
                 s.epoch,

@@ -172,14 +172,14 @@ async fn write_loop(
                 let id = written.created_id.ok_or_else(|| {
                     ClientError::Protocol(format!("CREATE_DB {name}: Written without an id"))
                 })?;
-                ledger.record_database(&name, id, written.journal_id);
+                ledger.record_database(&name, id, written.journal_id.0);
                 Ok(written)
             })
         } else {
             let name = format!("load-{i}-{seq}");
             let value = value_of(&name, value_len);
             c.set_var(&name, &value).await.inspect(|written| {
-                ledger.record(&name, &value, written.journal_id);
+                ledger.record(&name, &value, written.journal_id.0);
             })
         };
         match answer {
@@ -187,7 +187,7 @@ async fn write_loop(
                 w.report.acked += 1;
                 w.report.acks.push(Ack {
                     at: Instant::now(),
-                    journal_id: written.journal_id,
+                    journal_id: written.journal_id.0,
                 });
             }
             Err(e) => {
@@ -249,7 +249,7 @@ pub async fn fill(
             tasks.spawn(async move {
                 let value = value_of(&name, value_len);
                 let w = c.set_var(&name, &value).await?;
-                ledger.record(&name, &value, w.journal_id);
+                ledger.record(&name, &value, w.journal_id.0);
                 Ok(())
             });
             next += 1;

@@ -87,7 +87,7 @@ async fn poll(sid: u64, addr: String, report: Arc<Mutex<MonitorReport>>) {
         }
         let Some(c) = &client else { continue };
         let journal_id = match c.get_var(PROBE_VAR, false).await {
-            Ok(read) => read.journal_id,
+            Ok(read) => read.journal_id.0,
             Err(ClientError::Closed { .. } | ClientError::Timeout { .. }) => {
                 client = None;
                 continue;

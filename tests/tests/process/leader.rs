@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientError, ClientOptions, Written};
+use fe_meta::protocol::Status;
 use tests::proc::{ClusterSpec, Load, ProcCluster};
 use tokio::task::JoinHandle;
 
@@ -144,10 +145,10 @@ async fn check_stalled_writes(c: &ProcCluster, stalled: &[StalledWrite], new_epo
         match r {
             Ok(w) => {
                 assert!(
-                    epoch_of(w.journal_id) >= new_epoch,
+                    epoch_of(w.journal_id.0) >= new_epoch,
                     "{name} acked in an old epoch: {w:?}"
                 );
-                c.ledger().record(name, "x", w.journal_id);
+                c.ledger().record(name, "x", w.journal_id.0);
             }
             Err(e) if definite(e) => {
                 for sid in c.sids() {
@@ -172,7 +173,7 @@ async fn check_stalled_writes(c: &ProcCluster, stalled: &[StalledWrite], new_epo
 /// the new leader.
 fn definite(e: &ClientError) -> bool {
     matches!(
-        e,
-        ClientError::NotLeader { .. } | ClientError::InvalidArgument { .. }
+        e.status(),
+        Some(Status::NotLeader | Status::InvalidArgument)
     )
 }

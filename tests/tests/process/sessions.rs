@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientError, ClientOptions, ClientSession};
-use fe_meta::protocol::{RequestBody, RequestMeta};
+use fe_meta::command::Command;
+use fe_meta::protocol::{RequestBody, RequestMeta, Status};
 use fe_meta::state::catalog::SessionTag;
 use tests::proc::{ClusterSpec, NetLab, NodeNet, ProcCluster};
 
@@ -23,10 +24,10 @@ const WRITER: ClientOptions = ClientOptions {
 const KEY: &str = "register";
 
 fn set(value: &str) -> RequestBody {
-    RequestBody::SetVar {
+    RequestBody::Write(Command::SetVar {
         name: KEY.into(),
         value: value.into(),
-    }
+    })
 }
 
 /// `SET_VAR register = value` by `client`, retried (new sequence numbers) until acknowledged
@@ -36,7 +37,7 @@ async fn write_until_acked(c: &ProcCluster, client: &Client, value: &str, within
     loop {
         match client.set_var(KEY, value).await {
             Ok(w) => {
-                c.ledger().record(KEY, value, w.journal_id);
+                c.ledger().record(KEY, value, w.journal_id.0);
                 return;
             }
             Err(e) if start.elapsed() >= within => panic!("{value:?} never acknowledged: {e}"),
@@ -114,7 +115,8 @@ async fn stale_write_never_lands(name: &str, freeze_leader: bool) {
     };
     let again = c.client(other, None).await.unwrap();
     match again.call_with(set("stale"), retry).await {
-        Err(ClientError::StaleRequest { message }) => {
+        Err(ClientError::Server(reply)) if reply.status == Status::StaleRequest => {
+            let message = reply.message;
             assert!(message.contains("below the client's floor"), "{message}")
         }
         other => panic!("a retry of the timed-out write must be STALE_REQUEST, got {other:?}"),
@@ -172,7 +174,8 @@ async fn a_write_forwarded_across_a_partition_never_lands_after_the_heal() {
     lab.cut(cut, leader).unwrap();
     let cut_at = Instant::now();
     match to_cut.set_var(KEY, "stale").await {
-        Err(ClientError::Timeout { .. } | ClientError::ServerTimeout { .. }) => {}
+        Err(ClientError::Timeout { .. }) => {}
+        Err(e) if e.status() == Some(Status::Timeout) => {}
         other => panic!("the write forwarded across the cut should time out, got {other:?}"),
     }
     for i in 1..=5 {

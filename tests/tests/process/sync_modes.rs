@@ -15,7 +15,7 @@ async fn caught_up(c: &ProcCluster, sid: u64, jid: u64, within: Duration) -> Dur
     let start = Instant::now();
     loop {
         if let Some(st) = c.status(sid).await {
-            if st.applied_journal_id >= jid && st.leader_sid.is_some() {
+            if st.applied_journal_id.0 >= jid && st.leader_sid.is_some() {
                 return start.elapsed();
             }
         }
@@ -195,7 +195,14 @@ async fn wiped_follower_rejoins_by_snap_of_100_mb() {
     c.kill(f).unwrap();
     c.wipe(f).unwrap();
     c.restart(f).unwrap();
-    let target = c.client(leader, None).await.unwrap().sync().await.unwrap();
+    let target = c
+        .client(leader, None)
+        .await
+        .unwrap()
+        .sync()
+        .await
+        .unwrap()
+        .0;
     let snap = caught_up(&c, f, target, Duration::from_secs(90)).await;
     let (_, received) = c.sync_counts(f).await.unwrap();
     println!(
@@ -261,7 +268,7 @@ async fn follower_behind_the_purged_logs_rejoins_by_snap() {
         .await
         .unwrap();
     let f = other_than(&c, &[leader]);
-    let f_last = c.status(f).await.unwrap().applied_journal_id;
+    let f_last = c.status(f).await.unwrap().applied_journal_id.0;
     assert_eq!(c.terminate(f).unwrap(), Some(0));
     fill(&c, leader, "late-", 1500, 64, 32, Duration::from_secs(60))
         .await

@@ -123,7 +123,7 @@ async fn flip_newest_snapshot(c: &mut ProcCluster, victim: u64, mask: u8) {
             break "refused";
         }
         if let Some(s) = c.status(victim).await {
-            if s.leader_sid.is_some() && s.applied_journal_id >= target {
+            if s.leader_sid.is_some() && s.applied_journal_id.0 >= target {
                 break "fell_back";
             }
         }

@@ -28,7 +28,7 @@ async fn write_rate(c: &ProcCluster, tag: &str, secs: f64) -> (f64, Duration, Du
                 let t = Instant::now();
                 let w = client.set_var(&name, "x").await.unwrap();
                 lat.push(t.elapsed());
-                ledger.record(&name, "x", w.journal_id);
+                ledger.record(&name, "x", w.journal_id.0);
                 k += 1;
             }
             lat
@@ -118,7 +118,7 @@ async fn observer_holds_the_voters_catalog(c: &mut ProcCluster, obs: &Observer, 
             Ok(client) => client.digest(false).await.ok(),
             Err(_) => None,
         };
-        if d.is_some_and(|(jid, digest, _)| jid == done.journal_id && digest == done.digest) {
+        if d.is_some_and(|(jid, digest, _)| jid.0 == done.journal_id && digest == done.digest) {
             break;
         }
         if start.elapsed() > Duration::from_secs(20) {

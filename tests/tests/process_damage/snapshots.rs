@@ -116,7 +116,7 @@ async fn kill_during_snap_transfer_restarts_and_converges() {
     let synced_at_kill = c
         .status(victim)
         .await
-        .is_some_and(|s| s.applied_journal_id >= target && s.leader_sid.is_some());
+        .is_some_and(|s| s.applied_journal_id.0 >= target && s.leader_sid.is_some());
     c.kill(victim).unwrap();
     let killed_after = started.elapsed();
     let restarted = Instant::now();

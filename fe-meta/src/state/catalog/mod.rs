@@ -22,6 +22,7 @@ mod shared;
 mod types;
 
 use std::sync::Arc;
+use zab_core::Zxid;
 
 use imbl::OrdMap;
 
@@ -51,7 +52,7 @@ pub enum Change {
 /// One immutable version of the metadata (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Catalog {
-    journal_id: u64,
+    journal_id: Zxid,
     next_id: u64,
     last_timestamp_ms: u64,
     dbs: OrdMap<u64, Arc<Database>>,
@@ -75,7 +76,7 @@ impl Catalog {
     /// An empty catalog: journal id 0, next id [`FIRST_ID`].
     pub fn new() -> Catalog {
         Catalog {
-            journal_id: 0,
+            journal_id: Zxid::ZERO,
             next_id: FIRST_ID,
             last_timestamp_ms: 0,
             dbs: OrdMap::new(),
@@ -90,8 +91,8 @@ impl Catalog {
         }
     }
 
-    /// The id of the last journal entry applied (0 before any).
-    pub fn journal_id(&self) -> u64 {
+    /// The id (zxid) of the last journal entry applied ([`Zxid::ZERO`] before any).
+    pub fn journal_id(&self) -> Zxid {
         self.journal_id
     }
 
@@ -263,7 +264,7 @@ impl Catalog {
 
     // ---- changes (used by replay and image restore only: INV-4) ----
 
-    pub(crate) fn set_journal_id(&mut self, id: u64) {
+    pub(crate) fn set_journal_id(&mut self, id: Zxid) {
         self.journal_id = id;
     }
 
@@ -299,6 +300,27 @@ impl Catalog {
         }
         self.db_names.insert(Arc::from(db.name.as_str()), db.id);
         self.dbs.insert(db.id, Arc::new(db));
+        Change::Applied
+    }
+
+    /// Renames database `id` to `new_name` (its tables stay with it: they name it by id).
+    pub(crate) fn rename_db(&mut self, id: u64, new_name: &str) -> Change {
+        let Some(db) = self.dbs.get(&id) else {
+            return Change::Ignored("no such database");
+        };
+        if db.name == new_name {
+            return Change::Applied;
+        }
+        if self.db_names.contains_key(new_name) {
+            return Change::Ignored("database name already used");
+        }
+        let renamed = Database {
+            id,
+            name: new_name.to_owned(),
+        };
+        self.db_names.remove(db.name.as_str());
+        self.db_names.insert(Arc::from(new_name), id);
+        self.dbs.insert(id, Arc::new(renamed));
         Change::Applied
     }
 

@@ -30,6 +30,7 @@
 //! ([`Sessions::check`]).
 
 use std::sync::Arc;
+use zab_core::Zxid;
 
 use imbl::{OrdMap, OrdSet};
 
@@ -59,9 +60,9 @@ impl SessionTag {
 /// The outcome of an applied session write, kept to answer its retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    /// The journal id the write was applied at (0 in the leader's speculative catalog, before
-    /// it committed).
-    pub journal_id: u64,
+    /// The journal id the write was applied at ([`Zxid::ZERO`] in the leader's speculative
+    /// catalog, before it committed).
+    pub journal_id: Zxid,
     /// The id it created, if any.
     pub created_id: Option<u64>,
 }
@@ -269,7 +270,7 @@ mod tests {
         }
         if a == Admission::Fresh {
             let outcome = Outcome {
-                journal_id,
+                journal_id: Zxid(journal_id),
                 created_id: None,
             };
             s.record(&t, outcome);
@@ -283,7 +284,7 @@ mod tests {
         let mut s = Sessions::default();
         assert_eq!(apply(&mut s, tag(7, 1, 1), 100, 5), Admission::Fresh);
         let first = Outcome {
-            journal_id: 100,
+            journal_id: Zxid(100),
             created_id: None,
         };
         assert_eq!(

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
+use zab_core::Zxid;
 
 use super::Catalog;
 
@@ -19,7 +20,7 @@ use super::Catalog;
 #[derive(Debug)]
 pub struct SharedCatalog {
     current: ArcSwap<Catalog>,
-    applied: watch::Sender<u64>,
+    applied: watch::Sender<Zxid>,
 }
 
 impl SharedCatalog {
@@ -37,7 +38,7 @@ impl SharedCatalog {
     }
 
     /// The journal id of the current version.
-    pub fn journal_id(&self) -> u64 {
+    pub fn journal_id(&self) -> Zxid {
         self.current.load().journal_id()
     }
 
@@ -65,7 +66,7 @@ impl SharedCatalog {
 
     /// The published journal id, watchable: a waiter woken for id `j` loads a catalog that
     /// has `j` (INV-3).
-    pub fn watch_applied(&self) -> watch::Receiver<u64> {
+    pub fn watch_applied(&self) -> watch::Receiver<Zxid> {
         self.applied.subscribe()
     }
 

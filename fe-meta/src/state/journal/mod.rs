@@ -9,6 +9,7 @@
 //! |    0 | SAVE_NEXTID         | next_id u64                                | raises it     |
 //! |    1 | CREATE_DB           | Database (id, name)                        | id            |
 //! |    2 | DROP_DB             | db_id u64                                  |               |
+//! |    3 | RENAME_DB           | db_id u64, new name str                    |               |
 //! |   10 | CREATE_TABLE        | Table (id, db_id, name, columns)           | id            |
 //! |   11 | DROP_TABLE          | db_id u64, table_id u64                    |               |
 //! |   50 | ADD_BACKEND         | Backend (id, host, port, state, capacity)  | id            |
@@ -58,70 +59,56 @@ pub const TIMESTAMP_VERSION: u8 = 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpCode(pub u16);
 
-impl OpCode {
+/// Declares the op codes from one table: each code's constant, [`OpCode::ALL`] and
+/// [`OpCode::name`].
+macro_rules! op_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
+        impl OpCode {
+            $($(#[$doc])* pub const $name: OpCode = OpCode($code);)*
+
+            /// Every known code, ascending.
+            pub const ALL: [OpCode; [$($code),*].len()] = [$(OpCode::$name),*];
+
+            /// The op's name, if the code is known.
+            pub fn name(self) -> Option<&'static str> {
+                match self {
+                    $(OpCode::$name => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+op_codes! {
     /// Raise the id allocator.
-    pub const SAVE_NEXTID: OpCode = OpCode(0);
+    SAVE_NEXTID = 0;
     /// Create a database.
-    pub const CREATE_DB: OpCode = OpCode(1);
+    CREATE_DB = 1;
     /// Drop a database and its tables.
-    pub const DROP_DB: OpCode = OpCode(2);
+    DROP_DB = 2;
+    /// Rename a database.
+    RENAME_DB = 3;
     /// Create a table.
-    pub const CREATE_TABLE: OpCode = OpCode(10);
+    CREATE_TABLE = 10;
     /// Drop a table.
-    pub const DROP_TABLE: OpCode = OpCode(11);
+    DROP_TABLE = 11;
     /// Add a backend (StarRocks' code).
-    pub const ADD_BACKEND: OpCode = OpCode(50);
+    ADD_BACKEND = 50;
     /// Drop a backend.
-    pub const DROP_BACKEND: OpCode = OpCode(51);
+    DROP_BACKEND = 51;
     /// Replace a backend's record.
-    pub const MODIFY_BACKEND: OpCode = OpCode(52);
+    MODIFY_BACKEND = 52;
     /// Add or replace a frontend.
-    pub const ADD_FRONTEND: OpCode = OpCode(55);
+    ADD_FRONTEND = 55;
     /// Drop a frontend.
-    pub const DROP_FRONTEND: OpCode = OpCode(57);
+    DROP_FRONTEND = 57;
     /// Set a global variable.
-    pub const SET_GLOBAL_VARIABLE: OpCode = OpCode(60);
+    SET_GLOBAL_VARIABLE = 60;
     /// The leader's clock, for the staleness guard.
-    pub const TIMESTAMP: OpCode = OpCode(70);
+    TIMESTAMP = 70;
     /// A client write with its session tag.
-    pub const SESSION_WRITE: OpCode = OpCode(80);
-
-    /// Every known code, ascending.
-    pub const ALL: [OpCode; 13] = [
-        OpCode::SAVE_NEXTID,
-        OpCode::CREATE_DB,
-        OpCode::DROP_DB,
-        OpCode::CREATE_TABLE,
-        OpCode::DROP_TABLE,
-        OpCode::ADD_BACKEND,
-        OpCode::DROP_BACKEND,
-        OpCode::MODIFY_BACKEND,
-        OpCode::ADD_FRONTEND,
-        OpCode::DROP_FRONTEND,
-        OpCode::SET_GLOBAL_VARIABLE,
-        OpCode::TIMESTAMP,
-        OpCode::SESSION_WRITE,
-    ];
-
-    /// The op's name, if the code is known.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self {
-            OpCode::SAVE_NEXTID => "SAVE_NEXTID",
-            OpCode::CREATE_DB => "CREATE_DB",
-            OpCode::DROP_DB => "DROP_DB",
-            OpCode::CREATE_TABLE => "CREATE_TABLE",
-            OpCode::DROP_TABLE => "DROP_TABLE",
-            OpCode::ADD_BACKEND => "ADD_BACKEND",
-            OpCode::DROP_BACKEND => "DROP_BACKEND",
-            OpCode::MODIFY_BACKEND => "MODIFY_BACKEND",
-            OpCode::ADD_FRONTEND => "ADD_FRONTEND",
-            OpCode::DROP_FRONTEND => "DROP_FRONTEND",
-            OpCode::SET_GLOBAL_VARIABLE => "SET_GLOBAL_VARIABLE",
-            OpCode::TIMESTAMP => "TIMESTAMP",
-            OpCode::SESSION_WRITE => "SESSION_WRITE",
-            _ => return None,
-        })
-    }
+    SESSION_WRITE = 80;
 }
 
 impl fmt::Display for OpCode {
@@ -218,6 +205,13 @@ pub enum Op {
         /// The database.
         db_id: u64,
     },
+    /// RENAME_DB.
+    RenameDb {
+        /// The database.
+        db_id: u64,
+        /// Its new name.
+        new_name: String,
+    },
     /// CREATE_TABLE.
     CreateTable(Table),
     /// DROP_TABLE.
@@ -273,6 +267,7 @@ impl Op {
             Op::SaveNextId { .. } => OpCode::SAVE_NEXTID,
             Op::CreateDb(_) => OpCode::CREATE_DB,
             Op::DropDb { .. } => OpCode::DROP_DB,
+            Op::RenameDb { .. } => OpCode::RENAME_DB,
             Op::CreateTable(_) => OpCode::CREATE_TABLE,
             Op::DropTable { .. } => OpCode::DROP_TABLE,
             Op::AddBackend(_) => OpCode::ADD_BACKEND,
@@ -297,6 +292,10 @@ impl Op {
             Op::SaveNextId { next_id } => p.put_u64(*next_id),
             Op::CreateDb(db) => db.encode(&mut p),
             Op::DropDb { db_id } => p.put_u64(*db_id),
+            Op::RenameDb { db_id, new_name } => {
+                p.put_u64(*db_id);
+                p.put_str(new_name);
+            }
             Op::CreateTable(t) => t.encode(&mut p),
             Op::DropTable { db_id, table_id } => {
                 p.put_u64(*db_id);
@@ -373,6 +372,10 @@ fn decode_payload(op: OpCode, payload: &[u8]) -> Result<Op, WireError> {
         OpCode::DROP_DB => Op::DropDb {
             db_id: r.u64("db_id")?,
         },
+        OpCode::RENAME_DB => Op::RenameDb {
+            db_id: r.u64("db_id")?,
+            new_name: r.str("database name", NAME_LEN_MAX)?,
+        },
         OpCode::CREATE_TABLE => Op::CreateTable(Table::decode(&mut r)?),
         OpCode::DROP_TABLE => Op::DropTable {
             db_id: r.u64("db_id")?,
@@ -436,85 +439,4 @@ fn decode_session_write(r: &mut Reader<'_>) -> Result<Op, WireError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_name_the_op_and_the_problem() {
-        let entry = JournalEntry {
-            op: OpCode::ADD_BACKEND,
-            payload: Bytes::from_static(&[1, 0, 0]),
-        };
-        let err = Op::from_entry(&entry).unwrap_err().to_string();
-        assert!(
-            err.contains("ADD_BACKEND (50)") && err.contains("backend id"),
-            "{err}"
-        );
-
-        let err = Op::decode(&[0x12, 0x34, 1]).unwrap_err().to_string();
-        assert!(err.contains("unknown op 4660"), "{err}");
-
-        let bad_version = Op::decode(&[0, 70, 3, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap_err();
-        assert!(
-            bad_version.to_string().contains("version 3"),
-            "{bad_version}"
-        );
-        let v1 = Op::decode(&[0, 70, 1, 0, 0, 0, 0, 0, 0, 0, 1]).unwrap();
-        assert_eq!(
-            v1,
-            Op::Timestamp {
-                wall_ms: 1,
-                session_expiry_ms: 0
-            },
-            "a version-1 TIMESTAMP reads as expiry 0"
-        );
-
-        let trailing = Op::decode(&[0, 70, 1, 0, 0, 0, 0, 0, 0, 0, 1, 9]).unwrap_err();
-        assert!(trailing
-            .to_string()
-            .contains("TIMESTAMP (70) payload: 1 unexpected"));
-        assert!(matches!(
-            Op::decode(&[1]),
-            Err(JournalError::TooShort { len: 1 })
-        ));
-    }
-
-    #[test]
-    fn codes_are_stable() {
-        let codes: Vec<u16> = OpCode::ALL.iter().map(|c| c.0).collect();
-        assert_eq!(codes, [0, 1, 2, 10, 11, 50, 51, 52, 55, 57, 60, 70, 80]);
-        assert!(OpCode::ALL.iter().all(|c| c.name().is_some()));
-    }
-
-    #[test]
-    fn session_writes_round_trip_and_refuse_nesting_and_a_floor_above_seq() {
-        let tag = SessionTag {
-            client_id: 0xfeed,
-            seq: 9,
-            floor: 4,
-        };
-        let op = Op::SessionWrite {
-            tag,
-            inner: Box::new(Op::SetGlobalVariable {
-                name: "a".into(),
-                value: "b".into(),
-            }),
-        };
-        let bytes = op.to_entry().encode();
-        assert_eq!(Op::decode(&bytes).unwrap(), op);
-
-        let mut high_floor = bytes.clone();
-        high_floor[3 + 16..3 + 24].copy_from_slice(&10u64.to_be_bytes());
-        let err = Op::decode(&high_floor).unwrap_err().to_string();
-        assert!(err.contains("floor (above seq)"), "{err}");
-
-        let nested = Op::SessionWrite {
-            tag,
-            inner: Box::new(op),
-        };
-        let err = Op::decode(&nested.to_entry().encode())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("inner op code has invalid value 80"), "{err}");
-    }
-}
+mod tests;

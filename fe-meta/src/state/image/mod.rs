@@ -25,6 +25,7 @@
 //! next_id). Any failure names the section and record index; it never panics.
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use zab_core::Zxid;
 
 use bytes::BufMut;
 use sha2::{Digest, Sha256};
@@ -36,6 +37,10 @@ use crate::state::catalog::{
 };
 use crate::state::journal::ENTRY_LEN_MAX;
 use crate::wire::{Put, Reader, WireError};
+
+mod checked_io;
+
+use checked_io::{CrcReader, CrcWriter, HashWriter};
 
 /// The image magic.
 pub const IMAGE_MAGIC: &[u8; 8] = b"FEMETAIM";
@@ -154,7 +159,7 @@ pub fn write_image<W: Write>(catalog: &Catalog, out: W) -> Result<u64, ImageErro
     let mut head = Vec::with_capacity(40);
     head.extend_from_slice(IMAGE_MAGIC);
     head.extend_from_slice(&IMAGE_VERSION.to_be_bytes());
-    head.extend_from_slice(&catalog.journal_id().to_be_bytes());
+    head.extend_from_slice(&catalog.journal_id().0.to_be_bytes());
     head.extend_from_slice(&catalog.next_id().to_be_bytes());
     head.extend_from_slice(&catalog.last_timestamp_ms().to_be_bytes());
     w.put(&head)?;
@@ -218,41 +223,12 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
     };
     let (journal_id, next_id, timestamp_ms) = (be64(12), be64(20), be64(28));
     let mut cat = Catalog::new();
-    cat.set_journal_id(journal_id);
+    cat.set_journal_id(Zxid(journal_id));
     cat.set_last_timestamp_ms(timestamp_ms);
     cat.raise_next_id(next_id);
-    let mut buf = Vec::new();
     let mut total = 0u64;
     for (index, &(tag, section)) in sections.iter().enumerate() {
-        let mut t = [0u8; 9];
-        r.fill(&mut t, section)?;
-        if t[0] != tag {
-            return Err(ImageError::BadSection {
-                index,
-                expected: tag,
-                found: t[0],
-            });
-        }
-        let mut count = [0u8; 8];
-        count.copy_from_slice(&t[1..]);
-        let count = u64::from_be_bytes(count);
-        for i in 0..count {
-            read_record(&mut r, &mut buf, section, i)?;
-            let change =
-                restore_record(&mut cat, tag, &buf).map_err(|source| ImageError::Record {
-                    section,
-                    index: i,
-                    source,
-                })?;
-            if let Change::Ignored(why) = change {
-                return Err(ImageError::Inconsistent {
-                    section,
-                    index: i,
-                    why: why.to_owned(),
-                });
-            }
-            total += 1;
-        }
+        total += read_section(&mut r, &mut cat, index, tag, section)?;
     }
     read_end(&mut r, total)?;
     if cat.next_id() != next_id.max(crate::state::catalog::FIRST_ID) {
@@ -263,6 +239,45 @@ pub fn read_image<R: Read>(input: R) -> Result<Catalog, ImageError> {
         });
     }
     Ok(cat)
+}
+
+/// Reads section `index` (its tag, its count, its records) into `cat`; the number of records.
+fn read_section<R: Read>(
+    r: &mut CrcReader<R>,
+    cat: &mut Catalog,
+    index: usize,
+    tag: u8,
+    section: &'static str,
+) -> Result<u64, ImageError> {
+    let mut t = [0u8; 9];
+    r.fill(&mut t, section)?;
+    if t[0] != tag {
+        return Err(ImageError::BadSection {
+            index,
+            expected: tag,
+            found: t[0],
+        });
+    }
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&t[1..]);
+    let count = u64::from_be_bytes(count);
+    let mut buf = Vec::new();
+    for i in 0..count {
+        read_record(r, &mut buf, section, i)?;
+        let change = restore_record(cat, tag, &buf).map_err(|source| ImageError::Record {
+            section,
+            index: i,
+            source,
+        })?;
+        if let Change::Ignored(why) = change {
+            return Err(ImageError::Inconsistent {
+                section,
+                index: i,
+                why: why.to_owned(),
+            });
+        }
+    }
+    Ok(count)
 }
 
 /// The SHA-256 of `catalog`'s image (INV-2): equal on replicas that applied the same journal.
@@ -298,7 +313,7 @@ impl Enc for SessionItem<'_> {
         out.put_len(rec.outcomes.len());
         for (seq, o) in &rec.outcomes {
             out.put_u64(*seq);
-            out.put_u64(o.journal_id);
+            out.put_u64(o.journal_id.0);
             out.put_opt_u64(o.created_id);
         }
     }
@@ -315,7 +330,7 @@ fn restore_session(cat: &mut Catalog, r: &mut Reader<'_>) -> Result<Change, Wire
     for _ in 0..count {
         let seq = r.u64("outcome seq")?;
         let outcome = Outcome {
-            journal_id: r.u64("outcome journal id")?,
+            journal_id: Zxid(r.u64("outcome journal id")?),
             created_id: r.opt_u64("outcome created id")?,
         };
         if rec.outcomes.insert(seq, outcome).is_some() {
@@ -442,64 +457,5 @@ fn read_end<R: Read>(r: &mut CrcReader<R>, total: u64) -> Result<(), ImageError>
             offset: r.offset,
             source,
         }),
-    }
-}
-
-struct CrcWriter<W: Write> {
-    inner: BufWriter<W>,
-    crc: u32,
-    offset: u64,
-}
-
-impl<W: Write> CrcWriter<W> {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), ImageError> {
-        self.inner
-            .write_all(bytes)
-            .map_err(|source| ImageError::Io {
-                offset: self.offset,
-                source,
-            })?;
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
-        self.offset += bytes.len() as u64;
-        Ok(())
-    }
-}
-
-struct CrcReader<R: Read> {
-    inner: BufReader<R>,
-    crc: u32,
-    offset: u64,
-}
-
-impl<R: Read> CrcReader<R> {
-    fn fill(&mut self, out: &mut [u8], section: &'static str) -> Result<(), ImageError> {
-        self.inner.read_exact(out).map_err(|source| {
-            if source.kind() == io::ErrorKind::UnexpectedEof {
-                ImageError::Truncated {
-                    offset: self.offset,
-                    section,
-                }
-            } else {
-                ImageError::Io {
-                    offset: self.offset,
-                    source,
-                }
-            }
-        })?;
-        self.crc = crc32c::crc32c_append(self.crc, out);
-        self.offset += out.len() as u64;
-        Ok(())
-    }
-}
-
-struct HashWriter(Sha256);
-
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }

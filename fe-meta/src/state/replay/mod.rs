@@ -27,6 +27,7 @@
 //! | SAVE_NEXTID         | always: next_id = max(next_id, value)         |                  |
 //! | CREATE_DB           | id and name free (or the same db already)     | ignored          |
 //! | DROP_DB             | db exists; its tables go with it              | ignored          |
+//! | RENAME_DB           | db exists, new name free (or already its own); its tables stay with it | ignored |
 //! | CREATE_TABLE        | db exists, id and name free (or same table)   | ignored          |
 //! | DROP_TABLE          | table exists in that db                       | ignored          |
 //! | ADD_BACKEND         | id and host:port free (or same backend)       | ignored          |
@@ -40,6 +41,7 @@
 
 use thiserror::Error;
 use tracing::warn;
+use zab_core::Zxid;
 
 use crate::state::catalog::{
     Admission, Catalog, Change, Outcome as SessionOutcome, SessionTag, SharedCatalog,
@@ -50,10 +52,10 @@ use crate::state::journal::{JournalEntry, JournalError, Op, OpCode};
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ReplayError {
     /// The entry does not decode (unknown op, bad payload).
-    #[error("replay stopped at journal id {journal_id} ({op}): {source}")]
+    #[error("replay stopped at journal id {} ({op}): {source}", journal_id.0)]
     Undecodable {
         /// The entry's journal id.
-        journal_id: u64,
+        journal_id: Zxid,
         /// Its op code.
         op: OpCode,
         /// What is wrong.
@@ -61,22 +63,24 @@ pub enum ReplayError {
     },
     /// The entry is not after the catalog's last applied entry.
     #[error(
-        "replay refused journal id {journal_id} ({op}): the catalog already applied up to \
-         {applied}; journal ids must increase"
+        "replay refused journal id {} ({op}): the catalog already applied up to {}; journal \
+         ids must increase",
+        journal_id.0,
+        applied.0
     )]
     OutOfOrder {
         /// The entry's journal id.
-        journal_id: u64,
+        journal_id: Zxid,
         /// Its op code.
         op: OpCode,
         /// The catalog's journal id.
-        applied: u64,
+        applied: Zxid,
     },
 }
 
 impl ReplayError {
     /// The journal id replay stopped at.
-    pub fn journal_id(&self) -> u64 {
+    pub fn journal_id(&self) -> Zxid {
         match self {
             ReplayError::Undecodable { journal_id, .. }
             | ReplayError::OutOfOrder { journal_id, .. } => *journal_id,
@@ -127,7 +131,7 @@ impl Outcome {
 /// Applies the committed entry `entry` with id `journal_id` to `state` (see the module docs).
 pub fn apply(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     entry: &JournalEntry,
 ) -> Result<Change, ReplayError> {
     apply_entry(state, journal_id, entry).map(Outcome::change)
@@ -136,7 +140,7 @@ pub fn apply(
 /// [`apply`], reporting the typed [`Outcome`] (INV-6).
 pub fn apply_entry(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     entry: &JournalEntry,
 ) -> Result<Outcome, ReplayError> {
     if journal_id <= state.journal_id() {
@@ -154,7 +158,7 @@ pub fn apply_entry(
     let outcome = match apply_op_at(state, journal_id, &op) {
         Change::Applied => Outcome::Applied,
         Change::Ignored(why) => {
-            warn!(journal_id, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
+            warn!(journal_id = journal_id.0, op = %entry.op, why, "journal entry conflicts with the catalog; ignored");
             Outcome::Ignored(Conflict {
                 kind: conflict_kind(state, &op),
                 why,
@@ -176,10 +180,12 @@ fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
         Op::SessionWrite { inner, .. } => conflict_kind(state, inner),
         Op::CreateTable(t) if state.database(t.db_id).is_none() => ConflictKind::NotFound,
         Op::ModifyBackend(be) if state.backend(be.id).is_none() => ConflictKind::NotFound,
+        Op::RenameDb { db_id, .. } if state.database(*db_id).is_none() => ConflictKind::NotFound,
         Op::CreateDb(_)
         | Op::CreateTable(_)
         | Op::AddBackend(_)
         | Op::ModifyBackend(_)
+        | Op::RenameDb { .. }
         | Op::AddFrontend(_) => ConflictKind::AlreadyExists,
         Op::DropDb { .. }
         | Op::DropTable { .. }
@@ -193,13 +199,13 @@ fn conflict_kind(state: &Catalog, op: &Op) -> ConflictKind {
 
 /// Applies a decoded op without journal-id bookkeeping: the leader's `command::Planner` keeps
 /// its speculative catalog ahead of the replayed one with it (session outcomes recorded there
-/// carry journal id 0: not committed yet).
+/// carry journal id [`Zxid::ZERO`]: not committed yet).
 pub fn apply_op(state: &mut Catalog, op: &Op) -> Change {
-    apply_op_at(state, 0, op)
+    apply_op_at(state, Zxid::ZERO, op)
 }
 
-/// Applies a decoded op that is (or will be, for 0) journal entry `journal_id`.
-fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
+/// Applies a decoded op that is (or will be, for [`Zxid::ZERO`]) journal entry `journal_id`.
+fn apply_op_at(state: &mut Catalog, journal_id: Zxid, op: &Op) -> Change {
     match op {
         Op::SaveNextId { next_id } => {
             state.raise_next_id(*next_id);
@@ -207,6 +213,7 @@ fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
         }
         Op::CreateDb(db) => state.create_db(db.clone()),
         Op::DropDb { db_id } => state.drop_db(*db_id),
+        Op::RenameDb { db_id, new_name } => state.rename_db(*db_id, new_name),
         Op::CreateTable(t) => state.create_table(t.clone()),
         Op::DropTable { db_id, table_id } => state.drop_table(*db_id, *table_id),
         Op::AddBackend(be) => state.add_backend(be.clone()),
@@ -231,7 +238,7 @@ fn apply_op_at(state: &mut Catalog, journal_id: u64, op: &Op) -> Change {
 /// (`catalog::sessions`); the clock is the leader-logged TIMESTAMP time (INV-1).
 fn apply_session_write(
     state: &mut Catalog,
-    journal_id: u64,
+    journal_id: Zxid,
     tag: &SessionTag,
     inner: &Op,
 ) -> Change {
@@ -273,9 +280,9 @@ pub fn created_id_of(op: &Op) -> Option<u64> {
 /// Applies a batch of committed entries to the published catalog: one copy, one publish (the
 /// replayer's loop). On error the entries before the failing one are published and the error
 /// is returned; the failing entry and those after it are not applied.
-pub fn apply_batch<I>(shared: &SharedCatalog, entries: I) -> Result<u64, ReplayError>
+pub fn apply_batch<I>(shared: &SharedCatalog, entries: I) -> Result<Zxid, ReplayError>
 where
-    I: IntoIterator<Item = (u64, JournalEntry)>,
+    I: IntoIterator<Item = (Zxid, JournalEntry)>,
 {
     let mut next = Catalog::clone(&shared.load());
     let mut result = Ok(());
@@ -291,201 +298,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-
-    use super::*;
-    use crate::state::catalog::Database;
-
-    fn db(id: u64, name: &str) -> JournalEntry {
-        Op::CreateDb(Database {
-            id,
-            name: name.into(),
-        })
-        .to_entry()
-    }
-
-    #[test]
-    fn errors_name_journal_id_and_op_and_change_nothing() {
-        let mut c = Catalog::new();
-        apply(&mut c, 5, &db(10_000, "a")).unwrap();
-        let before = c.clone();
-        let unknown = JournalEntry {
-            op: OpCode(999),
-            payload: Bytes::new(),
-        };
-        let err = apply(&mut c, 6, &unknown).unwrap_err();
-        assert_eq!(err.journal_id(), 6);
-        assert!(
-            err.to_string().contains("journal id 6 (unknown op 999)"),
-            "{err}"
-        );
-        let bad = JournalEntry {
-            op: OpCode::CREATE_DB,
-            payload: Bytes::from_static(&[1, 0]),
-        };
-        let err = apply(&mut c, 7, &bad).unwrap_err().to_string();
-        assert!(
-            err.contains("journal id 7 (CREATE_DB (1))") && err.contains("database id"),
-            "{err}"
-        );
-        let err = apply(&mut c, 5, &db(10_001, "b")).unwrap_err();
-        assert!(matches!(err, ReplayError::OutOfOrder { applied: 5, .. }));
-        assert_eq!(c, before);
-    }
-
-    #[test]
-    fn conflicts_are_deterministic_no_ops_that_still_burn_ids() {
-        let mut c = Catalog::new();
-        apply(&mut c, 1, &db(10_000, "a")).unwrap();
-        let change = apply(&mut c, 2, &db(20_000, "a")).unwrap();
-        assert_eq!(change, Change::Ignored("database name already used"));
-        assert_eq!(c.databases().count(), 1);
-        assert_eq!(c.next_id(), 20_001);
-        assert_eq!(c.journal_id(), 2);
-        c.check().unwrap();
-    }
-
-    #[test]
-    fn an_ignored_entry_reports_a_typed_conflict() {
-        use crate::state::catalog::{Column, ColumnType, Table};
-        let mut c = Catalog::new();
-        assert_eq!(
-            apply_entry(&mut c, 1, &db(10_000, "a")).unwrap(),
-            Outcome::Applied
-        );
-        let taken = apply_entry(&mut c, 2, &db(10_001, "a")).unwrap();
-        assert_eq!(
-            taken,
-            Outcome::Ignored(Conflict {
-                kind: ConflictKind::AlreadyExists,
-                why: "database name already used"
-            })
-        );
-        let same_id = apply_entry(&mut c, 3, &db(10_000, "b")).unwrap();
-        assert!(matches!(
-            same_id,
-            Outcome::Ignored(Conflict {
-                kind: ConflictKind::AlreadyExists,
-                ..
-            })
-        ));
-        let table = |db_id| {
-            Op::CreateTable(Table {
-                id: 20_000,
-                db_id,
-                name: "t".into(),
-                columns: vec![Column {
-                    name: "k".into(),
-                    ty: ColumnType::Int,
-                    nullable: false,
-                    is_key: true,
-                    default: None,
-                }],
-            })
-            .to_entry()
-        };
-        let no_db = apply_entry(&mut c, 4, &table(99)).unwrap();
-        assert!(matches!(
-            no_db,
-            Outcome::Ignored(Conflict {
-                kind: ConflictKind::NotFound,
-                ..
-            })
-        ));
-        let gone = apply_entry(&mut c, 5, &Op::DropDb { db_id: 99 }.to_entry()).unwrap();
-        assert!(matches!(
-            gone,
-            Outcome::Ignored(Conflict {
-                kind: ConflictKind::NotFound,
-                ..
-            })
-        ));
-        assert_eq!(c.databases().count(), 1);
-    }
-
-    #[test]
-    fn session_writes_apply_once_and_stale_ones_never() {
-        let write = |seq: u64, floor: u64, value: &str| {
-            Op::SessionWrite {
-                tag: SessionTag {
-                    client_id: 42,
-                    seq,
-                    floor,
-                },
-                inner: Box::new(Op::SetGlobalVariable {
-                    name: "k".into(),
-                    value: value.into(),
-                }),
-            }
-            .to_entry()
-        };
-        let mut c = Catalog::new();
-        assert_eq!(
-            apply(&mut c, 1, &write(1, 1, "old")).unwrap(),
-            Change::Applied
-        );
-        assert_eq!(
-            apply(&mut c, 2, &write(2, 2, "new")).unwrap(),
-            Change::Applied
-        );
-        // The first write arrives again (a retry, or bytes delivered late): below the floor.
-        let stale = apply(&mut c, 3, &write(1, 1, "old")).unwrap();
-        assert!(matches!(stale, Change::Ignored(why) if why.contains("stale")));
-        assert_eq!(c.var("k"), Some("new"));
-        // A retry of the latest write: a duplicate, answered with the first outcome.
-        let dup = apply(&mut c, 4, &write(2, 2, "new")).unwrap();
-        assert!(matches!(dup, Change::Ignored(why) if why.contains("duplicate")));
-        let rec = c.sessions().get(42).unwrap();
-        assert_eq!(rec.outcomes.get(&2).map(|o| o.journal_id), Some(2));
-        c.check().unwrap();
-    }
-
-    #[test]
-    fn timestamps_expire_idle_sessions_at_the_same_journal_id_everywhere() {
-        let ts = |wall_ms: u64| {
-            Op::Timestamp {
-                wall_ms,
-                session_expiry_ms: 1_000,
-            }
-            .to_entry()
-        };
-        let session = |client_id: u64| {
-            Op::SessionWrite {
-                tag: SessionTag {
-                    client_id,
-                    seq: 1,
-                    floor: 1,
-                },
-                inner: Box::new(Op::SetGlobalVariable {
-                    name: "k".into(),
-                    value: "v".into(),
-                }),
-            }
-            .to_entry()
-        };
-        let mut c = Catalog::new();
-        apply(&mut c, 1, &ts(10_000)).unwrap();
-        apply(&mut c, 2, &session(1)).unwrap();
-        apply(&mut c, 3, &ts(10_500)).unwrap();
-        assert_eq!(c.sessions().len(), 1);
-        apply(&mut c, 4, &ts(11_001)).unwrap();
-        assert!(c.sessions().is_empty(), "idle since 10 000, expiry 1 000");
-    }
-
-    #[test]
-    fn batch_publishes_the_prefix_before_an_error() {
-        let shared = SharedCatalog::default();
-        let bad = JournalEntry {
-            op: OpCode(7),
-            payload: Bytes::new(),
-        };
-        let err = apply_batch(
-            &shared,
-            [(1, db(10_000, "a")), (2, bad), (3, db(10_001, "b"))],
-        );
-        assert_eq!(err.unwrap_err().journal_id(), 2);
-        assert_eq!(shared.journal_id(), 1);
-        assert_eq!(shared.load().databases().count(), 1);
-    }
-}
+mod tests;
