@@ -46,7 +46,7 @@ pub mod wire;
 pub use state::catalog::{Catalog, SharedCatalog};
 /// A journal id is the zxid of the ZAB txn that carries the entry: its leader's epoch and a
 /// counter within it.
-pub use zab_core::{Epoch, Zxid};
+pub use zab_net::{Epoch, Zxid};
 
 pub use command::{Command, CommandError, NodeCommand, Planned, Planner, Write};
 pub use error::MetaError;

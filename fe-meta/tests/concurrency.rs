@@ -10,7 +10,7 @@ use std::thread;
 use fe_meta::command::{Command, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
 use fe_meta::state::machine::MetaState;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 /// PITFALLS E11 (in-process half): replay publishes versions without a lock readers hold, so
 /// readers never block it; the server-side waits are in `server_forward`.

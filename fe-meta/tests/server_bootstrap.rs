@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use server_support::{add_backend, call, Cluster};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use zab_core::Role;
+use zab_net::Role;
 
 async fn mntr(addr: std::net::SocketAddr) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

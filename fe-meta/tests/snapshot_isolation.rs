@@ -12,7 +12,7 @@ use fe_meta::command::{self, Command, NodeCommand, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
 use fe_meta::state::image::{digest, read_image};
 use fe_meta::state::machine::MetaState;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
 fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &command::Write) {

@@ -9,7 +9,7 @@ use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
 use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
 use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 /// A committed write: committed on a quorum and applied on the node that answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

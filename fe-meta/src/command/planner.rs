@@ -161,7 +161,7 @@ mod tests {
     }
 
     fn commit(applied: &mut Catalog, journal_id: u64, planned: &Planned) {
-        apply(applied, zab_core::Zxid(journal_id), &planned.entry).unwrap();
+        apply(applied, zab_net::Zxid(journal_id), &planned.entry).unwrap();
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! line, `\n` line ends.
 
 use std::fmt::Write;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use zab_net::SyncCounters;
 

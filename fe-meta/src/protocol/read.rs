@@ -11,7 +11,7 @@ use super::{
 };
 use crate::state::catalog::{Catalog, Frontend};
 use crate::state::image;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 /// The answer to `body` from `catalog`, if `body` is a read that needs only the catalog
 /// (DIGEST, SHOW_BACKENDS, SHOW_DATABASES, SHOW_TABLES, GET_VAR, SHOW_VARS); `None` otherwise.

@@ -8,7 +8,7 @@
 //! bytes could hold.
 
 use bytes::BufMut;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};

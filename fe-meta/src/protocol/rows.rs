@@ -4,7 +4,7 @@
 //! INV-1: decoding never panics; encode and decode are exact inverses.
 
 use bytes::BufMut;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use super::fourlw::Mode;
 use crate::state::catalog::{Codec, Frontend, FrontendRole, NAME_LEN_MAX};

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use zab_core::{LearnerType, ServerId};
 use zab_net::config::{load, read_myid, ConfigError, NodeConfig, ServerAddr};
+use zab_net::{LearnerType, ServerId};
 
 use super::ServerError;
 use crate::state::catalog::FrontendRole;

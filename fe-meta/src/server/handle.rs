@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use zab_core::{Role, Zxid};
 use zab_net::NodeStatus;
+use zab_net::{Role, Zxid};
 
 use super::session::RequestContext;
 use super::write::is_serving_leader;

@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use crate::server::staleness::{Stale, StalenessGuard};
 use crate::state::catalog::{Catalog, SharedCatalog};

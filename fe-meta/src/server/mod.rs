@@ -49,9 +49,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
-use zab_core::{ServerId, Zxid};
 use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus};
+use zab_net::{ServerId, Zxid};
 
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
 pub use fatal::{FatalStop, FATAL_EXIT_STATUS};

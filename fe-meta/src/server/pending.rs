@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{oneshot, Mutex};
-use zab_core::{Epoch, Zxid};
+use zab_net::{Epoch, Zxid};
 use zab_net::{Node, SubmitError};
 
 use super::session::{Planning, WriteAnswer};

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
 use crate::protocol::{ErrorReply, RequestMeta, Status};

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
-use zab_core::{Epoch, Role, ServerId, Zxid};
+use zab_net::{Epoch, Role, ServerId, Zxid};
 use zab_net::{NodeStatus, SubmitError};
 
 use super::machine::{wait_applied, wall_ms};

@@ -22,7 +22,7 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use tracing::debug;
-use zab_core::Zxid;
+use zab_net::Zxid;
 use zab_net::{ApplyError, SnapshotSource, StateMachine};
 
 use crate::state::catalog::{Catalog, SharedCatalog};

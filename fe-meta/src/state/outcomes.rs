@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use crate::state::replay::{Conflict, Outcome};
 

@@ -18,8 +18,8 @@ use fe_meta::protocol::{
 use fe_meta::server::{Server, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zab_core::Role;
 use zab_net::NodeOptions;
+use zab_net::Role;
 
 /// A port free right now, taken below the kernel's ephemeral range (32768+) so that no
 /// outgoing connection of a concurrently running test can grab it between this check and the

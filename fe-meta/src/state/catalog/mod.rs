@@ -22,7 +22,7 @@ mod shared;
 mod types;
 
 use std::sync::Arc;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use imbl::OrdMap;
 

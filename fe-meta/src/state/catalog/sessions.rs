@@ -30,7 +30,7 @@
 //! ([`Sessions::check`]).
 
 use std::sync::Arc;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use imbl::{OrdMap, OrdSet};
 

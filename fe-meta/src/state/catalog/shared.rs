@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use super::Catalog;
 

@@ -25,7 +25,7 @@
 //! next_id). Any failure names the section and record index; it never panics.
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use bytes::BufMut;
 use sha2::{Digest, Sha256};

@@ -41,7 +41,7 @@
 
 use thiserror::Error;
 use tracing::warn;
-use zab_core::Zxid;
+use zab_net::Zxid;
 
 use crate::state::catalog::{
     Admission, Catalog, Change, Outcome as SessionOutcome, SessionTag, SharedCatalog,
