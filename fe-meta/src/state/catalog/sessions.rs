@@ -146,11 +146,14 @@ impl Sessions {
             .remove(&(rec.last_active_ms, tag.client_id));
         rec.last_active_ms = rec.last_active_ms.max(now_ms);
         rec.floor = rec.floor.max(tag.floor);
-        let (_, at_floor, mut kept) = rec.outcomes.split_lookup(&rec.floor);
-        if let Some(outcome) = at_floor {
-            kept.insert(rec.floor, outcome);
+        // Drop the outcomes the floor passed, lowest first: O(log n) each, and each outcome
+        // is dropped once (splitting the map instead would rebuild it on every write).
+        while let Some(&(lowest, _)) = rec.outcomes.get_min() {
+            if lowest >= rec.floor {
+                break;
+            }
+            rec.outcomes.remove(&lowest);
         }
-        rec.outcomes = kept;
         self.put(tag.client_id, rec);
     }
 
