@@ -87,123 +87,8 @@ fn invalid_commands_are_refused_with_typed_errors() {
     run(&mut p, &mut c, table("d", "t", &["a"])).unwrap();
     let before = c.clone();
 
-    let cases: Vec<(Write, Status, &str)> = vec![
-        (
-            add_be("h1", 9050).into(),
-            Status::AlreadyExists,
-            "backend h1:9050 already exists (id 10000)",
-        ),
-        (
-            add_be("h1", 0).into(),
-            Status::InvalidArgument,
-            "invalid port",
-        ),
-        (
-            add_be("", 1).into(),
-            Status::InvalidArgument,
-            "invalid host",
-        ),
-        (
-            add_be("a b", 1).into(),
-            Status::InvalidArgument,
-            "invalid host",
-        ),
-        (
-            Write::from(Command::DropBackend(BackendRef::Id(7))),
-            Status::NotFound,
-            "unknown backend id 7",
-        ),
-        (
-            Write::from(Command::ModifyBackend {
-                target: BackendRef::Addr {
-                    host: "h2".into(),
-                    port: 1,
-                },
-                state: None,
-                capacity_bytes: Some(1),
-            }),
-            Status::NotFound,
-            "unknown backend h2:1",
-        ),
-        (
-            Write::from(Command::CreateDb { name: "d".into() }),
-            Status::AlreadyExists,
-            "database \"d\" already exists",
-        ),
-        (
-            Write::from(Command::CreateDb { name: "1x".into() }),
-            Status::InvalidArgument,
-            "invalid database name",
-        ),
-        (
-            Write::from(Command::CreateDb {
-                name: "x".repeat(300),
-            }),
-            Status::InvalidArgument,
-            "longer than 256",
-        ),
-        (
-            Write::from(Command::DropDb {
-                name: "nope".into(),
-            }),
-            Status::NotFound,
-            "unknown database \"nope\"",
-        ),
-        (
-            table("nope", "t", &["a"]).into(),
-            Status::NotFound,
-            "unknown database \"nope\"",
-        ),
-        (
-            table("d", "t", &["a"]).into(),
-            Status::AlreadyExists,
-            "table d.t already exists",
-        ),
-        (
-            table("d", "u", &[]).into(),
-            Status::InvalidArgument,
-            "invalid column count",
-        ),
-        (
-            table("d", "u", &["a", "A"]).into(),
-            Status::InvalidArgument,
-            "appears twice",
-        ),
-        (
-            Write::from(Command::DropTable {
-                db: "d".into(),
-                name: "zz".into(),
-            }),
-            Status::NotFound,
-            "unknown table d.zz",
-        ),
-        (
-            Write::from(NodeCommand::DropFrontend { sid: 9 }),
-            Status::NotFound,
-            "unknown frontend 9",
-        ),
-        (
-            Write::from(Command::SetVar {
-                name: "bad name".into(),
-                value: String::new(),
-            }),
-            Status::InvalidArgument,
-            "invalid variable name",
-        ),
-        (
-            Write::from(Command::SetVar {
-                name: "v".into(),
-                value: "x".repeat(70_000),
-            }),
-            Status::InvalidArgument,
-            "invalid variable value",
-        ),
-        (
-            Write::from(NodeCommand::ReserveIds { count: 0 }),
-            Status::InvalidArgument,
-            "invalid id count",
-        ),
-    ];
+    let mut cases = backend_and_database_refusals();
+    cases.extend(table_variable_and_node_refusals());
     for (cmd, kind, text) in cases {
         let err = p.plan(&cmd).unwrap_err();
         assert_eq!(err.status(), kind, "{cmd:?}: {err}");
@@ -370,4 +255,132 @@ fn replay_ignores_a_rename_that_conflicts_and_reports_its_class() {
     );
     assert_eq!(c.database(10_000).unwrap().name, "z");
     c.check().unwrap();
+}
+
+/// What `invalid_commands_are_refused_with_typed_errors` expects of backend and database
+/// writes: (write, status, a part of the message).
+fn backend_and_database_refusals() -> Vec<(Write, Status, &'static str)> {
+    vec![
+        (
+            add_be("h1", 9050).into(),
+            Status::AlreadyExists,
+            "backend h1:9050 already exists (id 10000)",
+        ),
+        (
+            add_be("h1", 0).into(),
+            Status::InvalidArgument,
+            "invalid port",
+        ),
+        (
+            add_be("", 1).into(),
+            Status::InvalidArgument,
+            "invalid host",
+        ),
+        (
+            add_be("a b", 1).into(),
+            Status::InvalidArgument,
+            "invalid host",
+        ),
+        (
+            Write::from(Command::DropBackend(BackendRef::Id(7))),
+            Status::NotFound,
+            "unknown backend id 7",
+        ),
+        (
+            Write::from(Command::ModifyBackend {
+                target: BackendRef::Addr {
+                    host: "h2".into(),
+                    port: 1,
+                },
+                state: None,
+                capacity_bytes: Some(1),
+            }),
+            Status::NotFound,
+            "unknown backend h2:1",
+        ),
+        (
+            Write::from(Command::CreateDb { name: "d".into() }),
+            Status::AlreadyExists,
+            "database \"d\" already exists",
+        ),
+        (
+            Write::from(Command::CreateDb { name: "1x".into() }),
+            Status::InvalidArgument,
+            "invalid database name",
+        ),
+        (
+            Write::from(Command::CreateDb {
+                name: "x".repeat(300),
+            }),
+            Status::InvalidArgument,
+            "longer than 256",
+        ),
+        (
+            Write::from(Command::DropDb {
+                name: "nope".into(),
+            }),
+            Status::NotFound,
+            "unknown database \"nope\"",
+        ),
+    ]
+}
+
+/// The same for table, variable and node writes.
+fn table_variable_and_node_refusals() -> Vec<(Write, Status, &'static str)> {
+    vec![
+        (
+            table("nope", "t", &["a"]).into(),
+            Status::NotFound,
+            "unknown database \"nope\"",
+        ),
+        (
+            table("d", "t", &["a"]).into(),
+            Status::AlreadyExists,
+            "table d.t already exists",
+        ),
+        (
+            table("d", "u", &[]).into(),
+            Status::InvalidArgument,
+            "invalid column count",
+        ),
+        (
+            table("d", "u", &["a", "A"]).into(),
+            Status::InvalidArgument,
+            "appears twice",
+        ),
+        (
+            Write::from(Command::DropTable {
+                db: "d".into(),
+                name: "zz".into(),
+            }),
+            Status::NotFound,
+            "unknown table d.zz",
+        ),
+        (
+            Write::from(NodeCommand::DropFrontend { sid: 9 }),
+            Status::NotFound,
+            "unknown frontend 9",
+        ),
+        (
+            Write::from(Command::SetVar {
+                name: "bad name".into(),
+                value: String::new(),
+            }),
+            Status::InvalidArgument,
+            "invalid variable name",
+        ),
+        (
+            Write::from(Command::SetVar {
+                name: "v".into(),
+                value: "x".repeat(70_000),
+            }),
+            Status::InvalidArgument,
+            "invalid variable value",
+        ),
+        (
+            Write::from(NodeCommand::ReserveIds { count: 0 }),
+            Status::InvalidArgument,
+            "invalid id count",
+        ),
+    ]
 }

@@ -21,16 +21,24 @@ use proptest::prelude::*;
 /// A catalog of `backends` backends, `dbs` databases with `tables_per_db` tables of `cols`
 /// columns each, three frontends and a few variables, built through replay.
 fn build(backends: u64, dbs: u64, tables_per_db: u64, cols: usize) -> Catalog {
-    let mut c = Catalog::new();
-    let mut zxid = 0u64;
     let mut id = 10_000u64;
-    let mut put = |c: &mut Catalog, op: Op| {
-        zxid += 1;
-        apply(c, Zxid(zxid), &op.to_entry()).unwrap();
-    };
+    let mut ops = backend_ops(backends, &mut id);
+    ops.extend(database_ops(dbs, tables_per_db, cols, &mut id));
+    ops.extend(frontend_variable_and_session_ops());
+    ops.push(Op::SaveNextId { next_id: id + 1000 });
+    let mut c = Catalog::new();
+    for (zxid, op) in (1u64..).zip(ops) {
+        apply(&mut c, Zxid(zxid), &op.to_entry()).unwrap();
+    }
+    c
+}
+
+/// `backends` backends, ids from `*id` on.
+fn backend_ops(backends: u64, id: &mut u64) -> Vec<Op> {
+    let mut ops = Vec::new();
     for i in 0..backends {
         let be = Backend {
-            id,
+            id: *id,
             host: format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255),
             heartbeat_port: 9050 + (i >> 24) as u16,
             state: if i % 7 == 0 {
@@ -40,67 +48,69 @@ fn build(backends: u64, dbs: u64, tables_per_db: u64, cols: usize) -> Catalog {
             },
             capacity_bytes: i << 30,
         };
-        id += 1;
-        put(&mut c, Op::AddBackend(be));
+        *id += 1;
+        ops.push(Op::AddBackend(be));
     }
+    ops
+}
+
+/// `dbs` databases, each followed by its `tables_per_db` tables of `cols` columns; ids from
+/// `*id` on.
+fn database_ops(dbs: u64, tables_per_db: u64, cols: usize, id: &mut u64) -> Vec<Op> {
+    let mut ops = Vec::new();
     let columns = common::bulk_columns(cols);
     for d in 0..dbs {
-        let db_id = id;
-        id += 1;
-        put(
-            &mut c,
-            Op::CreateDb(Database {
-                id: db_id,
-                name: format!("db{d}"),
-            }),
-        );
+        let db_id = *id;
+        *id += 1;
+        ops.push(Op::CreateDb(Database {
+            id: db_id,
+            name: format!("db{d}"),
+        }));
         for t in 0..tables_per_db {
             let table = Table {
-                id,
+                id: *id,
                 db_id,
                 name: format!("t{t}"),
                 columns: columns.clone(),
             };
-            id += 1;
-            put(&mut c, Op::CreateTable(table));
+            *id += 1;
+            ops.push(Op::CreateTable(table));
         }
     }
+    ops
+}
+
+/// Three frontends (the third an observer), three variables, a TIMESTAMP and two session
+/// writes of three clients.
+fn frontend_variable_and_session_ops() -> Vec<Op> {
+    let mut ops = Vec::new();
     for sid in 1..=3 {
-        put(
-            &mut c,
-            Op::AddFrontend(Frontend {
-                sid,
-                name: format!("fe{sid}"),
-                host: "127.0.0.1".into(),
-                client_port: 2180 + sid as u16,
-                role: if sid == 3 {
-                    FrontendRole::Observer
-                } else {
-                    FrontendRole::Follower
-                },
-            }),
-        );
+        ops.push(Op::AddFrontend(Frontend {
+            sid,
+            name: format!("fe{sid}"),
+            host: "127.0.0.1".into(),
+            client_port: 2180 + sid as u16,
+            role: if sid == 3 {
+                FrontendRole::Observer
+            } else {
+                FrontendRole::Follower
+            },
+        }));
     }
     for (k, v) in [
         ("query_timeout", "300"),
         ("time_zone", "UTC"),
         ("empty", ""),
     ] {
-        put(
-            &mut c,
-            Op::SetGlobalVariable {
-                name: k.into(),
-                value: v.into(),
-            },
-        );
+        ops.push(Op::SetGlobalVariable {
+            name: k.into(),
+            value: v.into(),
+        });
     }
-    put(
-        &mut c,
-        Op::Timestamp {
-            wall_ms: 1_700_000_000_123,
-            session_expiry_ms: 600_000,
-        },
-    );
+    ops.push(Op::Timestamp {
+        wall_ms: 1_700_000_000_123,
+        session_expiry_ms: 600_000,
+    });
     for client_id in [3u64, 1, u64::MAX] {
         for seq in 1..=2 {
             let tag = SessionTag {
@@ -112,11 +122,10 @@ fn build(backends: u64, dbs: u64, tables_per_db: u64, cols: usize) -> Catalog {
                 name: format!("s{client_id}"),
                 value: seq.to_string(),
             });
-            put(&mut c, Op::SessionWrite { tag, inner });
+            ops.push(Op::SessionWrite { tag, inner });
         }
     }
-    put(&mut c, Op::SaveNextId { next_id: id + 1000 });
-    c
+    ops
 }
 
 #[test]

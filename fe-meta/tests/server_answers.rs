@@ -87,29 +87,54 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
         ("first", same_name_forwarded.await.unwrap()),
     ];
 
-    // The timed-out write committed after all; wait for it on every node.
+    let catalogs = wait_everywhere(&c, "first").await;
+    every_written_answer_is_in_every_catalog(&answers, &catalogs);
+    for (_, same) in &answers[1..] {
+        let e = same
+            .as_ref()
+            .expect_err("`first` was pending: another create of it cannot succeed");
+        assert_eq!(e.status, Status::AlreadyExists, "{e:?}");
+    }
+    let ids = second_is_written_and_ids_are_unique(&answers[0].1, &catalogs);
+    a_new_create_gets_a_fresh_id(&c, leader, follower, &ids).await;
+    c.stop_all().await;
+}
+
+type Catalogs = Vec<(u64, Vec<(String, u64)>)>;
+
+/// The timed-out write committed after all: waits (20 s at most) until every node has a
+/// database named `name`; each node's databases then.
+async fn wait_everywhere(c: &Cluster, name: &str) -> Catalogs {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut catalogs = Vec::new();
     for sid in 1..=3 {
         loop {
-            let dbs = databases(&c, sid).await;
-            if dbs.iter().any(|(n, _)| n == "first") {
+            let dbs = databases(c, sid).await;
+            if dbs.iter().any(|(n, _)| n == name) {
                 catalogs.push((sid, dbs));
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "node {sid}: `first` never landed"
+                "node {sid}: `{name}` never landed"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    catalogs
+}
 
-    for (name, answer) in &answers {
+/// Every `Written` answer's database is in every node's catalog with the answered id; the
+/// errors are conflicts (or TIMEOUT, if this machine stalled past the write's timeout).
+fn every_written_answer_is_in_every_catalog(
+    answers: &[(&str, Result<ResponseBody, ErrorReply>)],
+    catalogs: &Catalogs,
+) {
+    for (name, answer) in answers {
         match answer {
             Ok(ResponseBody::Written { created_id, .. }) => {
                 let id = created_id.expect("a create answers the new id");
-                for (sid, dbs) in &catalogs {
+                for (sid, dbs) in catalogs {
                     assert!(
                         dbs.contains(&(name.to_string(), id)),
                         "node {sid}: `{name}` was answered Written with id {id}, but the \
@@ -128,16 +153,16 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
             ),
         }
     }
-    for (_, same) in &answers[1..] {
-        let e = same
-            .as_ref()
-            .expect_err("`first` was pending: another create of it cannot succeed");
-        assert_eq!(e.status, Status::AlreadyExists, "{e:?}");
-    }
-    // `second` conflicts with nothing: Written, unless the machine stalled so long that it
-    // timed out before the freeze ended (its outcome then unknown, which is no wrong answer).
-    let (_, other) = &answers[0];
-    match other {
+}
+
+/// `second` conflicts with nothing: Written, unless the machine stalled so long that it timed
+/// out before the freeze ended (its outcome then unknown, which is no wrong answer). Every
+/// node holds the same databases, with unique ids; those ids.
+fn second_is_written_and_ids_are_unique(
+    second: &Result<ResponseBody, ErrorReply>,
+    catalogs: &Catalogs,
+) -> std::collections::BTreeSet<u64> {
+    match second {
         Ok(ResponseBody::Written { .. }) => {}
         Err(e) if e.status == Status::Timeout => {
             println!("NOTE: `second` timed out (machine stalled): {e:?}");
@@ -146,11 +171,20 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
     }
     let ids: std::collections::BTreeSet<u64> = catalogs[0].1.iter().map(|(_, id)| *id).collect();
     assert_eq!(ids.len(), catalogs[0].1.len(), "ids are unique");
-    for (sid, dbs) in &catalogs {
+    for (sid, dbs) in catalogs {
         assert_eq!(dbs, &catalogs[0].1, "node {sid} differs");
     }
-    // Everything settled (the timed-out entry too, by the node's late answer): the planner is
-    // back on the applied catalog, and a new create gets an id no one has.
+    ids
+}
+
+/// Everything settled (the timed-out entry too, by the node's late answer): the planner is
+/// back on the applied catalog, and a new create gets an id no one has.
+async fn a_new_create_gets_a_fresh_id(
+    c: &Cluster,
+    leader: u64,
+    follower: u64,
+    ids: &std::collections::BTreeSet<u64>,
+) {
     let Ok(ResponseBody::Written {
         created_id: Some(id),
         ..
@@ -159,8 +193,7 @@ async fn a_write_planned_after_a_timed_out_one_is_not_acknowledged_for_a_conflic
         panic!("a create after everything settled must succeed");
     };
     assert!(!ids.contains(&id), "id {id} reused");
-    assert!(databases(&c, follower)
+    assert!(databases(c, follower)
         .await
         .contains(&("third".to_string(), id)));
-    c.stop_all().await;
 }

@@ -21,6 +21,19 @@ async fn writes_through_any_node_are_read_there_at_once() {
     let mut c = Cluster::new(3, "meta_delay_toleration_second=60\nleader_wait_ms=3000");
     c.start_all().await;
     let leader = c.wait_stable(Duration::from_secs(20)).await;
+    each_node_reads_its_own_write_at_once(&c).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+    refused_writes_are_typed(&c, follower).await;
+    pipelined_writes_are_answered_by_id(&c, follower).await;
+    replicas_agree(&c).await;
+    frontends_show_one_leader(&c, leader, follower).await;
+    status_and_four_letter_words(&c, leader, follower).await;
+    c.stop_all().await;
+}
+
+/// A write through each node: the node that answered has applied it (a plain read there
+/// sees it), every other node sees it with a sync read.
+async fn each_node_reads_its_own_write_at_once(c: &Cluster) {
     for (i, sid) in [1u64, 2, 3].into_iter().enumerate() {
         let host = format!("be{i}.example");
         let mut client = Client::connect(c.addr(sid)).await;
@@ -53,8 +66,10 @@ async fn writes_through_any_node_are_read_there_at_once() {
             );
         }
     }
-    // A refused write through a follower comes back typed and logs nothing.
-    let follower = if leader == 1 { 2 } else { 1 };
+}
+
+/// A refused write through a follower comes back typed and logs nothing.
+async fn refused_writes_are_typed(c: &Cluster, follower: u64) {
     let dup = call(c.addr(follower), add_backend("be0.example", 9050))
         .await
         .unwrap_err();
@@ -64,8 +79,10 @@ async fn writes_through_any_node_are_read_there_at_once() {
     });
     let e = call(c.addr(follower), unknown).await.unwrap_err();
     assert_eq!(e.status, Status::NotFound, "{e:?}");
+}
 
-    // Pipelining: many writes in flight on one connection, answered by id.
+/// Pipelining: many writes in flight on one connection, answered by id.
+async fn pipelined_writes_are_answered_by_id(c: &Cluster, follower: u64) {
     let mut client = Client::connect(c.addr(follower)).await;
     let mut ids = Vec::new();
     for i in 0..20 {
@@ -88,8 +105,10 @@ async fn writes_through_any_node_are_read_there_at_once() {
     }
     seen.sort_unstable();
     assert_eq!(seen, ids);
+}
 
-    // Replicas agree: same digest at the same journal id after sync.
+/// Replicas agree: same digest at the same journal id after sync.
+async fn replicas_agree(c: &Cluster) {
     let mut digests = Vec::new();
     for sid in [1u64, 2, 3] {
         let _ = call(c.addr(sid), RequestBody::Sync).await.unwrap();
@@ -109,8 +128,10 @@ async fn writes_through_any_node_are_read_there_at_once() {
             }
         }
     }
+}
 
-    // SHOW FRONTENDS on a follower: three rows, one leader, all alive.
+/// SHOW FRONTENDS on a follower: three rows, one leader, all alive.
+async fn frontends_show_one_leader(c: &Cluster, leader: u64, follower: u64) {
     let r = call(c.addr(follower), RequestBody::ShowFrontends(PLAIN))
         .await
         .unwrap();
@@ -122,8 +143,10 @@ async fn writes_through_any_node_are_read_there_at_once() {
     let leaders: Vec<u64> = rows.iter().filter(|f| f.is_leader).map(|f| f.sid).collect();
     assert_eq!(leaders, vec![leader]);
     assert!(rows.iter().all(|f| f.replayed_journal_id > Zxid::ZERO));
+}
 
-    // STATUS and the four-letter words.
+/// STATUS and the four-letter words.
+async fn status_and_four_letter_words(c: &Cluster, leader: u64, follower: u64) {
     let st = call(c.addr(leader), RequestBody::Status).await.unwrap();
     let ResponseBody::Status(st) = st else {
         panic!()
@@ -144,7 +167,6 @@ async fn writes_through_any_node_are_read_there_at_once() {
     assert!(mntr.contains("zk_synced_followers\t2\n"), "{mntr}");
     let stat = four(c.addr(leader), "stat").await;
     assert!(stat.contains("Clients:\n"), "{stat}");
-    c.stop_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

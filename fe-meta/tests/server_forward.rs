@@ -186,31 +186,9 @@ async fn forwarded_writes_and_many_reads_run_together_without_deadlock() {
                 }
             }));
         }
-        let mut readers = Vec::new();
-        for r in 0..4usize {
-            let (addrs, done) = (addrs.clone(), done.clone());
-            readers.push(tokio::spawn(async move {
-                let mut clients = Vec::new();
-                for a in &addrs {
-                    clients.push(Client::connect(*a).await);
-                }
-                let mut n = 0u64;
-                while !done.load(std::sync::atomic::Ordering::Acquire) {
-                    let opts = if (n + r as u64).is_multiple_of(3) {
-                        SYNC
-                    } else {
-                        PLAIN
-                    };
-                    let k = (n as usize + r) % clients.len();
-                    clients[k]
-                        .call(RequestBody::ShowBackends(opts))
-                        .await
-                        .unwrap();
-                    n += 1;
-                }
-                n
-            }));
-        }
+        let readers: Vec<_> = (0..4usize)
+            .map(|r| tokio::spawn(read_until(addrs.clone(), r, done.clone())))
+            .collect();
         for w in writers {
             w.await.unwrap();
         }
@@ -235,6 +213,34 @@ async fn forwarded_writes_and_many_reads_run_together_without_deadlock() {
         assert_eq!(backends_of(&r).len(), 80);
     }
     c.stop_all().await;
+}
+
+/// Reads SHOW BACKENDS round-robin over `addrs` (every third synced, offset by `r`) until
+/// `done`; how many reads it made.
+async fn read_until(
+    addrs: Vec<SocketAddr>,
+    r: usize,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u64 {
+    let mut clients = Vec::new();
+    for a in &addrs {
+        clients.push(Client::connect(*a).await);
+    }
+    let mut n = 0u64;
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        let opts = if (n + r as u64).is_multiple_of(3) {
+            SYNC
+        } else {
+            PLAIN
+        };
+        let k = (n as usize + r) % clients.len();
+        clients[k]
+            .call(RequestBody::ShowBackends(opts))
+            .await
+            .unwrap();
+        n += 1;
+    }
+    n
 }
 
 /// PITFALLS E15: the ZAB epoch is exposed for fencing. STATUS (`fe-meta status`) and `mntr`
