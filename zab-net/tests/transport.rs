@@ -1,91 +1,28 @@
-//! Transports on loopback with ephemeral ports: messages flow between three servers, FIFO per
-//! link, one connection per pair and channel; strangers are refused; a bad frame or a slow peer
-//! costs only its own connection; a restarted server is reconnected.
+//! Transports on loopback facing strangers and misbehaving peers: a peer of another cluster
+//! or an unknown sid is refused at the handshake; a bad frame or a slow peer costs only its
+//! own connection; a peer that never answers delays nobody else. (Ordered delivery,
+//! reconnection and `disconnect`: `transport_delivery.rs`.)
 
 // Test helpers outside #[test] fns fail loudly on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::transport::{
+    cluster, config, expect_silence, init_tracing, loopback0, next_event, next_message,
+    notification, Node, CLUSTER, WAIT,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
-use zab_core::{ElectionState, Epoch, Message, Notification, RequestId, ServerId, Vote, Zxid};
+use zab_core::{Message, RequestId, ServerId};
 use zab_net::handshake::{self, Channel, Hello, Refusal, Reply};
 use zab_net::transport::{Event, PeerAddrs, SendError, Transport, TransportConfig};
-
-const CLUSTER: u64 = 0xC1;
-const WAIT: Duration = Duration::from_secs(10);
-
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
-fn loopback0() -> PeerAddrs {
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    PeerAddrs {
-        quorum: any,
-        election: any,
-    }
-}
-
-fn config(sid: u64, cluster: u64, peers: &[u64], listen: PeerAddrs) -> TransportConfig {
-    let peers = peers
-        .iter()
-        .filter(|p| **p != sid)
-        .map(|p| (ServerId(*p), PeerAddrs::UNKNOWN))
-        .collect();
-    let mut cfg = TransportConfig::new(ServerId(sid), cluster, listen, peers);
-    cfg.backoff_min = Duration::from_millis(10);
-    cfg.backoff_max = Duration::from_millis(200);
-    cfg.connect_back_wait = Duration::from_millis(500);
-    cfg
-}
-
-type Node = (Transport, mpsc::Receiver<Event>);
-
-/// Starts transports for `sids` and tells each where the others listen.
-async fn cluster(sids: &[u64]) -> Vec<Node> {
-    let mut nodes = Vec::new();
-    for sid in sids {
-        nodes.push(
-            Transport::start(config(*sid, CLUSTER, sids, loopback0()))
-                .await
-                .unwrap(),
-        );
-    }
-    let addrs: Vec<(ServerId, PeerAddrs)> = nodes
-        .iter()
-        .map(|(t, _)| (t.sid(), t.local_addrs()))
-        .collect();
-    for (t, _) in &nodes {
-        for (sid, a) in &addrs {
-            if *sid != t.sid() {
-                t.set_peer_addrs(*sid, *a).unwrap();
-            }
-        }
-    }
-    nodes
-}
-
-fn notification(round: u64) -> Message {
-    Message::Notification(Notification {
-        vote: Vote {
-            leader: ServerId(1),
-            zxid: Zxid(5),
-            peer_epoch: Epoch(1),
-        },
-        round,
-        state: ElectionState::Looking,
-    })
-}
 
 /// Sid 3 (started with `cfg`) wired to sid 1, a real transport, and to sid 2, whose quorum and
 /// election ports are one listener that the caller controls (it may never accept or read).
@@ -127,87 +64,6 @@ async fn sender_with_a_silent_peer(cfg: TransportConfig) -> SilentPeerSetup {
     }
 }
 
-async fn next_event(rx: &mut mpsc::Receiver<Event>) -> Event {
-    timeout(WAIT, rx.recv())
-        .await
-        .expect("timed out waiting for an event")
-        .expect("event channel closed")
-}
-
-/// Waits for the next message event, skipping `ConnectionLost`s.
-async fn next_message(rx: &mut mpsc::Receiver<Event>) -> (ServerId, Message) {
-    loop {
-        if let Event::Message { from, msg } = next_event(rx).await {
-            return (from, msg);
-        }
-    }
-}
-
-async fn expect_silence(rx: &mut mpsc::Receiver<Event>, for_: Duration) {
-    if let Ok(Some(ev)) = timeout(for_, rx.recv()).await {
-        panic!("unexpected event {ev:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_transports_exchange_messages_in_order_on_one_connection_per_pair() {
-    init_tracing();
-    let mut nodes = cluster(&[1, 2, 3]).await;
-    const N: u64 = 200;
-    // Everyone sends to everyone, on both channels, at the same time.
-    for (t, _) in &nodes {
-        for to in [1, 2, 3]
-            .map(ServerId)
-            .into_iter()
-            .filter(|s| *s != t.sid())
-        {
-            for round in 0..N {
-                t.send(to, Message::Ping { round }).unwrap();
-                t.send(to, notification(round)).unwrap();
-            }
-        }
-    }
-    for (t, rx) in &mut nodes {
-        let me = t.sid();
-        let mut pings: BTreeMap<ServerId, u64> = BTreeMap::new();
-        let mut votes: BTreeMap<ServerId, u64> = BTreeMap::new();
-        for _ in 0..(4 * N) {
-            let (from, msg) = next_message(rx).await;
-            assert_ne!(from, me);
-            match msg {
-                Message::Ping { round } => {
-                    let next = pings.entry(from).or_default();
-                    assert_eq!(round, *next, "quorum FIFO from {from} to {me}");
-                    *next += 1;
-                }
-                Message::Notification(n) => {
-                    let next = votes.entry(from).or_default();
-                    assert_eq!(n.round, *next, "election FIFO from {from} to {me}");
-                    *next += 1;
-                }
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        assert!(pings.values().chain(votes.values()).all(|n| *n == N));
-    }
-    for (t, rx) in &mut nodes {
-        expect_silence(rx, Duration::from_millis(300)).await;
-        for peer in [1, 2, 3]
-            .map(ServerId)
-            .into_iter()
-            .filter(|s| *s != t.sid())
-        {
-            assert!(t.is_connected(peer, Channel::Quorum));
-            assert!(t.is_connected(peer, Channel::Election));
-        }
-        // 2 peers × 2 channels, each connection counted once on each end, none replaced.
-        assert_eq!(t.stats().established, 4, "sid {}", t.sid());
-    }
-    for (t, _) in nodes {
-        t.shutdown().await;
-    }
-}
-
 /// PITFALLS E5: a peer of another cluster id is refused at the handshake: it never connects,
 /// none of its messages (votes included) is delivered, and the refusal names both ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,20 +71,7 @@ async fn a_peer_from_another_cluster_is_refused() {
     init_tracing();
     let mut nodes = cluster(&[1, 2]).await;
     let target = nodes[0].0.local_addrs();
-    // Sid 2 by number, but of another cluster.
-    let (stranger, _stranger_rx) = Transport::start(config(2, CLUSTER + 1, &[1, 2], loopback0()))
-        .await
-        .unwrap();
-    stranger.set_peer_addrs(ServerId(1), target).unwrap();
-    stranger
-        .send(ServerId(1), Message::Ping { round: 1 })
-        .unwrap();
-
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while stranger.stats().refused_by_peer == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (stranger, _stranger_rx) = start_a_stranger_until_refused(target).await;
     assert!(nodes[0].0.stats().refused >= 1);
     expect_silence(&mut nodes[0].1, Duration::from_millis(300)).await;
     assert!(!stranger.is_connected(ServerId(1), Channel::Quorum));
@@ -241,10 +84,7 @@ async fn a_peer_from_another_cluster_is_refused() {
         to: ServerId(1),
         channel: Channel::Quorum,
     };
-    handshake::write_frame(&mut raw, &hello.encode())
-        .await
-        .unwrap();
-    let reply = Reply::decode(&handshake::read_frame(&mut raw).await.unwrap()).unwrap();
+    let reply = handshake_reply(&mut raw, &hello).await;
     assert_eq!(
         reply,
         Reply::Refused(Refusal::ClusterMismatch {
@@ -260,20 +100,12 @@ async fn a_peer_from_another_cluster_is_refused() {
         to: ServerId(1),
         channel: Channel::Election,
     };
-    handshake::write_frame(&mut raw, &hello.encode())
-        .await
-        .unwrap();
-    let reply = Reply::decode(&handshake::read_frame(&mut raw).await.unwrap()).unwrap();
+    let reply = handshake_reply(&mut raw, &hello).await;
     assert_eq!(reply, Reply::Refused(Refusal::UnknownSid { sid: 7 }));
     // Garbage instead of a hello just closes the connection.
     let mut raw = TcpStream::connect(target.quorum).await.unwrap();
     raw.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
-    let mut buf = [0u8; 16];
-    let n = timeout(WAIT, raw.read(&mut buf))
-        .await
-        .unwrap()
-        .unwrap_or(0);
-    assert_eq!(n, 0, "expected the connection to close");
+    assert_closed_by_the_acceptor(&mut raw).await;
 
     // The cluster still works.
     nodes[1]
@@ -287,6 +119,42 @@ async fn a_peer_from_another_cluster_is_refused() {
     stranger.shutdown().await;
 }
 
+/// Starts sid 2 of another cluster, has it send to sid 1 at `target` and waits (bounded by
+/// [`WAIT`]) until sid 1 has refused it; returns it with its event stream, kept open.
+async fn start_a_stranger_until_refused(target: PeerAddrs) -> Node {
+    // Sid 2 by number, but of another cluster.
+    let (stranger, stranger_rx) = Transport::start(config(2, CLUSTER + 1, &[1, 2], loopback0()))
+        .await
+        .unwrap();
+    stranger.set_peer_addrs(ServerId(1), target).unwrap();
+    stranger
+        .send(ServerId(1), Message::Ping { round: 1 })
+        .unwrap();
+
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while stranger.stats().refused_by_peer == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (stranger, stranger_rx)
+}
+
+/// Sends `hello` on a raw connection and returns the acceptor's reply.
+async fn handshake_reply(raw: &mut TcpStream, hello: &Hello) -> Reply {
+    handshake::write_frame(raw, &hello.encode()).await.unwrap();
+    Reply::decode(&handshake::read_frame(raw).await.unwrap()).unwrap()
+}
+
+/// Asserts that the acceptor closes `raw` (within [`WAIT`]) without sending anything.
+async fn assert_closed_by_the_acceptor(raw: &mut TcpStream) {
+    let mut buf = [0u8; 16];
+    let n = timeout(WAIT, raw.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "expected the connection to close");
+}
+
 /// A fake higher-sid peer: dials `addr`, passes the handshake, returns the open stream.
 async fn fake_peer(addr: SocketAddr, from: u64, to: u64) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
@@ -296,10 +164,7 @@ async fn fake_peer(addr: SocketAddr, from: u64, to: u64) -> TcpStream {
         to: ServerId(to),
         channel: Channel::Quorum,
     };
-    handshake::write_frame(&mut s, &hello.encode())
-        .await
-        .unwrap();
-    let reply = Reply::decode(&handshake::read_frame(&mut s).await.unwrap()).unwrap();
+    let reply = handshake_reply(&mut s, &hello).await;
     assert_eq!(reply, Reply::Accepted);
     s
 }
@@ -419,130 +284,6 @@ async fn a_slow_peer_loses_its_connection_without_stalling_others() {
         (ServerId(3), Message::Ping { round: 10_000 })
     );
     stuck.abort();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_transport_is_reconnected() {
-    init_tracing();
-    let mut nodes = cluster(&[1, 2, 3]).await;
-    for (from, to) in [(0usize, 1usize), (1, 0), (2, 0), (1, 2)] {
-        let to_sid = nodes[to].0.sid();
-        nodes[from]
-            .0
-            .send(to_sid, Message::Ping { round: 1 })
-            .unwrap();
-        assert_eq!(
-            next_message(&mut nodes[to].1).await.1,
-            Message::Ping { round: 1 }
-        );
-    }
-    // Kill sid 2 (between 1 and 3): both neighbours lose their quorum connection to it.
-    let (two, _) = nodes.remove(1);
-    let two_addrs = two.local_addrs();
-    two.shutdown().await;
-    for (_, rx) in &mut nodes {
-        assert_eq!(
-            next_event(rx).await,
-            Event::ConnectionLost { peer: ServerId(2) }
-        );
-    }
-    // While it is down, sends are queued; sid 1 (lower) and sid 3 (higher) both try.
-    nodes[0]
-        .0
-        .send(ServerId(2), Message::Ping { round: 10 })
-        .unwrap();
-    nodes[1]
-        .0
-        .send(ServerId(2), Message::Ping { round: 30 })
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
-    // Restart it on the same ports.
-    let (two, mut two_rx) = Transport::start(config(2, CLUSTER, &[1, 2, 3], two_addrs))
-        .await
-        .unwrap();
-    for (t, _) in &nodes {
-        two.set_peer_addrs(t.sid(), t.local_addrs()).unwrap();
-    }
-    let mut got = vec![
-        next_message(&mut two_rx).await,
-        next_message(&mut two_rx).await,
-    ];
-    got.sort_by_key(|(from, _)| *from);
-    assert_eq!(
-        got,
-        vec![
-            (ServerId(1), Message::Ping { round: 10 }),
-            (ServerId(3), Message::Ping { round: 30 })
-        ]
-    );
-    // And back.
-    two.send(ServerId(1), Message::Ping { round: 21 }).unwrap();
-    two.send(ServerId(3), Message::Ping { round: 23 }).unwrap();
-    assert_eq!(
-        next_message(&mut nodes[0].1).await,
-        (ServerId(2), Message::Ping { round: 21 })
-    );
-    assert_eq!(
-        next_message(&mut nodes[1].1).await,
-        (ServerId(2), Message::Ping { round: 23 })
-    );
-    two.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disconnect_reports_loss_and_reconnects_on_demand() {
-    init_tracing();
-    let mut nodes = cluster(&[1, 2]).await;
-    nodes[0]
-        .0
-        .send(ServerId(2), Message::Ping { round: 1 })
-        .unwrap();
-    assert_eq!(
-        next_message(&mut nodes[1].1).await.1,
-        Message::Ping { round: 1 }
-    );
-    nodes[0].0.disconnect(ServerId(2));
-    assert_eq!(
-        next_event(&mut nodes[0].1).await,
-        Event::ConnectionLost { peer: ServerId(2) }
-    );
-    assert_eq!(
-        next_event(&mut nodes[1].1).await,
-        Event::ConnectionLost { peer: ServerId(1) }
-    );
-    nodes[0]
-        .0
-        .send(ServerId(2), Message::Ping { round: 2 })
-        .unwrap();
-    assert_eq!(
-        next_message(&mut nodes[1].1).await,
-        (ServerId(1), Message::Ping { round: 2 })
-    );
-    assert_eq!(
-        nodes[0].0.send(ServerId(9), Message::UpToDate),
-        Err(SendError::UnknownPeer(ServerId(9)))
-    );
-    let huge = Message::Request {
-        request_id: RequestId(1),
-        payload: Bytes::from(vec![0u8; zab_core::codec::MAX_DATA_LEN + 100]),
-    };
-    assert!(matches!(
-        nodes[0].0.send(ServerId(2), huge),
-        Err(SendError::TooLarge { .. })
-    ));
-    // Nothing was lost: the connection is still up and in order.
-    nodes[0]
-        .0
-        .send(ServerId(2), Message::Ping { round: 3 })
-        .unwrap();
-    assert_eq!(
-        next_event(&mut nodes[1].1).await,
-        Event::Message {
-            from: ServerId(1),
-            msg: Message::Ping { round: 3 }
-        }
-    );
 }
 
 /// PITFALLS B8 (ZOOKEEPER-2930): a peer address that never answers (a listener that never

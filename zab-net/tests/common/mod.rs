@@ -1,10 +1,12 @@
 //! An in-process cluster of real nodes on loopback for the node tests: ephemeral ports, temp
 //! data dirs, tickTime 100 ms, **forceSync=no** (tests only: no fsync, so a crash of the
 //! machine could lose acknowledged writes; the node stops here are clean shutdowns).
+//! The transport tests' helpers (bare transports, no nodes) are in `transport`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod kv;
+pub mod transport;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
