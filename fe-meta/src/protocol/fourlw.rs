@@ -1,7 +1,8 @@
 //! ZooKeeper's four-letter words on the client port, for monitoring scripts.
 //!
 //! A connection whose first four bytes are `ruok`, `srvr`, `stat` or `mntr` gets a text answer
-//! and is closed (as in ZooKeeper). Field names follow ZooKeeper where they apply (`Zxid`,
+//! and is closed (as in ZooKeeper); any other four lowercase letters are refused in text
+//! ([`refuse_unknown_word`]). Field names follow ZooKeeper where they apply (`Zxid`,
 //! `Mode`, `Node count` = catalog entries; `zk_*` keys in `mntr`); fe-meta's own fields carry
 //! `fe_meta_` prefixes in `mntr`. Full output format: `docs/PROTOCOL.md` §8.
 //!
@@ -41,6 +42,12 @@ impl FourLetterWord {
             _ => None,
         }
     }
+}
+
+/// The answer to four lowercase letters that are no word this server answers.
+pub fn refuse_unknown_word(word: [u8; 4]) -> String {
+    let word: String = word.iter().map(|b| char::from(*b)).collect();
+    format!("{word} is not executed because it is not a four-letter word of this server (ruok, srvr, stat, mntr)\n")
 }
 
 /// A node's role as four-letter words and the status request show it.

@@ -2,9 +2,10 @@
 //!
 //! A frame is `length u32 (big-endian) | payload`, `length` counting the payload only and at
 //! most [`FRAME_LEN_MAX`]. The first four bytes a client sends on a connection are either a
-//! frame's length or one of ZooKeeper's four-letter words (`ruok`, `srvr`, `stat`, `mntr`).
-//! Since `FRAME_LEN_MAX < 0x0500_0000`, a length's first byte is 0x00..=0x04 and never an ASCII
-//! letter, so [`classify_start`] is unambiguous.
+//! frame's length or a four-letter word: four lowercase ASCII letters, answered in text if it is
+//! one of `ruok`, `srvr`, `stat`, `mntr` and refused in text otherwise (as ZooKeeper refuses a
+//! word off its whitelist). Since `FRAME_LEN_MAX < 0x0500_0000`, a length's first byte is
+//! 0x00..=0x04 and never an ASCII letter, so [`classify_start`] is unambiguous.
 //!
 //! INV-1: [`FrameDecoder::decode`] never panics, never buffers more than one frame plus what
 //! the caller handed it, and rejects a length over the limit before reading the payload.
@@ -32,6 +33,9 @@ pub struct FrameTooLong {
 pub enum ConnectionStart {
     /// A four-letter word: answer it in text and close the connection.
     FourLetterWord(FourLetterWord),
+    /// Four lowercase letters that are no word this server answers: refuse it in text and
+    /// close the connection.
+    UnknownWord([u8; 4]),
     /// A framed session; the four bytes are the first frame's length.
     Frames,
 }
@@ -40,6 +44,7 @@ pub enum ConnectionStart {
 pub fn classify_start(first: [u8; 4]) -> ConnectionStart {
     match FourLetterWord::parse(first) {
         Some(word) => ConnectionStart::FourLetterWord(word),
+        None if first.iter().all(u8::is_ascii_lowercase) => ConnectionStart::UnknownWord(first),
         None => ConnectionStart::Frames,
     }
 }

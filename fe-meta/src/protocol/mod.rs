@@ -23,7 +23,8 @@ use std::fmt;
 use thiserror::Error;
 
 pub use fourlw::{
-    render as render_four_letter_word, ClientStats, FourLetterWord, Mode, ServerStats,
+    refuse_unknown_word, render as render_four_letter_word, ClientStats, FourLetterWord, Mode,
+    ServerStats,
 };
 pub use frame::{
     classify_start, encode_frame, ConnectionStart, FrameDecoder, FrameTooLong, FRAME_LEN_MAX,

@@ -12,10 +12,13 @@
 //! length, a short header or a wrong version gets an error frame for id 0 and the connection
 //! is closed (after the answers in flight are written).
 //! INV-2: every connection task ends when the server shuts down.
+//! INV-3: a four-letter word's connection is closed only after the client's remaining input is
+//! read (at most [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`]): closing a socket with unread input makes
+//! the kernel reset it, and the client may then drop the answer it had not read yet.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,8 +32,9 @@ use super::session::RequestContext;
 use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
-    classify_start, decode_request, encode_frame, encode_response_bounded, render_four_letter_word,
-    ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response, Status, FORWARDED_BIT,
+    classify_start, decode_request, encode_frame, encode_response_bounded, refuse_unknown_word,
+    render_four_letter_word, ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response,
+    Status, FORWARDED_BIT,
 };
 
 /// Requests in flight per connection.
@@ -75,8 +79,10 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
         ConnectionStart::FourLetterWord(word) => {
             let stats = shared.server_stats().await;
             let text = render_four_letter_word(word, &stats);
-            let _ = stream.write_all(text.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            answer_and_close(stream, &text).await;
+        }
+        ConnectionStart::UnknownWord(word) => {
+            answer_and_close(stream, &refuse_unknown_word(word)).await;
         }
         ConnectionStart::Frames => {
             let (id, conn) = shared.stats.open(peer.to_string());
@@ -84,6 +90,29 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
             shared.stats.close(id);
         }
     }
+}
+
+/// Most bytes read and dropped after a four-letter word's answer (INV-3).
+const DRAIN_MAX: usize = 4096;
+/// How long the rest of a four-letter word's input is waited for (INV-3).
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// Writes a four-letter word's answer, closes the sending side, then reads and drops what the
+/// client sent after the word (`echo srvr | nc` sends a newline) until it closes too (INV-3).
+async fn answer_and_close(mut stream: TcpStream, text: &str) {
+    let _ = stream.write_all(text.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    let drain = async {
+        let mut rest = [0u8; 512];
+        let mut drained = 0;
+        while drained < DRAIN_MAX {
+            match stream.read(&mut rest).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, drain).await;
 }
 
 async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: &Arc<ConnStats>) {
