@@ -126,7 +126,11 @@ mod tests {
             ConnectionStart::FourLetterWord(FourLetterWord::Mntr)
         );
         assert_eq!(classify_start([0, 0, 0, 12]), ConnectionStart::Frames);
-        assert_eq!(classify_start(*b"envi"), ConnectionStart::Frames);
+        assert_eq!(
+            classify_start(*b"envi"),
+            ConnectionStart::UnknownWord(*b"envi")
+        );
+        assert_eq!(classify_start(*b"Envi"), ConnectionStart::Frames);
         let max = (FRAME_LEN_MAX as u32).to_be_bytes();
         assert!(max[0] < b'a');
     }
