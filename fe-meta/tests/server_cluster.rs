@@ -203,10 +203,10 @@ async fn malformed_frames_get_error_frames_and_the_server_keeps_serving() {
     // Fatal cases: error frame for id 0, then the connection closes.
     let fatal: Vec<Vec<u8>> = vec![
         vec![0x04, 0x00, 0x00, 0x01],                       // over 64 MiB
-        b"envi".to_vec(),          // not a word we answer: an oversized length
+        b"Envi".to_vec(), // not lowercase, so not a word: an oversized length
         vec![0, 0, 0, 3, 1, 0, 0], // header cut short
         vec![0, 0, 0, 11, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1], // version 9
-        vec![0, 0, 0, 0],          // empty payload
+        vec![0, 0, 0, 0], // empty payload
     ];
     for bytes in fatal {
         let mut cl = Client::connect(addr).await;
