@@ -9,10 +9,7 @@ use tests::sim::net::{Delivery, Network};
 use zab_core::{Epoch, Message, ServerId, Txn, Zxid};
 
 fn txn(e: u32, c: u32) -> Txn {
-    Txn {
-        zxid: Zxid::new(Epoch(e), c),
-        data: Bytes::from(format!("{e}:{c}")),
-    }
+    Txn::app(Zxid::new(Epoch(e), c), Bytes::from(format!("{e}:{c}")))
 }
 
 #[test]

@@ -72,10 +72,7 @@ fn log_options() -> LogOptions {
 
 /// The txn of `zxid`, with a payload naming it.
 fn txn(zxid: Zxid) -> Txn {
-    Txn {
-        zxid,
-        data: Bytes::from(format!("t{zxid}")),
-    }
+    Txn::app(zxid, Bytes::from(format!("t{zxid}")))
 }
 
 /// Runs `script` on both sides; panics at the first difference or contract violation.

@@ -30,7 +30,7 @@ mod decode;
 use decode::{decode_from, Reader};
 
 use crate::message::{ElectionState, Message, RequestError};
-use crate::types::{Epoch, RequestId, Txn, Zxid};
+use crate::types::{Epoch, RequestId, Txn, TxnKind, Zxid};
 
 /// The format version this module writes and the only one it reads.
 pub const FORMAT_VERSION: u8 = 1;
@@ -86,6 +86,10 @@ pub mod tag {
     pub const SYNC: u8 = 20;
     /// request_id:u64 outcome
     pub const SYNC_REPLY: u8 = 21;
+    /// zxid:u64 data:bytes — a PROPOSAL of a configuration txn (`TxnKind::Membership`)
+    pub const PROPOSAL_MEMBERSHIP: u8 = 22;
+    /// zxid:u64 data:bytes — an INFORM of a configuration txn (`TxnKind::Membership`)
+    pub const INFORM_MEMBERSHIP: u8 = 23;
 }
 
 /// Why bytes did not decode into a [`Message`].
@@ -200,10 +204,10 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
         }
         Message::NewLeader { zxid } => put_u64_body(buf, tag::NEW_LEADER, zxid.0),
         Message::UpToDate => buf.put_u8(tag::UP_TO_DATE),
-        Message::Proposal(txn) => put_txn(buf, tag::PROPOSAL, txn),
+        Message::Proposal(txn) => put_txn(buf, [tag::PROPOSAL, tag::PROPOSAL_MEMBERSHIP], txn),
         Message::Ack { zxid } => put_u64_body(buf, tag::ACK, zxid.0),
         Message::Commit { zxid } => put_u64_body(buf, tag::COMMIT, zxid.0),
-        Message::Inform(txn) => put_txn(buf, tag::INFORM, txn),
+        Message::Inform(txn) => put_txn(buf, [tag::INFORM, tag::INFORM_MEMBERSHIP], txn),
         Message::Ping { round } => put_u64_body(buf, tag::PING, *round),
         Message::PingAck { round } => put_u64_body(buf, tag::PING_ACK, *round),
         Message::Request {
@@ -323,8 +327,12 @@ fn put_data(buf: &mut BytesMut, data: &Bytes) {
     buf.put_slice(data);
 }
 
-fn put_txn(buf: &mut BytesMut, tag: u8, txn: &Txn) {
-    buf.put_u8(tag);
+/// `tags` is the message's tag for an application txn and for a configuration txn.
+fn put_txn(buf: &mut BytesMut, tags: [u8; 2], txn: &Txn) {
+    buf.put_u8(match txn.kind {
+        TxnKind::App => tags[0],
+        TxnKind::Membership => tags[1],
+    });
     buf.put_u64(txn.zxid.0);
     put_data(buf, &txn.data);
 }

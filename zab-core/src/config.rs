@@ -10,8 +10,14 @@ use crate::types::{LearnerType, ServerId};
 pub struct Config {
     /// This server's id.
     pub sid: ServerId,
-    /// Every member of the ensemble, this one included, and whether it votes.
+    /// Every member of the bootstrap configuration (zoo.cfg's `server.N` lines), this one
+    /// included, and whether it votes. The peer keeps this field equal to the configuration
+    /// in force (`membership` R1) from then on; a data dir's committed configuration
+    /// (`DurableState::membership`) replaces the bootstrap one.
     pub members: BTreeMap<ServerId, LearnerType>,
+    /// The address text of each bootstrap member (`membership::Member::address`), carried
+    /// into the configuration txns this peer proposes; opaque to the core. May be empty.
+    pub addresses: BTreeMap<ServerId, String>,
     /// zoo.cfg `tickTime`.
     pub tick_ms: u64,
     /// zoo.cfg `initLimit`: discovery and sync must finish within this many ticks.
@@ -64,6 +70,7 @@ impl Config {
         Config {
             sid,
             members,
+            addresses: BTreeMap::new(),
             tick_ms: 2000,
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
@@ -89,11 +96,23 @@ impl Config {
     /// True when `voters` (which may contain observers and strangers; they are ignored) is a
     /// strict majority of the participants.
     pub fn is_quorum<'a>(&self, voters: impl IntoIterator<Item = &'a ServerId>) -> bool {
-        let total = self.participants().count();
-        let count = voters
-            .into_iter()
-            .filter(|sid| self.members.get(sid) == Some(&LearnerType::Participant))
-            .count();
-        count * 2 > total
+        is_quorum_of(&self.members, voters)
     }
+}
+
+/// True when `voters` (observers and strangers ignored) is a strict majority of the
+/// participants of `members`.
+pub fn is_quorum_of<'a>(
+    members: &BTreeMap<ServerId, LearnerType>,
+    voters: impl IntoIterator<Item = &'a ServerId>,
+) -> bool {
+    let total = members
+        .values()
+        .filter(|t| **t == LearnerType::Participant)
+        .count();
+    let count = voters
+        .into_iter()
+        .filter(|sid| members.get(sid) == Some(&LearnerType::Participant))
+        .count();
+    count * 2 > total
 }

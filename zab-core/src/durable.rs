@@ -6,6 +6,7 @@
 //! complete and durable, so a data dir emptied by an operator cannot vote with a history that
 //! lost txns its earlier acks helped commit.
 
+use crate::membership::Membership;
 use crate::types::{Epoch, Txn, Zxid};
 
 /// The durable state a driver loaded before starting a peer. The state machine already holds
@@ -34,4 +35,7 @@ pub struct DurableState {
     /// to bootstrap a new cluster: it must sync from a leader before it may vote (INV-1).
     /// `false` for an initialized node, including a brand-new cluster member at zxid 0.
     pub needs_initial_sync: bool,
+    /// The committed configuration the loaded snapshot carries (`None` when no snapshot
+    /// carries one: the configuration is the bootstrap one of `Config`).
+    pub membership: Option<Membership>,
 }

@@ -17,6 +17,17 @@ pub enum StepError {
     /// The configuration does not list this server.
     #[error("server {0} is not a member of its own configuration")]
     NotAMember(ServerId),
+    /// This server applied a configuration without itself: it was removed from the cluster.
+    #[error("server {sid} was removed from the cluster by configuration version {version}")]
+    Removed {
+        /// This server.
+        sid: ServerId,
+        /// The configuration that removed it.
+        version: Zxid,
+    },
+    /// A configuration txn does not decode.
+    #[error("bad configuration txn: {0}")]
+    BadMembership(String),
     /// A leader asked this learner to drop a txn it already committed.
     #[error("asked to truncate the log to {target}, below the last committed zxid {committed}")]
     TruncateBelowCommitted {

@@ -298,10 +298,7 @@ mod tests {
         Zxid::new(Epoch(e), c)
     }
     fn t(e: u32, c: u32) -> Txn {
-        Txn {
-            zxid: z(e, c),
-            data: Bytes::from_static(b"x"),
-        }
+        Txn::app(z(e, c), Bytes::from_static(b"x"))
     }
 
     #[test]
@@ -379,10 +376,7 @@ mod tests {
         };
         let mut h = History::from_durable(&d).unwrap();
         assert_eq!(h.snapshot_bytes(), Some(700));
-        let sized = |c: u32, n: usize| Txn {
-            zxid: z(1, c),
-            data: Bytes::from(vec![0; n]),
-        };
+        let sized = |c: u32, n: usize| Txn::app(z(1, c), Bytes::from(vec![0; n]));
         for (c, n) in [(3, 3), (4, 4), (5, 5)] {
             h.append(sized(c, n)).unwrap();
         }

@@ -21,6 +21,10 @@
 //!   restarts) the old state and files stay as they were. A learner whose state machine is
 //!   already at or past the SNAP's zxid does not install it: it emits no `BeginSnapshot`, drops
 //!   the chunks itself, and truncates its log to its applied point instead.
+//! - An `Apply` of a `TxnKind::Membership` txn is not the application's: the configuration it
+//!   carries is reported by the `MembershipChanged` just before it. A snapshot (`SendSnapshot`,
+//!   a background one) carries the committed configuration of the last `MembershipChanged`
+//!   before it, and `SnapshotInstalled` hands the received snapshot's configuration back.
 //! - `LogPurged { first_zxid }` is fed only for segments a local snapshot covers (applied
 //!   txns); from then on the peer never asks `SendLogRange` for anything below `first_zxid`.
 //!
@@ -56,6 +60,7 @@
 
 use bytes::Bytes;
 
+use crate::membership::{Membership, MembershipChange, MembershipError};
 use crate::message::{Message, RequestError};
 use crate::sync_plan::{DiffSource, SyncMode};
 use crate::types::{Epoch, RequestId, Role, ServerId, Txn, Zxid};
@@ -89,6 +94,8 @@ pub enum Input {
     SnapshotInstalled {
         /// The snapshot's zxid.
         zxid: Zxid,
+        /// The committed configuration the snapshot carries.
+        membership: Membership,
     },
     /// A snapshot at `zxid` of `bytes` bytes is on disk (a background snapshot, or the one a
     /// SNAP sync installed); the leader weighs DIFFs from its log against the newest one.
@@ -114,6 +121,13 @@ pub enum Input {
     ClientSync {
         /// Matched by `Action::SyncDone`.
         request_id: RequestId,
+    },
+    /// An operator wants the membership changed (`crate::membership`); only a leader accepts.
+    ChangeMembership {
+        /// Matched by `Action::MembershipDone`.
+        request_id: RequestId,
+        /// The change.
+        change: MembershipChange,
     },
 }
 
@@ -223,6 +237,23 @@ pub enum Action {
         mode: SyncMode,
         /// The header's zxid: the DIFF's end, the TRUNC's point, or the SNAP's zxid.
         zxid: Zxid,
+    },
+    /// Outcome of a `ChangeMembership`: the committed configuration's version, or why not.
+    MembershipDone {
+        /// The operator's request.
+        request_id: RequestId,
+        /// The new configuration's version (the zxid that committed it), or why not.
+        outcome: Result<Zxid, MembershipError>,
+    },
+    /// The configuration in force or the committed one changed (emitted once at start, then
+    /// at the point of every change: after the `AppendLog`, `TruncateLog` or `Apply` that
+    /// caused it). A driver connects to the members in force and drops the others; the
+    /// committed configuration is what a snapshot taken after this point carries.
+    MembershipChanged {
+        /// The newest configuration in the log (`membership` R1).
+        in_force: Membership,
+        /// The newest applied configuration.
+        committed: Membership,
     },
     /// The role, leader or epoch changed.
     RoleChanged {

@@ -34,6 +34,7 @@
 // - `learner`: the follower/observer side of the same phases;
 // - `sync_plan`: the pure DIFF / TRUNC+DIFF / SNAP decision, property-tested;
 // - `history`: the peer's view of its own log (index, in-memory window, durable point);
+// - `membership`: the replicated configuration, its change rule and the quorum-overlap proof;
 // - `types`, `message`, `io`, `config`, `durable`, `error`, `codec`: the vocabulary.
 pub mod codec;
 pub mod config;
@@ -44,6 +45,7 @@ mod history;
 pub mod io;
 mod leader;
 mod learner;
+pub mod membership;
 pub mod message;
 mod peer;
 pub mod sync_plan;
@@ -54,7 +56,8 @@ pub use durable::DurableState;
 pub use election::vote_cmp;
 pub use error::StepError;
 pub use io::{Action, Input};
+pub use membership::{Member, MemberRole, Membership, MembershipChange, MembershipError};
 pub use message::{ElectionState, Message, Notification, RequestError, Vote, PROTOCOL_VERSION};
 pub use peer::Peer;
 pub use sync_plan::{DiffSource, SyncMode};
-pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, Zxid};
+pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, TxnKind, Zxid};

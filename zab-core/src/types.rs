@@ -66,13 +66,36 @@ impl fmt::Display for Zxid {
     }
 }
 
-/// One transaction of the replicated log: its zxid and the application's opaque payload.
+/// What a txn carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum TxnKind {
+    /// The state machine's operation, opaque to the protocol.
+    #[default]
+    App,
+    /// A configuration (`crate::membership`), read by the protocol itself.
+    Membership,
+}
+
+/// One transaction of the replicated log: its zxid, its kind and its payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Txn {
     /// Position in the total order.
     pub zxid: Zxid,
-    /// The state machine's operation, opaque to the protocol.
+    /// The payload: the state machine's operation, or an encoded configuration.
     pub data: Bytes,
+    /// Which of the two `data` is.
+    pub kind: TxnKind,
+}
+
+impl Txn {
+    /// A txn carrying a state machine operation.
+    pub fn app(zxid: Zxid, data: Bytes) -> Txn {
+        Txn {
+            zxid,
+            data,
+            kind: TxnKind::App,
+        }
+    }
 }
 
 /// A client request id, unique among the requests submitted on one server.

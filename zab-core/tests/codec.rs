@@ -8,7 +8,8 @@ use zab_core::codec::{
     FORMAT_VERSION, MAX_DATA_LEN,
 };
 use zab_core::{
-    ElectionState, Epoch, Message, Notification, RequestError, RequestId, ServerId, Txn, Vote, Zxid,
+    ElectionState, Epoch, Message, Notification, RequestError, RequestId, ServerId, Txn, TxnKind,
+    Vote, Zxid,
 };
 
 fn zxid() -> impl Strategy<Value = Zxid> {
@@ -32,7 +33,8 @@ fn data() -> impl Strategy<Value = Bytes> {
 }
 
 fn txn() -> impl Strategy<Value = Txn> {
-    (zxid(), data()).prop_map(|(zxid, data)| Txn { zxid, data })
+    let kind = prop_oneof![Just(TxnKind::App), Just(TxnKind::Membership)];
+    (zxid(), data(), kind).prop_map(|(zxid, data, kind)| Txn { zxid, data, kind })
 }
 
 fn election_state() -> impl Strategy<Value = ElectionState> {
@@ -337,10 +339,7 @@ fn encode_refuses_oversize_data_and_leaves_buf_unchanged() {
 
 #[test]
 fn layout_of_a_proposal_is_stable() {
-    let msg = Message::Proposal(Txn {
-        zxid: Zxid::new(Epoch(1), 2),
-        data: Bytes::from_static(b"ab"),
-    });
+    let msg = Message::Proposal(Txn::app(Zxid::new(Epoch(1), 2), Bytes::from_static(b"ab")));
     let bytes = encode_to_bytes(&msg).unwrap();
     assert_eq!(
         &bytes[..],

@@ -138,10 +138,7 @@ mod tests {
     fn sample() -> Vec<Message> {
         vec![
             Message::Ping { round: 3 },
-            Message::Proposal(Txn {
-                zxid: Zxid(0x1_0000_0001),
-                data: Bytes::from_static(b"hello"),
-            }),
+            Message::Proposal(Txn::app(Zxid(0x1_0000_0001), Bytes::from_static(b"hello"))),
             Message::UpToDate,
             Message::Commit { zxid: Zxid(9) },
         ]

@@ -76,10 +76,7 @@ impl Snapshot {
             if b.remaining() < len {
                 return None;
             }
-            txns.push(Txn {
-                zxid,
-                data: b.split_to(len),
-            });
+            txns.push(Txn::app(zxid, b.split_to(len)));
         }
         Some(txns)
     }
@@ -356,10 +353,7 @@ mod tests {
     use super::*;
 
     fn txn(epoch: u32, counter: u32) -> Txn {
-        Txn {
-            zxid: Zxid::new(Epoch(epoch), counter),
-            data: Bytes::from_static(b"x"),
-        }
+        Txn::app(Zxid::new(Epoch(epoch), counter), Bytes::from_static(b"x"))
     }
 
     /// Seed 14623's path: the node applied 6..=8 before its own log synced them, took a local

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::{tag, DecodeError, FORMAT_VERSION, MAX_DATA_LEN};
 use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
-use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
+use crate::types::{Epoch, RequestId, ServerId, Txn, TxnKind, Zxid};
 
 /// A bounds-checked cursor over the input. Every read names its field for the error.
 pub(super) struct Reader<'a> {
@@ -81,6 +81,19 @@ impl<'a> Reader<'a> {
         Ok(match self.backing {
             Some(b) => b.slice(start..start + slice.len()),
             None => Bytes::copy_from_slice(slice),
+        })
+    }
+
+    /// `zxid:u64 data:bytes` of a PROPOSAL or INFORM (`what`), whose tag said the kind.
+    fn txn(&mut self, kind: TxnKind, what: &'static str) -> Result<Txn, DecodeError> {
+        let (zxid_field, data_field) = match what {
+            "proposal" => ("proposal.zxid", "proposal.data"),
+            _ => ("inform.zxid", "inform.data"),
+        };
+        Ok(Txn {
+            zxid: self.zxid(zxid_field)?,
+            data: self.data(data_field)?,
+            kind,
         })
     }
 
@@ -180,20 +193,16 @@ fn decode_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
             zxid: r.zxid("new_leader.zxid")?,
         },
         tag::UP_TO_DATE => Message::UpToDate,
-        tag::PROPOSAL => Message::Proposal(Txn {
-            zxid: r.zxid("proposal.zxid")?,
-            data: r.data("proposal.data")?,
-        }),
+        tag::PROPOSAL => Message::Proposal(r.txn(TxnKind::App, "proposal")?),
+        tag::PROPOSAL_MEMBERSHIP => Message::Proposal(r.txn(TxnKind::Membership, "proposal")?),
         tag::ACK => Message::Ack {
             zxid: r.zxid("ack.zxid")?,
         },
         tag::COMMIT => Message::Commit {
             zxid: r.zxid("commit.zxid")?,
         },
-        tag::INFORM => Message::Inform(Txn {
-            zxid: r.zxid("inform.zxid")?,
-            data: r.data("inform.data")?,
-        }),
+        tag::INFORM => Message::Inform(r.txn(TxnKind::App, "inform")?),
+        tag::INFORM_MEMBERSHIP => Message::Inform(r.txn(TxnKind::Membership, "inform")?),
         tag::PING => Message::Ping {
             round: r.u64("ping.round")?,
         },

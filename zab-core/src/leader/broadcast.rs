@@ -3,22 +3,25 @@
 //!
 //! INV-1: zxids of this epoch are `(epoch << 32) | counter` with the counter strictly
 //! increasing from 1; no zxid with a counter above `max_counter` is ever proposed (B10).
-//! INV-2: a proposal commits only when a quorum of participants acked it (the leader after its
+//! INV-2: a proposal commits only when a quorum of participants acked it (for a configuration
+//! txn, a quorum of the configuration it replaces as well, `membership` R4) (the leader after its
 //! own `LogPersisted`) and every earlier proposal committed (D1); COMMIT goes to every
 //! registered follower, INFORM to every registered observer, then `Apply`, then the answer to
 //! the client (`WriteDone`, or `RequestDone` after the COMMIT on the same link).
 //! INV-3: a `sync` answers the commit point recorded when it arrived, and only after a quorum of
 //! participants answered a PING of a later round, so a deposed leader cannot answer (D3).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
+use crate::config::is_quorum_of;
 use crate::error::StepError;
 use crate::io::Action;
+use crate::membership::MembershipError;
 use crate::message::{Message, RequestError};
 use crate::peer::core::{Core, Next};
-use crate::types::{ServerId, Txn, Zxid};
+use crate::types::{LearnerType, ServerId, Txn, TxnKind, Zxid};
 
 use super::{HandlerState, Leader, Origin, PendingSync, Phase, Proposal};
 
@@ -64,12 +67,25 @@ impl Leader {
         Ok(Next::Stay)
     }
 
-    /// Proposes a new txn (INV-1).
+    /// Proposes a new txn of the application (INV-1).
     pub(super) fn propose(
         &mut self,
         core: &mut Core,
         payload: Bytes,
         origin: Origin,
+    ) -> Result<Next, StepError> {
+        self.propose_txn(core, payload, TxnKind::App, origin, None)
+    }
+
+    /// Proposes a new txn of `kind` (INV-1); `joint` is the configuration a configuration txn
+    /// replaces (`members` INV-2).
+    pub(super) fn propose_txn(
+        &mut self,
+        core: &mut Core,
+        data: Bytes,
+        kind: TxnKind,
+        origin: Origin,
+        joint: Option<BTreeMap<ServerId, LearnerType>>,
     ) -> Result<Next, StepError> {
         if self.counter >= core.cfg.max_counter {
             self.answer(core, origin, Err(RequestError::EpochExhausted));
@@ -79,16 +95,14 @@ impl Leader {
         }
         self.counter += 1;
         let zxid = Zxid::new(self.epoch(), self.counter);
-        let txn = Txn {
-            zxid,
-            data: payload,
-        };
+        let txn = Txn { zxid, data, kind };
         core.append(txn.clone())?;
         self.outstanding.insert(
             zxid,
             Proposal {
                 acks: BTreeSet::new(),
                 origin,
+                joint,
             },
         );
         let followers: Vec<ServerId> = self
@@ -109,7 +123,12 @@ impl Leader {
     /// Commits every head-of-line proposal that has a quorum (INV-2).
     fn try_commit(&mut self, core: &mut Core) -> Result<(), StepError> {
         while let Some(entry) = self.outstanding.first_entry() {
-            if !core.cfg.is_quorum(entry.get().acks.iter()) {
+            let p = entry.get();
+            let joint_ok = p
+                .joint
+                .as_ref()
+                .is_none_or(|old| is_quorum_of(old, p.acks.iter()));
+            if !joint_ok || !core.cfg.is_quorum(p.acks.iter()) {
                 break;
             }
             let zxid = *entry.key();
@@ -141,8 +160,22 @@ impl Leader {
     }
 
     /// Tells the origin of a write its outcome.
-    fn answer(&mut self, core: &mut Core, origin: Origin, outcome: Result<Zxid, RequestError>) {
+    pub(super) fn answer(
+        &mut self,
+        core: &mut Core,
+        origin: Origin,
+        outcome: Result<Zxid, RequestError>,
+    ) {
         match origin {
+            Origin::Internal => {}
+            Origin::Change(request_id) => core.push(Action::MembershipDone {
+                request_id,
+                outcome: outcome.map_err(|e| match e {
+                    RequestError::NotLeader { leader } => MembershipError::NotLeader { leader },
+                    RequestError::QuorumLost => MembershipError::QuorumLost,
+                    RequestError::EpochExhausted => MembershipError::EpochExhausted,
+                }),
+            }),
             Origin::Local(request_id) => core.push(Action::WriteDone {
                 request_id,
                 outcome,
@@ -224,6 +257,7 @@ impl Leader {
                     request_id,
                     outcome: Ok(s.point),
                 }),
+                Origin::Change(_) | Origin::Internal => {}
                 Origin::Remote(sid, request_id) => {
                     if self.handlers.contains_key(&sid) {
                         core.send(

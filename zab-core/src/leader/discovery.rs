@@ -28,6 +28,7 @@
 //! discovery picks an epoch above that promise.
 
 use crate::error::StepError;
+use crate::membership::MemberRole;
 use crate::message::{Message, PROTOCOL_VERSION};
 use crate::peer::core::{Core, Next};
 use crate::types::{Epoch, ServerId, Zxid};
@@ -44,7 +45,11 @@ impl Leader {
         observer: bool,
     ) -> Result<Next, StepError> {
         let is_participant = crate::election::is_participant(&core.cfg, from);
-        if !observer && !is_participant {
+        let may_follow = matches!(
+            core.members.in_force().role_of(from),
+            Some(MemberRole::Participant | MemberRole::Joining)
+        );
+        if !observer && !may_follow {
             tracing::warn!(%from, "leader: FOLLOWERINFO from an observer of the config dropped");
             return Ok(Next::Stay);
         }
@@ -70,7 +75,7 @@ impl Leader {
             },
         );
         if self.phase == Phase::Discovery {
-            if !observer {
+            if !observer && is_participant {
                 self.info_quorum.insert(from);
             }
             return self.check_discovery(core);
@@ -154,7 +159,8 @@ impl Leader {
         }
         h.state = HandlerState::EpochAcked;
         h.summary = (current_epoch, last_zxid);
-        let counted = !h.observer && h.info_epoch < epoch;
+        let counted =
+            !h.observer && crate::election::is_participant(&core.cfg, from) && h.info_epoch < epoch;
         if counted {
             if (current_epoch, last_zxid) > (core.current_epoch, core.log.last()) {
                 tracing::warn!(%from, %last_zxid, "leader: follower is ahead of the leader");

@@ -3,7 +3,8 @@
 //!
 //! INV-1: every quorum counts participants only (`Config::is_quorum`) that joined as followers
 //! (a handler with `observer` set never counts: an observer, or an uninitialized participant
-//! syncing, PITFALLS B9); the leader counts itself
+//! syncing, PITFALLS B9; nor does a joining member, which follows without voting); the leader
+//! counts itself
 //! in the FOLLOWERINFO and ACKEPOCH quorums at once and in the NEWLEADER and proposal quorums
 //! only once its own log is durable.
 //! INV-2: messages are accepted only from a sid with a handler of this leadership, and only in
@@ -20,6 +21,7 @@
 
 mod broadcast;
 mod discovery;
+mod members;
 mod sync;
 #[cfg(test)]
 mod sync_report_tests;
@@ -30,10 +32,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::StepError;
 use crate::io::Action;
+use crate::membership::MembershipError;
 use crate::message::{Message, RequestError};
 use crate::peer::core::{ClientOp, Core, Next};
 use crate::sync_plan::SyncPlan;
-use crate::types::{Epoch, RequestId, ServerId, Zxid};
+use crate::types::{Epoch, LearnerType, RequestId, ServerId, Zxid};
 
 /// The leader's phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,6 +84,12 @@ pub(crate) struct Handler {
     pub(crate) plan: Option<SyncPlan>,
 }
 
+/// True when the learner `sid` votes: it joined as a follower and the configuration in force
+/// makes it a participant (a joining member follows but never counts, `membership` R5).
+pub(crate) fn votes(core: &Core, sid: ServerId, h: &Handler) -> bool {
+    !h.observer && crate::election::is_participant(&core.cfg, sid)
+}
+
 impl Handler {
     /// Registered for forwarding (INV-3).
     pub(crate) fn forwarding(&self) -> bool {
@@ -95,6 +104,10 @@ pub(crate) enum Origin {
     Local(RequestId),
     /// A learner's forwarded request.
     Remote(ServerId, RequestId),
+    /// A local operator's membership change (answered by `MembershipDone`).
+    Change(RequestId),
+    /// The leader itself (a promotion, `membership` R5): nobody to answer.
+    Internal,
 }
 
 /// An outstanding proposal.
@@ -102,6 +115,9 @@ pub(crate) enum Origin {
 pub(crate) struct Proposal {
     pub(crate) acks: BTreeSet<ServerId>,
     pub(crate) origin: Origin,
+    /// For a configuration txn, the configuration it replaces: its quorum must ack too
+    /// (`membership` R4).
+    pub(crate) joint: Option<BTreeMap<ServerId, LearnerType>>,
 }
 
 /// A `sync` waiting for its quorum round.
@@ -234,6 +250,7 @@ impl Leader {
     pub(crate) fn on_client(&mut self, core: &mut Core, op: ClientOp) -> Result<Next, StepError> {
         let origin = match &op {
             ClientOp::Write(id, _) | ClientOp::Sync(id) => Origin::Local(*id),
+            ClientOp::Change(id, _) => Origin::Change(*id),
         };
         self.client_op(core, origin, op)
     }
@@ -254,6 +271,7 @@ impl Leader {
                 self.start_read_sync(core, origin);
                 Ok(Next::Stay)
             }
+            ClientOp::Change(_, change) => self.propose_change(core, origin, change),
         }
     }
 
@@ -344,17 +362,22 @@ impl Leader {
         if !core.cfg.is_quorum(alive.iter()) {
             return Ok(Next::Leave("leader: lost its quorum of followers"));
         }
-        Ok(Next::Stay)
+        self.promote_synced(core)
     }
 
     /// Leaving the role: fail everything pending and close every learner channel.
     pub(crate) fn leave(self, core: &mut Core) {
         for p in self.outstanding.into_values() {
-            if let Origin::Local(request_id) = p.origin {
-                core.push(Action::WriteDone {
+            match p.origin {
+                Origin::Local(request_id) => core.push(Action::WriteDone {
                     request_id,
                     outcome: Err(RequestError::QuorumLost),
-                });
+                }),
+                Origin::Change(request_id) => core.push(Action::MembershipDone {
+                    request_id,
+                    outcome: Err(MembershipError::QuorumLost),
+                }),
+                Origin::Remote(..) | Origin::Internal => {}
             }
         }
         for s in self.syncs {
@@ -366,7 +389,7 @@ impl Leader {
             }
         }
         for (origin, op) in self.queued {
-            if let Origin::Local(_) = origin {
+            if let Origin::Local(_) | Origin::Change(_) = origin {
                 core.fail_op(op, RequestError::NotLeader { leader: None });
             }
         }
@@ -379,16 +402,19 @@ impl Leader {
     pub(crate) fn check(&self, core: &Core) -> Result<(), String> {
         let me = core.sid();
         let counted = |sid: &ServerId| {
-            *sid == me
-                || self.handlers.get(sid).is_some_and(|h| {
-                    !h.observer && crate::election::is_participant(&core.cfg, *sid)
-                })
+            *sid == me || self.handlers.get(sid).is_some_and(|h| votes(core, *sid, h))
         };
-        for (name, set) in [
-            ("FOLLOWERINFO", &self.info_quorum),
-            ("ACKEPOCH", &self.epoch_acks),
-            ("NEWLEADER", &self.newleader_acks),
-        ] {
+        // In broadcast the phase quorums are history; the configuration may have moved since.
+        let phase_sets = if self.phase == Phase::Broadcast {
+            vec![]
+        } else {
+            vec![
+                ("FOLLOWERINFO", &self.info_quorum),
+                ("ACKEPOCH", &self.epoch_acks),
+                ("NEWLEADER", &self.newleader_acks),
+            ]
+        };
+        for (name, set) in phase_sets {
             if let Some(bad) = set.iter().find(|s| !counted(s)) {
                 return Err(format!(
                     "leader INV-1/INV-5: {bad} counts in the {name} quorum without a voting \

@@ -153,7 +153,7 @@ impl Leader {
             return Ok(Next::Stay);
         }
         h.state = HandlerState::NewLeaderAcked;
-        if !h.observer {
+        if !h.observer && crate::election::is_participant(&core.cfg, from) {
             self.newleader_acks.insert(from);
         }
         match self.phase {

@@ -17,10 +17,7 @@ fn z(e: u32, c: u32) -> Zxid {
 }
 
 fn txn(e: u32, c: u32) -> Txn {
-    Txn {
-        zxid: z(e, c),
-        data: Bytes::from_static(b"t"),
-    }
+    Txn::app(z(e, c), Bytes::from_static(b"t"))
 }
 
 /// Peer 3, elected: snapshot at (1,2), (1,1)..(2,2) logged, (2,1) and (2,2) in memory.
@@ -39,6 +36,7 @@ fn leader() -> Peer {
         snapshot_bytes: 0,
         log_tail: vec![txn(2, 1), txn(2, 2)],
         needs_initial_sync: false,
+        membership: None,
     };
     let mut p = Peer::new(cfg, d, 0).unwrap();
     let vote = Vote {

@@ -170,10 +170,7 @@ fn commits_in_order_after_a_quorum_of_durable_acks() {
     assert!(a.is_empty());
     p.step(Input::LogPersisted { upto: z(2, 1) }).unwrap();
     let a = p.take_actions();
-    let txn = Txn {
-        zxid: z(2, 1),
-        data: Bytes::from_static(b"w"),
-    };
+    let txn = Txn::app(z(2, 1), Bytes::from_static(b"w"));
     assert_eq!(
         a,
         vec![

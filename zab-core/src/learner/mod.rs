@@ -231,6 +231,12 @@ impl Learner {
 
     /// A local client's write or sync (INV-4).
     pub(crate) fn on_client(&mut self, core: &mut Core, op: ClientOp) {
+        if let ClientOp::Change(..) = op {
+            // Only the leader changes the membership; the driver forwards the request.
+            let leader = Some(self.leader);
+            core.fail_op(op, RequestError::NotLeader { leader });
+            return;
+        }
         if self.phase != Phase::Broadcast {
             self.queued.push(op);
             return;
@@ -250,6 +256,7 @@ impl Learner {
                 self.syncs.insert(request_id, None);
                 core.send(self.leader, Message::Sync { request_id });
             }
+            ClientOp::Change(..) => {}
         }
     }
 

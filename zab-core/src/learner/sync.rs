@@ -157,8 +157,7 @@ impl Learner {
             ));
         }
         if zxid < core.log.last() {
-            core.push(Action::TruncateLog { zxid });
-            core.log.truncate(zxid);
+            core.truncate_log(zxid);
         }
         Ok(Next::Stay)
     }

@@ -15,10 +15,7 @@ fn z(e: u32, c: u32) -> Zxid {
 }
 
 fn txn(e: u32, c: u32) -> Txn {
-    Txn {
-        zxid: z(e, c),
-        data: Bytes::from_static(b"t"),
-    }
+    Txn::app(z(e, c), Bytes::from_static(b"t"))
 }
 
 fn durable(accepted: u32, current: u32, log: &[Txn]) -> DurableState {
@@ -31,6 +28,7 @@ fn durable(accepted: u32, current: u32, log: &[Txn]) -> DurableState {
         snapshot_bytes: 0,
         log_tail: log.to_vec(),
         needs_initial_sync: false,
+        membership: None,
     }
 }
 
@@ -138,7 +136,12 @@ fn trunc_below_committed_is_fatal() {
         },
     )
     .unwrap();
-    p.step(Input::SnapshotInstalled { zxid: z(1, 2) }).unwrap();
+    let membership = p.committed_membership().clone();
+    p.step(Input::SnapshotInstalled {
+        zxid: z(1, 2),
+        membership,
+    })
+    .unwrap();
     let err = from_leader(&mut p, Message::Trunc { zxid: z(1, 1) }).unwrap_err();
     assert!(matches!(err, StepError::TruncateBelowCommitted { .. }));
 }

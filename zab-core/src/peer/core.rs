@@ -8,6 +8,8 @@
 //! INV-3: `last_committed` is only ever raised by a leader's commit decision (a quorum of
 //! durable acks, a NEWLEADER quorum, or the leader's COMMIT/INFORM/UPTODATE); on leaving a role
 //! it falls back to `last_applied`.
+//! INV-4: `cfg.members` is the learner type of every member of `members.in_force()`: every
+//! quorum, vote and election uses the configuration in force (`membership` R1).
 
 use bytes::Bytes;
 
@@ -15,10 +17,12 @@ use crate::config::Config;
 use crate::error::StepError;
 use crate::history::History;
 use crate::io::Action;
+use crate::membership::{MembershipChange, MembershipError};
 use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
 use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
 
 use super::jitter::Jitter;
+use super::members::Members;
 
 /// A client request a role could not start yet, or could not finish.
 #[derive(Clone, Debug)]
@@ -27,12 +31,20 @@ pub(crate) enum ClientOp {
     Write(RequestId, Bytes),
     /// A linearizable read point.
     Sync(RequestId),
+    /// A membership change.
+    Change(RequestId, MembershipChange),
 }
 
 /// Shared peer state; see the module docs.
 #[derive(Debug)]
 pub(crate) struct Core {
+    /// The configuration; `cfg.members` always mirrors the membership in force (INV-4).
     pub(crate) cfg: Config,
+    /// The committed and logged configurations (`members` INV-1/INV-2).
+    pub(crate) members: Members,
+    /// Set when the configuration in force or the committed one changed; the peer reacts
+    /// (and reports `Action::MembershipChanged`) at the end of the step.
+    pub(crate) members_moved: bool,
     pub(crate) now_ms: u64,
     pub(crate) accepted_epoch: Epoch,
     pub(crate) current_epoch: Epoch,
@@ -52,7 +64,8 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(
-        cfg: Config,
+        mut cfg: Config,
+        members: Members,
         log: History,
         accepted_epoch: Epoch,
         current_epoch: Epoch,
@@ -66,8 +79,15 @@ impl Core {
             peer_epoch: current_epoch,
         };
         let jitter = Jitter::new(cfg.sid, cfg.jitter_seed);
+        cfg.members = members.in_force().learner_types();
+        let initial = Action::MembershipChanged {
+            in_force: members.in_force().clone(),
+            committed: members.committed().clone(),
+        };
         Core {
             cfg,
+            members,
+            members_moved: false,
             now_ms,
             accepted_epoch,
             current_epoch,
@@ -77,7 +97,7 @@ impl Core {
             round: 0,
             vote,
             needs_initial_sync,
-            actions: Vec::new(),
+            actions: vec![initial],
             jitter,
         }
     }
@@ -172,11 +192,36 @@ impl Core {
         self.push(Action::PersistCurrentEpoch(epoch));
     }
 
-    /// Logs a txn (asynchronously durable).
+    /// Logs a txn (asynchronously durable); a configuration txn is in force from now on.
     pub(crate) fn append(&mut self, txn: Txn) -> Result<(), StepError> {
         self.log.append(txn.clone())?;
+        if self.members.on_append(&txn)? {
+            self.members_moved();
+        }
         self.push(Action::AppendLog(txn));
         Ok(())
+    }
+
+    /// Durably drops every logged txn after `zxid`; a configuration among them is no longer
+    /// in force.
+    pub(crate) fn truncate_log(&mut self, zxid: Zxid) {
+        self.push(Action::TruncateLog { zxid });
+        self.log.truncate(zxid);
+        if self.members.on_truncate(zxid) {
+            self.members_moved();
+        }
+    }
+
+    /// Re-derives `cfg.members` (INV-4), reports the change in the action stream where it
+    /// happened (so a snapshot captured after it carries the new committed configuration),
+    /// and flags it for the peer's reaction at the end of the step.
+    pub(crate) fn members_moved(&mut self) {
+        self.cfg.members = self.members.in_force().learner_types();
+        self.members_moved = true;
+        self.push(Action::MembershipChanged {
+            in_force: self.members.in_force().clone(),
+            committed: self.members.committed().clone(),
+        });
     }
 
     /// Applies every logged txn in `(last_applied, upto]`, in order (INV-2), and raises the
@@ -193,6 +238,9 @@ impl Core {
         })?;
         for txn in txns {
             self.last_applied = txn.zxid;
+            if self.members.on_apply(&txn) {
+                self.members_moved();
+            }
             self.push(Action::Apply(txn));
         }
         self.last_committed = self.last_committed.max(upto);
@@ -211,6 +259,14 @@ impl Core {
             ClientOp::Sync(request_id) => self.push(Action::SyncDone {
                 request_id,
                 outcome: Err(err),
+            }),
+            ClientOp::Change(request_id, _) => self.push(Action::MembershipDone {
+                request_id,
+                outcome: Err(match err {
+                    RequestError::NotLeader { leader } => MembershipError::NotLeader { leader },
+                    RequestError::QuorumLost => MembershipError::QuorumLost,
+                    RequestError::EpochExhausted => MembershipError::EpochExhausted,
+                }),
             }),
         }
     }

@@ -17,6 +17,8 @@
 //! INV-6 (PITFALLS B7): a prospective leader that sees a participant LOOKING while it still
 //! waits for its FOLLOWERINFO quorum past `Config::epoch_wait_ticks` re-elects (leader
 //! discovery INV-6).
+//! INV-8 (`membership` R6): a removed peer sends no notification, answers none and never
+//! decides.
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus up to a quarter of it as jitter, from the generator seeded by `Config::jitter_seed`,
 //! `jitter` INV-1) until a decision.
@@ -69,6 +71,9 @@ impl Peer {
 
     /// Sends our notification to every other participant.
     pub(super) fn broadcast_notification(&mut self) {
+        if self.is_removed() {
+            return;
+        }
         let n = self.core.notification(self.my_state());
         let me = self.core.sid();
         let targets: Vec<ServerId> = self.core.cfg.participants().filter(|s| *s != me).collect();
@@ -103,7 +108,7 @@ impl Peer {
         let RoleState::Looking(e) = &self.role else {
             return Ok(());
         };
-        if !e.decided(self.core.now_ms) {
+        if self.is_removed() || !e.decided(self.core.now_ms) {
             return Ok(());
         }
         let leader = self.core.vote.leader;
@@ -120,6 +125,9 @@ impl Peer {
         from: ServerId,
         n: Notification,
     ) -> Result<(), StepError> {
+        if self.is_removed() {
+            return Ok(());
+        }
         let now = self.core.now_ms;
         let sender_votes = is_participant(&self.core.cfg, from);
         let RoleState::Looking(e) = &mut self.role else {

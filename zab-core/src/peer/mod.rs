@@ -14,12 +14,19 @@
 //! rejects clocks, ambient randomness and hash maps at lint time).
 //! INV-3: `step` returns `Err` only for fatal local conditions; a peer's bad message is
 //! dropped or makes this peer leave its role.
+//! INV-4: when the configuration moves (`membership` R1), the peer reacts at the end of the
+//! step, in one place: a learner whose own role in the configuration in force no longer
+//! matches the way it learns goes LOOKING (and rejoins as what it now is); a leader disconnects
+//! learners the committed configuration dropped or changed, and leaves if it dropped the
+//! leader itself (R6); a peer that applied a configuration without itself is removed: it stays
+//! LOOKING and silent for good.
 
 pub(crate) mod core;
 #[cfg(test)]
 mod initial_sync_tests;
 mod jitter;
 mod looking;
+pub(crate) mod members;
 #[cfg(test)]
 mod tests;
 
@@ -31,11 +38,13 @@ use crate::history::History;
 use crate::io::{Action, Input};
 use crate::leader::Leader;
 use crate::learner::Learner;
+use crate::membership::{MemberRole, Membership};
 use crate::message::{Message, RequestError};
 use crate::sync_plan::SyncPlan;
 use crate::types::{Epoch, Role, ServerId, Zxid};
 
 use self::core::{ClientOp, Core, Next};
+use self::members::Members;
 
 /// The role-specific state.
 #[derive(Debug)]
@@ -54,10 +63,26 @@ pub struct Peer {
 
 impl Peer {
     /// A peer starting from what its driver loaded from disk; it starts LOOKING.
+    ///
+    /// The committed configuration is the one `durable` loaded from the snapshot, else the
+    /// bootstrap one of `config` (`members` and `addresses`); configuration txns of the log
+    /// tail are in force on top of it. A peer the committed configuration does not list is
+    /// refused: `NotAMember` for a bootstrap configuration, `Removed` for a replicated one.
     pub fn new(config: Config, durable: DurableState, now_ms: u64) -> Result<Peer, StepError> {
-        if !config.members.contains_key(&config.sid) {
-            return Err(StepError::NotAMember(config.sid));
+        let committed = durable
+            .membership
+            .clone()
+            .unwrap_or_else(|| Membership::bootstrap(&config.members, &config.addresses));
+        if !committed.members.contains_key(&config.sid) {
+            return Err(match committed.version {
+                Zxid::ZERO => StepError::NotAMember(config.sid),
+                version => StepError::Removed {
+                    sid: config.sid,
+                    version,
+                },
+            });
         }
+        let members = Members::new(committed, &durable.log_tail)?;
         if durable.accepted_epoch < durable.current_epoch {
             return Err(StepError::InconsistentDurableState(format!(
                 "acceptedEpoch {} is below currentEpoch {}",
@@ -67,6 +92,7 @@ impl Peer {
         let log = History::from_durable(&durable)?;
         let core = Core::new(
             config,
+            members,
             log,
             durable.accepted_epoch,
             durable.current_epoch,
@@ -99,8 +125,10 @@ impl Peer {
                     RoleState::Looking(_) => Next::Stay,
                 }
             }
-            Input::SnapshotInstalled { zxid } => {
+            Input::SnapshotInstalled { zxid, membership } => {
                 self.core.log.snapshot_installed(zxid);
+                self.core.members.on_snapshot(membership);
+                self.core.members_moved();
                 self.core.last_applied = zxid;
                 self.core.last_committed = zxid;
                 match &mut self.role {
@@ -121,11 +149,60 @@ impl Peer {
                 payload,
             } => self.on_client(ClientOp::Write(request_id, payload))?,
             Input::ClientSync { request_id } => self.on_client(ClientOp::Sync(request_id))?,
+            Input::ChangeMembership { request_id, change } => {
+                self.on_client(ClientOp::Change(request_id, change))?
+            }
         };
         if let Next::Leave(why) = next {
             self.enter_looking(why)?;
         }
+        if std::mem::take(&mut self.core.members_moved) {
+            self.on_members_moved()?;
+        }
         Ok(())
+    }
+
+    /// The configuration moved during this step (INV-4).
+    fn on_members_moved(&mut self) -> Result<(), StepError> {
+        let listed = self.core.members.has(self.core.sid());
+        let observer = self.learns_as_observer();
+        let next = match &mut self.role {
+            RoleState::Leading(l) => l.on_members_moved(&mut self.core)?,
+            RoleState::Learning(l) if listed && l.observer != observer => {
+                Next::Leave("learner: my role in the configuration changed")
+            }
+            RoleState::Learning(_) | RoleState::Looking(_) => Next::Stay,
+        };
+        if self.is_removed() {
+            if !matches!(self.role, RoleState::Looking(_)) || next != Next::Stay {
+                self.enter_looking("removed from the configuration")?;
+            }
+            return Ok(());
+        }
+        if let Next::Leave(why) = next {
+            self.enter_looking(why)?;
+        }
+        Ok(())
+    }
+
+    /// True once this peer applied a configuration without itself (R6).
+    pub fn is_removed(&self) -> bool {
+        !self
+            .core
+            .members
+            .committed()
+            .members
+            .contains_key(&self.core.sid())
+    }
+
+    /// The configuration in force (the newest in the log, `membership` R1).
+    pub fn membership(&self) -> &Membership {
+        self.core.members.in_force()
+    }
+
+    /// The newest committed (applied) configuration.
+    pub fn committed_membership(&self) -> &Membership {
+        self.core.members.committed()
     }
 
     /// Takes the actions emitted since the last call, in order.
@@ -234,8 +311,7 @@ impl Peer {
             }
             return Ok(());
         }
-        // An uninitialized participant learns as an observer until its first sync (B9).
-        let observer = !self.core.votes();
+        let observer = self.learns_as_observer();
         let role = if observer {
             Role::Observing
         } else {
@@ -248,6 +324,18 @@ impl Peer {
         });
         self.role = RoleState::Learning(Learner::start(&mut self.core, leader, observer));
         Ok(())
+    }
+
+    /// How this peer learns from a leader: an uninitialized participant as an observer until
+    /// its first sync (B9); a joining member as a follower that does not vote until the leader
+    /// promotes it (R5); an observer, or a server the configuration in force does not list,
+    /// as an observer.
+    fn learns_as_observer(&self) -> bool {
+        match self.core.members.in_force().role_of(self.core.sid()) {
+            Some(MemberRole::Participant) => self.core.needs_initial_sync,
+            Some(MemberRole::Joining) => false,
+            Some(MemberRole::Observer) | None => true,
+        }
     }
 
     /// The role this peer plays.
@@ -346,6 +434,10 @@ impl Peer {
             ));
         }
         c.log.check(c.last_applied)?;
+        c.members.check(c.last_applied)?;
+        if c.cfg.members != c.members.in_force().learner_types() {
+            return Err("core INV-4: cfg.members is not the configuration in force".into());
+        }
         match &self.role {
             RoleState::Looking(_) => Ok(()),
             RoleState::Leading(l) => l.check(c),

@@ -167,10 +167,7 @@ fn raw_fdatasync(path: &Path, phase: Duration) -> Res<Histogram<u64>> {
 }
 
 fn record(zxid: Zxid) -> Txn {
-    Txn {
-        zxid,
-        data: Bytes::from(vec![(zxid.0 & 0xff) as u8; RECORD]),
-    }
+    Txn::app(zxid, Bytes::from(vec![(zxid.0 & 0xff) as u8; RECORD]))
 }
 
 fn open_log(dir: &Path) -> Res<TxnLog> {

@@ -23,10 +23,7 @@ pub fn payload(zxid: Zxid, len: usize) -> Bytes {
 }
 
 pub fn txn(zxid: u64, len: usize) -> Txn {
-    Txn {
-        zxid: Zxid(zxid),
-        data: payload(Zxid(zxid), len),
-    }
+    Txn::app(Zxid(zxid), payload(Zxid(zxid), len))
 }
 
 pub fn opts(prealloc: usize) -> LogOptions {

@@ -5,6 +5,7 @@
 //! are in `serving` (a cluster that elects and commits) and `recovery` (peers that come back,
 //! leaders that go away).
 
+mod membership;
 mod recovery;
 mod serving;
 
@@ -15,6 +16,7 @@ use bytes::Bytes;
 use crate::config::Config;
 use crate::durable::DurableState;
 use crate::io::{Action, Input};
+use crate::membership::Membership;
 use crate::message::Message;
 use crate::types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, Zxid};
 use crate::Peer;
@@ -34,6 +36,13 @@ pub(super) struct Node {
     /// The durable "needs initial sync" marker (cleared by `PersistInitialized`).
     pub needs_initial_sync: bool,
     pub up: bool,
+    /// The committed configuration as of the last `MembershipChanged` (what a snapshot taken
+    /// now would carry).
+    pub committed: Option<Membership>,
+    /// The configuration the snapshot `snapshot` carries.
+    pub snapshot_membership: Option<Membership>,
+    /// The SNAP being received.
+    pub snap_buf: Vec<u8>,
 }
 
 pub(super) struct Cluster {
@@ -99,6 +108,9 @@ impl Cluster {
             auto_persist: true,
             needs_initial_sync: d.needs_initial_sync,
             up: true,
+            committed: None,
+            snapshot_membership: d.membership.clone(),
+            snap_buf: Vec::new(),
         };
         self.nodes.insert(sid, node);
         self.process(sid);
@@ -123,6 +135,7 @@ impl Cluster {
             snapshot_bytes: 0,
             log_tail: tail,
             needs_initial_sync: n.needs_initial_sync,
+            membership: n.snapshot_membership.clone(),
         }
     }
 
@@ -161,8 +174,11 @@ impl Cluster {
         }
     }
 
+    /// Feeds `input` to `sid`; a node that is down or was never started hears nothing.
     pub fn input(&mut self, sid: ServerId, input: Input) {
-        let n = self.nodes.get_mut(&sid).unwrap();
+        let Some(n) = self.nodes.get_mut(&sid) else {
+            return;
+        };
         if !n.up {
             return;
         }
@@ -235,17 +251,35 @@ impl Cluster {
                 let mut state = n.snapshot.1.clone();
                 state.extend(n.applied.iter().cloned());
                 assert_eq!(state.last().map_or(n.snapshot.0, |t| t.zxid), zxid);
-                let data = Bytes::from(format!("{}", state.len()));
+                // The "snapshot" is the committed configuration (version, then encoding).
+                let m = n.committed.clone().unwrap();
+                let data = Bytes::from([&m.version.0.to_be_bytes()[..], &m.encode()].concat());
                 let q = self.links.entry((sid, to)).or_default();
                 q.push_back(Message::Snap { zxid });
                 q.push_back(Message::SnapChunk { data, last: true });
                 n.done.push(Action::SendSnapshot { to, zxid });
             }
+            Action::BeginSnapshot { .. } => n.snap_buf.clear(),
+            Action::SnapshotChunk(data) => n.snap_buf.extend_from_slice(&data),
             Action::EndSnapshot { zxid } => {
                 n.log.clear();
                 n.snapshot = (zxid, Vec::new());
                 n.applied.clear();
-                follow_up.push(Input::SnapshotInstalled { zxid });
+                let (version, body) = n.snap_buf.split_at(8);
+                let version = Zxid(u64::from_be_bytes(version.try_into().unwrap()));
+                let membership = Membership::decode(version, body).unwrap();
+                n.snapshot_membership = Some(membership.clone());
+                follow_up.push(Input::SnapshotInstalled { zxid, membership });
+            }
+            Action::MembershipChanged {
+                in_force,
+                committed,
+            } => {
+                n.committed = Some(committed.clone());
+                n.done.push(Action::MembershipChanged {
+                    in_force,
+                    committed,
+                });
             }
             other => n.done.push(other),
         }

@@ -1,0 +1,120 @@
+//! The configurations a peer holds: the newest committed one, and the ones logged after it.
+//!
+//! INV-1: `logged` holds, ascending by version, exactly the configuration txns of the log above
+//! the applied point; each version is above `committed.version`.
+//! INV-2: the configuration in force (`membership` R1) is the newest of `logged`, else
+//! `committed`; it changes only with an append, a truncation, an apply or a snapshot install.
+
+use crate::error::StepError;
+use crate::membership::Membership;
+use crate::types::{ServerId, Txn, TxnKind, Zxid};
+
+/// See the module docs.
+#[derive(Clone, Debug)]
+pub(crate) struct Members {
+    committed: Membership,
+    logged: Vec<Membership>,
+}
+
+fn decode(txn: &Txn) -> Result<Membership, StepError> {
+    Membership::from_txn(txn).map_err(|e| StepError::BadMembership(e.to_string()))
+}
+
+impl Members {
+    /// `committed` is the configuration of the loaded snapshot (or the bootstrap one);
+    /// `tail` the log after it (every configuration txn in it is logged, not known committed).
+    pub(crate) fn new(committed: Membership, tail: &[Txn]) -> Result<Members, StepError> {
+        let mut members = Members {
+            committed,
+            logged: Vec::new(),
+        };
+        for txn in tail {
+            members.on_append(txn)?;
+        }
+        Ok(members)
+    }
+
+    /// The configuration in force (INV-2).
+    pub(crate) fn in_force(&self) -> &Membership {
+        self.logged.last().unwrap_or(&self.committed)
+    }
+
+    /// The newest configuration applied here.
+    pub(crate) fn committed(&self) -> &Membership {
+        &self.committed
+    }
+
+    /// The newest logged configuration not applied yet, if any.
+    pub(crate) fn pending(&self) -> Option<&Membership> {
+        self.logged.last()
+    }
+
+    /// True when `sid` is in the configuration in force.
+    pub(crate) fn has(&self, sid: ServerId) -> bool {
+        self.in_force().members.contains_key(&sid)
+    }
+
+    /// A txn was logged; returns true when the configuration in force changed.
+    pub(crate) fn on_append(&mut self, txn: &Txn) -> Result<bool, StepError> {
+        if txn.kind != TxnKind::Membership || txn.zxid <= self.committed.version {
+            // A configuration at or below the committed one is history: a member that joined
+            // with a helper's configuration logs the older ones again while it syncs.
+            return Ok(false);
+        }
+        if txn.zxid <= self.in_force().version {
+            return Err(StepError::Invariant(format!(
+                "configuration {} logged after configuration {}",
+                txn.zxid,
+                self.in_force().version
+            )));
+        }
+        self.logged.push(decode(txn)?);
+        Ok(true)
+    }
+
+    /// Every record after `zxid` was dropped; returns true when the configuration in force
+    /// changed.
+    pub(crate) fn on_truncate(&mut self, zxid: Zxid) -> bool {
+        let before = self.logged.len();
+        self.logged.retain(|m| m.version <= zxid);
+        before != self.logged.len()
+    }
+
+    /// The txn was applied; returns true when the committed configuration changed.
+    pub(crate) fn on_apply(&mut self, txn: &Txn) -> bool {
+        if txn.kind != TxnKind::Membership {
+            return false;
+        }
+        match self.logged.iter().position(|m| m.version == txn.zxid) {
+            Some(at) => {
+                if let Some(m) = self.logged.drain(..=at).next_back() {
+                    self.committed = m;
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A SNAP was installed: its configuration is committed and the log holds nothing after.
+    pub(crate) fn on_snapshot(&mut self, committed: Membership) {
+        self.committed = committed;
+        self.logged.clear();
+    }
+
+    /// Checks INV-1 against the applied point.
+    pub(crate) fn check(&self, applied: Zxid) -> Result<(), String> {
+        let mut prev = self.committed.version;
+        for m in &self.logged {
+            if m.version <= prev || m.version <= applied {
+                return Err(format!(
+                    "members INV-1: logged configuration {} is not above {prev} and the \
+                     applied point {applied}",
+                    m.version
+                ));
+            }
+            prev = m.version;
+        }
+        Ok(())
+    }
+}
