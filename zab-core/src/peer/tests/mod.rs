@@ -45,6 +45,20 @@ pub(super) struct Node {
     pub snap_buf: Vec<u8>,
 }
 
+impl Node {
+    /// Installs the SNAP received into `snap_buf`: the log and the state restart from it.
+    fn install_snapshot(&mut self, zxid: Zxid) -> Input {
+        self.log.clear();
+        self.snapshot = (zxid, Vec::new());
+        self.applied.clear();
+        let (version, body) = self.snap_buf.split_at(8);
+        let version = Zxid(u64::from_be_bytes(version.try_into().unwrap()));
+        let membership = Membership::decode(version, body).unwrap();
+        self.snapshot_membership = Some(membership.clone());
+        Input::SnapshotInstalled { zxid, membership }
+    }
+}
+
 pub(super) struct Cluster {
     pub cfg: BTreeMap<ServerId, LearnerType>,
     pub nodes: BTreeMap<ServerId, Node>,
@@ -261,16 +275,7 @@ impl Cluster {
             }
             Action::BeginSnapshot { .. } => n.snap_buf.clear(),
             Action::SnapshotChunk(data) => n.snap_buf.extend_from_slice(&data),
-            Action::EndSnapshot { zxid } => {
-                n.log.clear();
-                n.snapshot = (zxid, Vec::new());
-                n.applied.clear();
-                let (version, body) = n.snap_buf.split_at(8);
-                let version = Zxid(u64::from_be_bytes(version.try_into().unwrap()));
-                let membership = Membership::decode(version, body).unwrap();
-                n.snapshot_membership = Some(membership.clone());
-                follow_up.push(Input::SnapshotInstalled { zxid, membership });
-            }
+            Action::EndSnapshot { zxid } => follow_up.push(n.install_snapshot(zxid)),
             Action::MembershipChanged {
                 in_force,
                 committed,
