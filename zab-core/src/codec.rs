@@ -58,8 +58,8 @@ pub mod tag {
     pub const DIFF: u8 = 6;
     /// zxid:u64
     pub const TRUNC: u8 = 7;
-    /// zxid:u64
-    pub const SNAP: u8 = 8;
+    /// Retired: a SNAP header without a configuration (never written or read any more).
+    pub const SNAP_WITHOUT_MEMBERSHIP: u8 = 8;
     /// data:bytes last:bool
     pub const SNAP_CHUNK: u8 = 9;
     /// zxid:u64
@@ -90,6 +90,8 @@ pub mod tag {
     pub const PROPOSAL_MEMBERSHIP: u8 = 22;
     /// zxid:u64 data:bytes — an INFORM of a configuration txn (`TxnKind::Membership`)
     pub const INFORM_MEMBERSHIP: u8 = 23;
+    /// zxid:u64 membership_version:u64 membership:bytes (`Membership::encode`)
+    pub const SNAP: u8 = 24;
 }
 
 /// Why bytes did not decode into a [`Message`].
@@ -136,6 +138,12 @@ pub enum DecodeError {
         field: &'static str,
         /// The value found.
         value: u8,
+    },
+    /// A configuration field does not decode.
+    #[error("bad configuration: {reason}")]
+    BadMembership {
+        /// What is wrong.
+        reason: String,
     },
     /// Bytes remain after a complete message.
     #[error("{count} trailing bytes after a complete message")]
@@ -196,7 +204,12 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
         }
         Message::Diff { last_zxid } => put_u64_body(buf, tag::DIFF, last_zxid.0),
         Message::Trunc { zxid } => put_u64_body(buf, tag::TRUNC, zxid.0),
-        Message::Snap { zxid } => put_u64_body(buf, tag::SNAP, zxid.0),
+        Message::Snap { zxid, membership } => {
+            buf.put_u8(tag::SNAP);
+            buf.put_u64(zxid.0);
+            buf.put_u64(membership.version.0);
+            put_data(buf, &membership.encode());
+        }
         Message::SnapChunk { data, last } => {
             buf.put_u8(tag::SNAP_CHUNK);
             put_data(buf, data);
@@ -246,9 +259,9 @@ pub fn encoded_len(msg: &Message) -> usize {
         | Message::ObserverInfo { .. }
         | Message::LeaderInfo { .. } => 4 + 4,
         Message::AckEpoch { .. } => 4 + 8,
+        Message::Snap { membership, .. } => 8 + 8 + 4 + membership.encode().len(),
         Message::Diff { .. }
         | Message::Trunc { .. }
-        | Message::Snap { .. }
         | Message::NewLeader { .. }
         | Message::Ack { .. }
         | Message::Commit { .. }

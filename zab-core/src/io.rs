@@ -22,9 +22,10 @@
 //!   already at or past the SNAP's zxid does not install it: it emits no `BeginSnapshot`, drops
 //!   the chunks itself, and truncates its log to its applied point instead.
 //! - An `Apply` of a `TxnKind::Membership` txn is not the application's: the configuration it
-//!   carries is reported by the `MembershipChanged` just before it. A snapshot (`SendSnapshot`,
-//!   a background one) carries the committed configuration of the last `MembershipChanged`
-//!   before it, and `SnapshotInstalled` hands the received snapshot's configuration back.
+//!   carries is reported by the `MembershipChanged` just before it. A background snapshot
+//!   carries the committed configuration of the last `MembershipChanged` before it;
+//!   `SendSnapshot` and `BeginSnapshot` name theirs, and `SnapshotInstalled` hands the
+//!   received snapshot's configuration back.
 //! - `LogPurged { first_zxid }` is fed only for segments a local snapshot covers (applied
 //!   txns); from then on the peer never asks `SendLogRange` for anything below `first_zxid`.
 //!
@@ -171,17 +172,24 @@ pub enum Action {
         /// Inclusive upper bound.
         upto: Zxid,
     },
-    /// Queue to `to` a `Snap { zxid }` header and the state machine's snapshot as `SnapChunk`s.
+    /// Queue to `to` a `Snap { zxid, membership }` header and the state machine's snapshot
+    /// as `SnapChunk`s.
     SendSnapshot {
         /// The receiver.
         to: ServerId,
         /// The last applied zxid, which the snapshot must be at.
         zxid: Zxid,
+        /// The committed configuration at `zxid`.
+        membership: Membership,
     },
-    /// A SNAP from the leader starts; prepare a temporary snapshot file.
+    /// A SNAP from the leader starts; prepare a temporary snapshot file that carries
+    /// `membership`.
     BeginSnapshot {
         /// The snapshot's zxid.
         zxid: Zxid,
+        /// The committed configuration at `zxid` (from the leader's `Snap`); hand it back in
+        /// `Input::SnapshotInstalled`.
+        membership: Membership,
     },
     /// Bytes of the SNAP in progress.
     SnapshotChunk(Bytes),

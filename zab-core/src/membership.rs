@@ -46,7 +46,8 @@
 //!
 //! INV-1: a `Membership` always has at least one participant.
 //! INV-2: `encode`/`decode` round-trip; `decode` never panics and rejects unknown roles,
-//! duplicate sids, over-long addresses and trailing bytes.
+//! sids out of ascending order (duplicates included: one encoding per configuration),
+//! over-long addresses and trailing bytes.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -353,11 +354,14 @@ impl Membership {
                 .map_err(|_| fail(format!("server {sid}: address is not UTF-8")))?
                 .to_string();
             if members
-                .insert(ServerId(sid), Member { role, address })
-                .is_some()
+                .last_key_value()
+                .is_some_and(|(last, _): (&ServerId, _)| last.0 >= sid)
             {
-                return Err(fail(format!("server {sid} appears twice")));
+                return Err(fail(format!(
+                    "server {sid} is out of order: members are encoded by ascending sid, once"
+                )));
             }
+            members.insert(ServerId(sid), Member { role, address });
         }
         if !r.is_empty() {
             return Err(fail(format!("{} bytes after the last member", r.len())));

@@ -165,7 +165,7 @@ fn malformed_encodings_are_errors() {
                 }
                 b
             },
-            "appears twice",
+            "out of order",
         ),
     ];
     for (bytes, why) in cases {

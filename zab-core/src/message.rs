@@ -28,6 +28,7 @@
 
 use bytes::Bytes;
 
+use crate::membership::Membership;
 use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
 
 /// The protocol version carried by FOLLOWERINFO/OBSERVERINFO and LEADERINFO.
@@ -135,6 +136,8 @@ pub enum Message {
     Snap {
         /// The zxid the snapshot's state is at.
         zxid: Zxid,
+        /// The committed configuration at `zxid`, which the learner's snapshot carries.
+        membership: Membership,
     },
     /// One chunk of a SNAP stream; `last` ends it.
     SnapChunk {

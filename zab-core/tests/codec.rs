@@ -1,6 +1,8 @@
 //! Property tests of the wire codec: every message round-trips, and no input — random bytes,
 //! or a valid encoding with bits flipped, bytes cut or appended — makes `decode` panic.
 
+use std::collections::BTreeMap;
+
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use zab_core::codec::{
@@ -8,8 +10,8 @@ use zab_core::codec::{
     FORMAT_VERSION, MAX_DATA_LEN,
 };
 use zab_core::{
-    ElectionState, Epoch, Message, Notification, RequestError, RequestId, ServerId, Txn, TxnKind,
-    Vote, Zxid,
+    ElectionState, Epoch, Member, MemberRole, Membership, Message, Notification, RequestError,
+    RequestId, ServerId, Txn, TxnKind, Vote, Zxid,
 };
 
 fn zxid() -> impl Strategy<Value = Zxid> {
@@ -35,6 +37,32 @@ fn data() -> impl Strategy<Value = Bytes> {
 fn txn() -> impl Strategy<Value = Txn> {
     let kind = prop_oneof![Just(TxnKind::App), Just(TxnKind::Membership)];
     (zxid(), data(), kind).prop_map(|(zxid, data, kind)| Txn { zxid, data, kind })
+}
+
+fn membership() -> impl Strategy<Value = Membership> {
+    let role = prop_oneof![
+        Just(MemberRole::Participant),
+        Just(MemberRole::Observer),
+        Just(MemberRole::Joining)
+    ];
+    (
+        zxid(),
+        prop::collection::btree_map(any::<u64>(), (role, "[a-z0-9.:;]{0,30}"), 0..6),
+    )
+        .prop_map(|(version, members)| {
+            let mut members: BTreeMap<ServerId, Member> = members
+                .into_iter()
+                .map(|(sid, (role, address))| (ServerId(sid), Member { role, address }))
+                .collect();
+            members.insert(
+                ServerId(u64::MAX),
+                Member {
+                    role: MemberRole::Participant,
+                    address: String::new(),
+                },
+            );
+            Membership { version, members }
+        })
 }
 
 fn election_state() -> impl Strategy<Value = ElectionState> {
@@ -103,7 +131,7 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         zxid().prop_map(|last_zxid| Message::Diff { last_zxid }),
         zxid().prop_map(|zxid| Message::Trunc { zxid }),
-        zxid().prop_map(|zxid| Message::Snap { zxid }),
+        (zxid(), membership()).prop_map(|(zxid, membership)| Message::Snap { zxid, membership }),
         (data(), any::<bool>()).prop_map(|(data, last)| Message::SnapChunk { data, last }),
         zxid().prop_map(|zxid| Message::NewLeader { zxid }),
         Just(Message::UpToDate),

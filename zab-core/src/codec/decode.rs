@@ -5,6 +5,7 @@ use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
 
 use super::{tag, DecodeError, FORMAT_VERSION, MAX_DATA_LEN};
+use crate::membership::Membership;
 use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
 use crate::types::{Epoch, RequestId, ServerId, Txn, TxnKind, Zxid};
 
@@ -81,6 +82,15 @@ impl<'a> Reader<'a> {
         Ok(match self.backing {
             Some(b) => b.slice(start..start + slice.len()),
             None => Bytes::copy_from_slice(slice),
+        })
+    }
+
+    /// `membership_version:u64 membership:bytes` of a SNAP.
+    fn membership(&mut self) -> Result<Membership, DecodeError> {
+        let version = self.zxid("snap.membership_version")?;
+        let bytes = self.data("snap.membership")?;
+        Membership::decode(version, &bytes).map_err(|e| DecodeError::BadMembership {
+            reason: e.to_string(),
         })
     }
 
@@ -184,6 +194,7 @@ fn decode_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
         },
         tag::SNAP => Message::Snap {
             zxid: r.zxid("snap.zxid")?,
+            membership: r.membership()?,
         },
         tag::SNAP_CHUNK => Message::SnapChunk {
             data: r.data("snap_chunk.data")?,

@@ -65,7 +65,12 @@ impl Leader {
             }
             SyncPlan::Snap => {
                 let at = core.last_applied;
-                core.push(Action::SendSnapshot { to: sid, zxid: at });
+                let membership = core.members.committed().clone();
+                core.push(Action::SendSnapshot {
+                    to: sid,
+                    zxid: at,
+                    membership,
+                });
                 self.send_pairs(core, sid, at, end)?;
                 end.max(at)
             }

@@ -23,6 +23,7 @@
 
 use crate::error::StepError;
 use crate::io::Action;
+use crate::membership::Membership;
 use crate::message::Message;
 use crate::peer::core::{Core, Next};
 use crate::sync_plan::SyncMode;
@@ -46,9 +47,9 @@ impl Learner {
                 self.report_sync(core, SyncMode::TruncDiff, zxid);
                 return self.on_trunc(core, zxid);
             }
-            Message::Snap { zxid } => {
+            Message::Snap { zxid, membership } => {
                 self.report_sync(core, SyncMode::Snap, zxid);
-                return self.on_snap(core, zxid);
+                return self.on_snap(core, zxid, membership);
             }
             Message::SnapChunk { last, .. } if self.snap == SnapState::Skipping => {
                 if last {
@@ -115,7 +116,12 @@ impl Learner {
     /// backwards; everything we applied is committed, hence in the leader's history, so we keep
     /// our state, drop only the unapplied rest of our log, and take the txns that follow (the
     /// duplicates up to our applied point are ignored as they arrive) (INV-5).
-    fn on_snap(&mut self, core: &mut Core, zxid: Zxid) -> Result<Next, StepError> {
+    fn on_snap(
+        &mut self,
+        core: &mut Core,
+        zxid: Zxid,
+        membership: Membership,
+    ) -> Result<Next, StepError> {
         if self.snap != SnapState::Idle {
             return Ok(Next::Leave("learner: second SNAP in one sync"));
         }
@@ -126,7 +132,7 @@ impl Learner {
         }
         if zxid > core.last_applied {
             self.snap = SnapState::Receiving(zxid);
-            core.push(Action::BeginSnapshot { zxid });
+            core.push(Action::BeginSnapshot { zxid, membership });
             return Ok(Next::Stay);
         }
         self.snap = SnapState::Skipping;

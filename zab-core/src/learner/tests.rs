@@ -127,7 +127,15 @@ fn trunc_below_committed_is_fatal() {
     let mut p = follower(durable(1, 1, &[txn(1, 1), txn(1, 2)]));
     from_leader(&mut p, leader_info(2)).unwrap();
     // A SNAP would set the applied point; emulate a learner that applied (1,2) by a SNAP.
-    from_leader(&mut p, Message::Snap { zxid: z(1, 2) }).unwrap();
+    let membership = p.committed_membership().clone();
+    from_leader(
+        &mut p,
+        Message::Snap {
+            zxid: z(1, 2),
+            membership,
+        },
+    )
+    .unwrap();
     from_leader(
         &mut p,
         Message::SnapChunk {
@@ -202,7 +210,15 @@ fn applied_to_1_2() -> Peer {
     let mut p = follower(d);
     assert_eq!(p.last_applied_zxid(), z(1, 2));
     from_leader(&mut p, leader_info(2)).unwrap();
-    let a = from_leader(&mut p, Message::Snap { zxid: z(1, 1) }).unwrap();
+    let membership = p.committed_membership().clone();
+    let a = from_leader(
+        &mut p,
+        Message::Snap {
+            zxid: z(1, 1),
+            membership,
+        },
+    )
+    .unwrap();
     let report = Action::SyncReceived {
         leader: ServerId(3),
         mode: SyncMode::Snap,

@@ -41,19 +41,17 @@ pub(super) struct Node {
     pub committed: Option<Membership>,
     /// The configuration the snapshot `snapshot` carries.
     pub snapshot_membership: Option<Membership>,
-    /// The SNAP being received.
-    pub snap_buf: Vec<u8>,
+    /// The configuration of the SNAP being received.
+    pub receiving: Option<Membership>,
 }
 
 impl Node {
-    /// Installs the SNAP received into `snap_buf`: the log and the state restart from it.
+    /// Installs the SNAP received: the log and the state restart from it.
     fn install_snapshot(&mut self, zxid: Zxid) -> Input {
         self.log.clear();
         self.snapshot = (zxid, Vec::new());
         self.applied.clear();
-        let (version, body) = self.snap_buf.split_at(8);
-        let version = Zxid(u64::from_be_bytes(version.try_into().unwrap()));
-        let membership = Membership::decode(version, body).unwrap();
+        let membership = self.receiving.take().unwrap();
         self.snapshot_membership = Some(membership.clone());
         Input::SnapshotInstalled { zxid, membership }
     }
@@ -124,7 +122,7 @@ impl Cluster {
             up: true,
             committed: None,
             snapshot_membership: d.membership.clone(),
-            snap_buf: Vec::new(),
+            receiving: None,
         };
         self.nodes.insert(sid, node);
         self.process(sid);
@@ -261,20 +259,29 @@ impl Cluster {
                     q.push_back(Message::Commit { zxid });
                 }
             }
-            Action::SendSnapshot { to, zxid } => {
+            Action::SendSnapshot {
+                to,
+                zxid,
+                membership,
+            } => {
                 let mut state = n.snapshot.1.clone();
                 state.extend(n.applied.iter().cloned());
                 assert_eq!(state.last().map_or(n.snapshot.0, |t| t.zxid), zxid);
-                // The "snapshot" is the committed configuration (version, then encoding).
-                let m = n.committed.clone().unwrap();
-                let data = Bytes::from([&m.version.0.to_be_bytes()[..], &m.encode()].concat());
+                assert_eq!(Some(&membership), n.committed.as_ref());
+                let data = Bytes::from(format!("{}", state.len()));
                 let q = self.links.entry((sid, to)).or_default();
-                q.push_back(Message::Snap { zxid });
+                q.push_back(Message::Snap {
+                    zxid,
+                    membership: membership.clone(),
+                });
                 q.push_back(Message::SnapChunk { data, last: true });
-                n.done.push(Action::SendSnapshot { to, zxid });
+                n.done.push(Action::SendSnapshot {
+                    to,
+                    zxid,
+                    membership,
+                });
             }
-            Action::BeginSnapshot { .. } => n.snap_buf.clear(),
-            Action::SnapshotChunk(data) => n.snap_buf.extend_from_slice(&data),
+            Action::BeginSnapshot { membership, .. } => n.receiving = Some(membership),
             Action::EndSnapshot { zxid } => follow_up.push(n.install_snapshot(zxid)),
             Action::MembershipChanged {
                 in_force,
