@@ -31,7 +31,8 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, info, warn, Instrument};
 use zab_core::{Message, ServerId};
 
-use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Outbox, Shared};
+use super::peer::Outbox;
+use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Shared};
 use crate::frame::{FrameCodec, FrameError};
 use crate::handshake::{self, HandshakeError, Hello, Reply};
 

@@ -48,19 +48,22 @@
 mod config;
 mod link;
 mod listener;
+mod peer;
 mod sender;
 
 pub use config::{PeerAddrs, TransportConfig};
 pub use sender::PeerSender;
 
+use peer::{Control, LinkHandle, LinkStart, Peer};
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -181,93 +184,6 @@ struct Counters {
 
 fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The current outbox of a link; replaced (with a new generation) whenever its queue is
-/// discarded, so that nothing queued before a loss is written after it (INV-2).
-struct Outbox {
-    generation: u64,
-    tx: mpsc::Sender<Message>,
-    overflow_signalled: bool,
-}
-
-/// Requests to a link task.
-enum Control {
-    /// An inbound connection from the higher-sid peer passed the handshake: use it.
-    Adopt(TcpStream),
-    /// The lower-sid peer wants a connection: dial it.
-    DialRequested,
-    /// Drop the connection and anything queued.
-    Disconnect,
-    /// The outbox of this generation overflowed.
-    Overflow { generation: u64 },
-}
-
-/// The shared side of one link: where `send` puts messages and how to reach the task.
-struct LinkHandle {
-    outbox: Mutex<Outbox>,
-    ctrl: mpsc::UnboundedSender<Control>,
-    connected: AtomicBool,
-}
-
-/// A link's task inputs, made with its handle and handed to the task when it is spawned.
-struct LinkStart {
-    peer: ServerId,
-    channel: Channel,
-    handle: Arc<LinkHandle>,
-    outbox: mpsc::Receiver<Message>,
-    ctrl: mpsc::UnboundedReceiver<Control>,
-}
-
-/// One known peer: where it listens and its two links (INV-5).
-struct Peer {
-    addrs: PeerAddrs,
-    /// In the configuration last given to `set_peers` (or at start); false for a sid that
-    /// left it, whose links stay.
-    configured: bool,
-    election: Arc<LinkHandle>,
-    quorum: Arc<LinkHandle>,
-}
-
-impl Peer {
-    /// The peer and the inputs of its two link tasks, to be spawned.
-    fn new(sid: ServerId, addrs: PeerAddrs, outbox_len: usize) -> (Peer, [LinkStart; 2]) {
-        let make = |channel: Channel| {
-            let (tx, outbox) = mpsc::channel(outbox_len.max(1));
-            let (ctrl, ctrl_rx) = mpsc::unbounded_channel();
-            let handle = Arc::new(LinkHandle {
-                outbox: Mutex::new(Outbox {
-                    generation: 0,
-                    tx,
-                    overflow_signalled: false,
-                }),
-                ctrl,
-                connected: AtomicBool::new(false),
-            });
-            LinkStart {
-                peer: sid,
-                channel,
-                handle,
-                outbox,
-                ctrl: ctrl_rx,
-            }
-        };
-        let (election, quorum) = (make(Channel::Election), make(Channel::Quorum));
-        let peer = Peer {
-            addrs,
-            configured: true,
-            election: election.handle.clone(),
-            quorum: quorum.handle.clone(),
-        };
-        (peer, [election, quorum])
-    }
-
-    fn link(&self, channel: Channel) -> &Arc<LinkHandle> {
-        match channel {
-            Channel::Election => &self.election,
-            Channel::Quorum => &self.quorum,
-        }
-    }
 }
 
 /// State shared by the handle, the listeners and the links.
