@@ -10,7 +10,7 @@
 //! restarting; a restart whose data dir holds its removal is refused and leaves it down.
 //!
 //! INV-MB1: new servers get sids never used before in the run, so a removed sid never returns.
-//! INV-MB2 (random changes): at most `SimOptions::max_membership_changes` requests per run,
+//! INV-MB2 (random changes, asked of the leader two times in three): at most `SimOptions::max_membership_changes` requests per run,
 //! at most [`MAX_ADDED`] added servers; a removal never leaves fewer than three participants,
 //! nor wiped participants that have not resynced among the remaining ones at half of them or
 //! more (`faults` INV-F3 under the new configuration).
@@ -186,7 +186,13 @@ impl Cluster {
         if live.is_empty() {
             return;
         }
-        let target = live[self.rng.gen_range(0..live.len())];
+        // mostly the leader (an operator who knows it), else any node (which forwards nothing:
+        // a follower answers NotLeader)
+        let leader = self.leader().filter(|_| self.rng.gen_ratio(2, 3));
+        let target = match leader {
+            Some(l) => l,
+            None => live[self.rng.gen_range(0..live.len())],
+        };
         let Some(config) = self.nodes[&target].committed.clone() else {
             return;
         };

@@ -211,7 +211,8 @@ impl Cluster {
             let state = match &n.peer {
                 None => "down".to_string(),
                 Some(p) => format!(
-                    "{}{} leader={:?} acc={} cur={} logged={} committed={} applied={} serving={}",
+                    "{}{} leader={:?} acc={} cur={} logged={} committed={} applied={} serving={} \
+                     config in force {} (committed {})",
                     p.role(),
                     if n.paused { " (paused)" } else { "" },
                     p.leader().map(|l| l.0),
@@ -220,7 +221,9 @@ impl Cluster {
                     p.last_logged_zxid(),
                     p.last_committed_zxid(),
                     p.last_applied_zxid(),
-                    p.is_serving()
+                    p.is_serving(),
+                    p.membership(),
+                    p.committed_membership().version
                 ),
             };
             s.push_str(&format!(
