@@ -199,8 +199,8 @@ fn await_promotion_on(c: &mut Cluster, ids: &[ServerId], member: ServerId) {
 /// leader of the committed configuration (2 of 3). After the heal the two cut-off members hold
 /// a configuration of 4 participants in which only 2 follow that leader, so they stay LOOKING
 /// for good: a peer judges an established leader by its own configuration in force, not the
-/// leader's (scenario seed 1; the random sweep's seeds 73 and 315 are the same defect with a
-/// member that missed a committed change instead).
+/// leader's (scenario seed 1; the random run of seed 233 is the same defect with a member
+/// that missed a committed change instead).
 #[test]
 #[ignore = "zab-core liveness bug: a member whose configuration in force differs from the \
             leader's never joins it (scenario seed 1)"]
@@ -299,23 +299,18 @@ fn seed_101_snap_install_forgets_a_configuration_logged_after_end_snapshot() {
     run_with_changes(101);
 }
 
-/// Seed 315 (3 voters): node 3 is removed; node 1 missed that change and a promotion before it,
-/// so its configuration in force has 4 participants, the removed node 3 among them. The leader
-/// of the new configuration is followed by nodes 2 and 6 only, 2 of 4 in node 1's view, and
-/// node 1 stays LOOKING for good (liveness phase: "a stable leader: not reached"). Seed 73 is
-/// the same with wipes: node 5 lags behind a promotion and a removal.
+/// Seed 233 (5 voters): node 4 missed the promotion of node 6 and the changes after it, so in
+/// its configuration in force (version 0x10000002b) node 6 is still joining and node 3, since
+/// removed, a participant. Node 6 leads the newest configuration, followed by nodes 1, 2, 5
+/// and 8; node 4 does not take a joining member for a leader, the removed node 3 never votes
+/// again, and node 4 stays LOOKING for good (liveness phase: "a stable leader: not reached").
+/// Fails the same with seed 101's defect fixed (seed 217 there: an observer behind a
+/// promotion).
 #[test]
 #[ignore = "zab-core liveness bug: a member that missed a committed change never joins the \
-            leader when its older configuration lacks a quorum following it"]
-fn seed_315_a_member_behind_a_removal_never_rejoins() {
-    run_with_changes(315);
-}
-
-/// Seed 73, as above, with the sweep's wipes.
-#[test]
-#[ignore = "zab-core liveness bug, as seed 315"]
-fn seed_73_a_wiped_minority_and_a_member_behind_a_removal() {
-    run_with_changes(73);
+            leader of the newer configuration"]
+fn seed_233_a_member_behind_a_promotion_never_rejoins() {
+    run_with_changes(233);
 }
 
 /// The sweep's run of `seed` with membership changes on, whatever the seed draws.
@@ -325,16 +320,46 @@ fn run_with_changes(seed: u64) -> RunReport {
     run_with(opts, steps)
 }
 
-/// Random runs with membership changes mixed into the faults (`tests::sim::members`), on odd
-/// seeds below the first known core failure (seed 101): changes are asked, committed, servers
-/// added and removed, and every run passes every checker and the liveness phase. The random
-/// sweep mixes changes in only with `ZAB_MEMBERSHIP=1` until the core passes it.
+/// Seed 255 (7 voters, 1 observer): the leader 7 proposes its own removal while it syncs the
+/// joining member 11 (SNAP, then the proposals of the sync, then NEWLEADER). Member 11 logs
+/// the removal, so its configuration in force no longer lists its leader, and it drops the
+/// leader's NEWLEADER: a synced learner with a durable log never acks NEWLEADER (the
+/// NEWLEADER-ack checker), until the sync times out. Fails the same with seed 101's defect
+/// fixed.
+#[test]
+#[ignore = "zab-core bug: a learner whose logged configuration removes its syncing leader \
+            drops that leader's NEWLEADER"]
+fn seed_255_a_learner_drops_newleader_from_a_leader_removing_itself() {
+    run_with_changes(255);
+}
+
+/// A random run with membership changes replays exactly (added servers and their sids,
+/// answers, removals and all).
+#[test]
+fn a_run_with_membership_changes_replays_exactly() {
+    for seed in [5, 29] {
+        let (a, b) = (run_with_changes(seed), run_with_changes(seed));
+        assert_eq!(a.hash, b.hash, "seed {seed} is not deterministic");
+        assert_eq!((a.steps, a.added, a.removed), (b.steps, b.added, b.removed));
+        assert!(a.membership_requests > 0, "seed {seed} asks for changes");
+    }
+}
+
+/// Odd seeds below 100 that fail with seed 101's defect (a SNAP install forgets a
+/// configuration logged after `EndSnapshot`); to be run again once the core is fixed.
+const FAIL_WITH_SEED_101_DEFECT: &[u64] = &[37, 45, 71];
+
+/// Random runs with membership changes mixed into the faults (`tests::sim::members`), on the
+/// odd seeds below 100 without wipes but those of [`FAIL_WITH_SEED_101_DEFECT`]: changes are
+/// asked, committed, servers added and removed, and every run passes every checker and the
+/// liveness phase. The random sweep mixes changes in only with `ZAB_MEMBERSHIP=1` until the
+/// core passes it.
 #[test]
 fn random_runs_with_membership_changes() {
     let (mut requests, mut commits, mut added, mut removed) = (0, 0, 0, 0);
     for seed in (1..100).step_by(2) {
         let (opts, _) = SimOptions::for_seed(seed);
-        if opts.wipes {
+        if opts.wipes || FAIL_WITH_SEED_101_DEFECT.contains(&seed) {
             continue;
         }
         let r = run_with_changes(seed);
@@ -344,7 +369,7 @@ fn random_runs_with_membership_changes() {
         removed += r.removed;
     }
     eprintln!(
-        "odd seeds 1..100 without wipes: {requests} changes asked, {commits} committed, \
+        "odd seeds 1..100 without wipes or known core failures: {requests} changes asked, {commits} committed, \
          {added} servers added, {removed} removed"
     );
     assert!(

@@ -123,8 +123,9 @@ pub struct SimOptions {
 /// while the core fails it: a member whose configuration in force differs from the leader's
 /// (it missed a committed change, or holds an uncommitted one the leader would truncate)
 /// judges the leader's following by its own configuration and may stay LOOKING for good
-/// (seeds 315 and 73, the ignored partition scenario of `tests/tests/sim_membership.rs`), and a
-/// SNAP install forgets a configuration logged after `EndSnapshot` (seed 101).
+/// (seed 233, the ignored partition scenario of `tests/tests/sim_membership.rs`), a SNAP
+/// install forgets a configuration logged after `EndSnapshot` (seed 101), and a learner drops
+/// the NEWLEADER of a leader whose own removal it logged (seed 255).
 pub fn membership_sweep() -> bool {
     std::env::var_os("ZAB_MEMBERSHIP").is_some_and(|v| v == "1")
 }
@@ -192,7 +193,7 @@ impl SimOptions {
         // mixed with wipes: a member whose log is behind a change (it missed a promotion or a
         // removal) counts quorums in its older configuration, where a wiped member does not
         // vote and a removed one never returns, so a wiped minority of the newest configuration
-        // can be a majority of the older one and the liveness phase could not end (seed 73).
+        // can be a majority of the older one and the liveness phase could not end.
         o.membership_changes = membership_sweep() && seed % 2 == 1 && !o.wipes;
         (o, steps)
     }
