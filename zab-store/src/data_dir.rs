@@ -1,7 +1,8 @@
 //! [`DataDir`]: the convenience a driver uses at start-up: open the snapshot directory (with the
 //! epoch files, like ZooKeeper's `dataDir`) and the log directory (`dataLogDir`, may be the
 //! same), recover the log, load the newest valid snapshot, and assemble the core's
-//! [`DurableState`]. Also the purge that keeps snapshots and logs consistent.
+//! [`DurableState`] (with the committed configuration the loaded snapshot carries). Also the
+//! purge that keeps snapshots and logs consistent.
 //!
 //! INV-1: the durable state handed to the core has no hole: the log tail starts right after the
 //! loaded snapshot, or loading fails naming the log directory (for instance after falling back
@@ -79,8 +80,10 @@ impl DataDir {
         let snapshot_zxid = newest.as_ref().map_or(Zxid::ZERO, |info| info.zxid);
         // Only a hint for the leader's DIFF-or-SNAP choice: unknown (0) if unreadable.
         let snapshot_bytes = newest
+            .as_ref()
             .and_then(|info| std::fs::metadata(&info.path).ok())
             .map_or(0, |m| m.len());
+        let membership = newest.and_then(|info| info.membership);
         self.reset_log_behind(snapshot_zxid)?;
         let reader = self.log.reader();
         let last = reader.last_zxid().unwrap_or(reader.floor());
@@ -122,6 +125,7 @@ impl DataDir {
             snapshot_bytes,
             log_tail,
             needs_initial_sync: self.epochs.needs_initial_sync()?,
+            membership,
         })
     }
 

@@ -4,8 +4,8 @@
 //! ```text
 //! log.<zxid as 16 hex>        txn log segment: 32-byte header, records, zeros (see `segment`,
 //!                             `record`); the name is the zxid of its first record
-//! snapshot.<zxid as 16 hex>   snapshot at that zxid: header, state machine bytes, CRC trailer
-//!                             (see `snapshot`)
+//! snapshot.<zxid as 16 hex>   snapshot at that zxid: header, committed configuration, state
+//!                             machine bytes, CRC trailer (see `snapshot`)
 //! acceptedEpoch, currentEpoch epoch files, decimal text (see `epoch_file`)
 //! *.tmp                       unfinished writes of any of the above; ignored and removed
 //! ```
@@ -30,7 +30,8 @@
 //! writer.reset(snapshot_zxid)?;   // later: LogEvent::Reset { .. }         (after a SNAP)
 //! reader.read_range(after, upto)? // DIFF from the on-disk log
 //! dd.epochs.write(EpochKind::Accepted, epoch)?;                            // durable on return
-//! let mut w = dd.snaps.create(zxid, cluster_id)?; io::copy(&mut state, &mut w)?; w.finish()?;
+//! let mut w = dd.snaps.create(zxid, cluster_id, Some(&committed_membership))?;
+//! io::copy(&mut state, &mut w)?; w.finish()?;     // SnapshotInfo { membership, .. } on load
 //! zab_store::purge(&dd.snaps, &writer, snap_retain_count)?;                // LogEvent::Purged
 //! ```
 //!
@@ -82,6 +83,6 @@ pub use segment::{parse_segment_name, segment_name};
 pub use snap_dir::SnapDir;
 pub use snapshot::{
     parse_snapshot_name, snapshot_name, SnapshotInfo, SnapshotReader, SnapshotWriter,
-    SNAP_HEADER_LEN, SNAP_TRAILER_LEN,
+    MAX_MEMBERSHIP_SECTION_LEN, SNAP_HEADER_LEN, SNAP_TRAILER_LEN,
 };
 pub use writer::{LogCommand, LogEvent, LogWriter, SyncThread};

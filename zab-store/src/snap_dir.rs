@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use tracing::warn;
-use zab_core::Zxid;
+use zab_core::{Membership, Zxid};
 
 use crate::error::{Result, StoreError};
 use crate::fsutil;
@@ -73,9 +73,15 @@ impl SnapDir {
         Ok(removed)
     }
 
-    /// Starts writing the snapshot at `zxid`.
-    pub fn create(&self, zxid: Zxid, cluster_id: u64) -> Result<SnapshotWriter> {
-        SnapshotWriter::create(&self.dir, zxid, cluster_id, self.force_sync)
+    /// Starts writing the snapshot at `zxid`, under the committed configuration `membership`
+    /// (`None`: none known); see [`SnapshotWriter::create`].
+    pub fn create(
+        &self,
+        zxid: Zxid,
+        cluster_id: u64,
+        membership: Option<&Membership>,
+    ) -> Result<SnapshotWriter> {
+        SnapshotWriter::create(&self.dir, zxid, cluster_id, membership, self.force_sync)
     }
 
     /// Opens the snapshot at `zxid` for streamed, verified reading.

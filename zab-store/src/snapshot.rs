@@ -1,41 +1,63 @@
 //! Snapshot files `snapshot.<zxid, 16 hex>`: a streamed writer and a streamed, verifying reader.
 //!
+//! Format version 2 (written); m is the length of the configuration section, n the body's:
 //! ```text
 //! offset  size  field
 //!      0     4  magic "ZSNP"
-//!      4     4  format version (1)
+//!      4     4  format version (2)
 //!      8     8  zxid (equal to the name's)
 //!     16     8  cluster id
 //!     24     4  reserved (0)
 //!     28     4  CRC32C of bytes 0..28
-//!     32     n  body: the state machine's bytes, opaque here
-//!   32+n     8  n, the body length
-//!   40+n     4  CRC32C of header and body (bytes 0..32+n)
-//!   44+n     4  end magic "ZEND"
+//!     32     4  m, the configuration section's length (0: no configuration known)
+//!     36     m  configuration: its version zxid (u64) then `Membership::encode()`
+//!   36+m     n  body: the state machine's bytes, opaque here
+//! 36+m+n     8  n, the body length
+//! 44+m+n     4  CRC32C of everything before the trailer (bytes 0..36+m+n)
+//! 48+m+n     4  end magic "ZEND"
 //! ```
+//! Format version 1 (still read) has no configuration section: the body starts at 32 and the
+//! CRC covers bytes 0..32+n; it reads as "no configuration".
+//!
 //! INV-1: a snapshot appears under its final name only complete and durable: written to
 //! `snapshot.<zxid>.tmp`, fsynced, renamed, directory fsynced ([`SnapshotWriter::finish`]).
 //! A writer dropped without `finish` removes its temp file.
-//! INV-2: neither side holds more than a fixed-size buffer (64 KiB) of the body in memory.
+//! INV-2: neither side holds more than a fixed-size buffer (64 KiB) of the body in memory; the
+//! configuration section is bounded by [`MAX_MEMBERSHIP_SECTION_LEN`].
 //! INV-3: [`SnapshotReader`] never reports the end of the body as success unless the trailer
 //! matches: the `read` that returns the last body bytes fails instead if the CRC, the length or
 //! the end magic is wrong, or the file is truncated.
+//! INV-4: [`SnapshotReader::open`] refuses (as [`StoreError::BadSnapshot`], never a panic) a
+//! configuration section that is longer than the file, longer than
+//! [`MAX_MEMBERSHIP_SECTION_LEN`], or that does not decode. Its bytes are covered by the
+//! whole-file CRC only, so the configuration in [`SnapshotReader::info`] is known intact once
+//! the reader reached the end ([`SnapshotReader::finish`], as `SnapDir::load_newest` does).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use byteorder::{BigEndian, ByteOrder};
-use zab_core::Zxid;
+use zab_core::{Membership, Zxid};
 
 use crate::error::{Result, StoreError};
 use crate::fsutil;
 
 const MAGIC: &[u8; 4] = b"ZSNP";
 const END_MAGIC: &[u8; 4] = b"ZEND";
-const VERSION: u32 = 1;
-/// Size of the snapshot header.
+/// The format version written.
+const VERSION: u32 = 2;
+/// The format version before the configuration section; still read.
+const VERSION_WITHOUT_MEMBERSHIP: u32 = 1;
+/// Size of the snapshot header (the fixed part, before the configuration section).
 pub const SNAP_HEADER_LEN: usize = 32;
+/// Size of the configuration section's length field (format version 2).
+const MEMBERSHIP_LEN_FIELD: usize = 4;
+/// Size of the configuration's version field at the start of a non-empty section.
+const MEMBERSHIP_VERSION_LEN: usize = 8;
+/// The longest configuration section accepted (INV-2, INV-4): about a thousand members with
+/// the longest addresses.
+pub const MAX_MEMBERSHIP_SECTION_LEN: usize = 1024 * 1024;
 /// Size of the snapshot trailer.
 pub const SNAP_TRAILER_LEN: usize = 16;
 const BUF_LEN: usize = 64 * 1024;
@@ -59,6 +81,50 @@ pub struct SnapshotInfo {
     pub zxid: Zxid,
     /// The cluster it belongs to.
     pub cluster_id: u64,
+    /// The committed configuration the snapshot's state is under; `None` when none was
+    /// known (format version 1, or a state from before any configuration).
+    pub membership: Option<Membership>,
+}
+
+/// The configuration section's bytes (without the length field): empty for `None`.
+fn encode_membership(membership: Option<&Membership>) -> Vec<u8> {
+    match membership {
+        None => Vec::new(),
+        Some(m) => {
+            let encoded = m.encode();
+            let mut section = Vec::with_capacity(MEMBERSHIP_VERSION_LEN + encoded.len());
+            section.extend_from_slice(&m.version.0.to_be_bytes());
+            section.extend_from_slice(&encoded);
+            section
+        }
+    }
+}
+
+/// Decodes a configuration section (without its length field) of the snapshot at `zxid`;
+/// the error is the reason, for [`StoreError::BadSnapshot`] (INV-4).
+fn decode_membership(
+    zxid: Zxid,
+    section: &[u8],
+) -> std::result::Result<Option<Membership>, String> {
+    if section.is_empty() {
+        return Ok(None);
+    }
+    if section.len() < MEMBERSHIP_VERSION_LEN {
+        return Err(format!(
+            "configuration section of {} bytes, shorter than its version field",
+            section.len()
+        ));
+    }
+    let (version, encoded) = section.split_at(MEMBERSHIP_VERSION_LEN);
+    let version = Zxid(BigEndian::read_u64(version));
+    if version > zxid {
+        return Err(format!(
+            "configuration version {version} is newer than the snapshot's zxid {zxid}"
+        ));
+    }
+    Membership::decode(version, encoded)
+        .map(Some)
+        .map_err(|e| format!("configuration section: {e}"))
 }
 
 /// Writes one snapshot as a stream (see the module docs); implements [`Write`].
@@ -73,15 +139,40 @@ pub struct SnapshotWriter {
 }
 
 impl SnapshotWriter {
-    /// Starts `snapshot.<zxid>` in `dir` under its temp name.
+    /// Starts `snapshot.<zxid>` in `dir` under its temp name, with `membership`, the
+    /// committed configuration the state is under (`None`: none known). A configuration
+    /// newer than `zxid`, or one whose encoding exceeds [`MAX_MEMBERSHIP_SECTION_LEN`], is
+    /// refused before any file is created.
     pub fn create(
         dir: &Path,
         zxid: Zxid,
         cluster_id: u64,
+        membership: Option<&Membership>,
         force_sync: bool,
     ) -> Result<SnapshotWriter> {
         let path = dir.join(snapshot_name(zxid));
         let tmp = fsutil::temp_path(&path);
+        let refuse = |reason: String| {
+            StoreError::io(
+                "create",
+                &tmp,
+                io::Error::new(io::ErrorKind::InvalidInput, reason),
+            )
+        };
+        if let Some(m) = membership.filter(|m| m.version > zxid) {
+            return Err(refuse(format!(
+                "configuration version {} is newer than the snapshot's zxid {zxid}",
+                m.version
+            )));
+        }
+        let section = encode_membership(membership);
+        if section.len() > MAX_MEMBERSHIP_SECTION_LEN {
+            return Err(refuse(format!(
+                "configuration of {} bytes, more than the {MAX_MEMBERSHIP_SECTION_LEN} a \
+                 snapshot holds",
+                section.len()
+            )));
+        }
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -96,17 +187,26 @@ impl SnapshotWriter {
         BigEndian::write_u64(&mut header[16..24], cluster_id);
         let hcrc = crc32c::crc32c(&header[0..28]);
         BigEndian::write_u32(&mut header[28..32], hcrc);
+        // The length fits: it is at most MAX_MEMBERSHIP_SECTION_LEN, checked above.
+        let section_len = (section.len() as u32).to_be_bytes();
+        let mut crc = crc32c::crc32c(&header);
         out.write_all(&header)
             .map_err(|e| StoreError::io("write header", &tmp, e))?;
+        for part in [&section_len[..], &section[..]] {
+            out.write_all(part)
+                .map_err(|e| StoreError::io("write configuration", &tmp, e))?;
+            crc = crc32c::crc32c_append(crc, part);
+        }
         Ok(SnapshotWriter {
             info: SnapshotInfo {
                 path,
                 zxid,
                 cluster_id,
+                membership: membership.cloned(),
             },
             tmp,
             out: Some(out),
-            crc: crc32c::crc32c(&header),
+            crc,
             body_len: 0,
             force_sync,
         })
@@ -178,12 +278,63 @@ impl Drop for SnapshotWriter {
     }
 }
 
+/// Reads the configuration section of a version-2 file of `size` bytes whose header was read
+/// (INV-4); returns its bytes (without the length field) and `crc` extended over it.
+fn read_membership_section(
+    input: &mut impl Read,
+    path: &Path,
+    size: u64,
+    crc: u32,
+) -> Result<(Vec<u8>, u32)> {
+    let bad = |offset: u64, reason: String| StoreError::BadSnapshot {
+        path: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    let field_offset = SNAP_HEADER_LEN as u64;
+    let room = size - (SNAP_HEADER_LEN + SNAP_TRAILER_LEN) as u64;
+    if room < MEMBERSHIP_LEN_FIELD as u64 {
+        return Err(bad(
+            field_offset,
+            format!("truncated: {size} bytes, no room for the configuration length"),
+        ));
+    }
+    let mut len_field = [0u8; MEMBERSHIP_LEN_FIELD];
+    input
+        .read_exact(&mut len_field)
+        .map_err(|e| StoreError::io("read configuration length", path, e))?;
+    let len = BigEndian::read_u32(&len_field);
+    if len as usize > MAX_MEMBERSHIP_SECTION_LEN {
+        return Err(bad(
+            field_offset,
+            format!(
+                "configuration section of {len} bytes, more than the \
+                 {MAX_MEMBERSHIP_SECTION_LEN} allowed"
+            ),
+        ));
+    }
+    if u64::from(len) > room - MEMBERSHIP_LEN_FIELD as u64 {
+        return Err(bad(
+            field_offset,
+            format!("truncated: a configuration section of {len} bytes does not fit in {size}"),
+        ));
+    }
+    let mut section = vec![0u8; len as usize];
+    input
+        .read_exact(&mut section)
+        .map_err(|e| StoreError::io("read configuration", path, e))?;
+    let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc, &len_field), &section);
+    Ok((section, crc))
+}
+
 /// Reads one snapshot's body as a stream, verifying it (INV-3); implements [`Read`].
 #[derive(Debug)]
 pub struct SnapshotReader {
     info: SnapshotInfo,
     input: BufReader<File>,
     crc: u32,
+    /// Offset of the body's first byte.
+    body_start: u64,
     body_len: u64,
     remaining: u64,
     verified: bool,
@@ -221,7 +372,7 @@ impl SnapshotReader {
             return Err(bad(28, "header checksum mismatch".into()));
         }
         let version = BigEndian::read_u32(&h[4..8]);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_WITHOUT_MEMBERSHIP {
             return Err(bad(
                 4,
                 format!("unsupported snapshot format version {version}"),
@@ -234,15 +385,27 @@ impl SnapshotReader {
                 format!("header says zxid {zxid} but the name says {want}"),
             ));
         }
-        let body_len = size - overhead;
+        let mut crc = crc32c::crc32c(&h);
+        let mut body_start = SNAP_HEADER_LEN as u64;
+        let mut membership = None;
+        if version == VERSION {
+            let (section, section_crc) = read_membership_section(&mut input, path, size, crc)?;
+            crc = section_crc;
+            body_start += (MEMBERSHIP_LEN_FIELD + section.len()) as u64;
+            membership = decode_membership(zxid, &section)
+                .map_err(|reason| bad((SNAP_HEADER_LEN + MEMBERSHIP_LEN_FIELD) as u64, reason))?;
+        }
+        let body_len = size - body_start - SNAP_TRAILER_LEN as u64;
         Ok(SnapshotReader {
             info: SnapshotInfo {
                 path: path.to_path_buf(),
                 zxid,
                 cluster_id: BigEndian::read_u64(&h[16..24]),
+                membership,
             },
             input,
-            crc: crc32c::crc32c(&h),
+            crc,
+            body_start,
             body_len,
             remaining: body_len,
             verified: false,
@@ -259,6 +422,12 @@ impl SnapshotReader {
         self.body_len
     }
 
+    /// Offset of the body's first byte in the file (after the header and, from format
+    /// version 2 on, the configuration section).
+    pub fn body_start(&self) -> u64 {
+        self.body_start
+    }
+
     /// Reads (and discards) whatever the consumer left and verifies the trailer.
     pub fn finish(mut self) -> Result<SnapshotInfo> {
         let mut sink = io::sink();
@@ -272,7 +441,7 @@ impl SnapshotReader {
             return Ok(());
         }
         let path = &self.info.path;
-        let offset = SNAP_HEADER_LEN as u64 + self.body_len;
+        let offset = self.body_start + self.body_len;
         let bad = |reason: String| StoreError::BadSnapshot {
             path: path.clone(),
             offset,
@@ -315,7 +484,7 @@ impl Read for SnapshotReader {
             .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
         let n = self.input.read(&mut buf[..want])?;
         if n == 0 && want > 0 {
-            let offset = SNAP_HEADER_LEN as u64 + self.body_len - self.remaining;
+            let offset = self.body_start + self.body_len - self.remaining;
             return Err(StoreError::BadSnapshot {
                 path: self.info.path.clone(),
                 offset,
@@ -345,7 +514,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let mut w = SnapshotWriter::create(dir.path(), Zxid(7), 1, true).unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), Zxid(7), 1, None, true).unwrap();
         let tmp = w.tmp.clone();
         w.out = Some(BufWriter::with_capacity(BUF_LEN, full));
         let e = w

@@ -149,7 +149,7 @@ fn follower_before_snap(snap_dir: &Path, log_dir: &Path) -> DataDir {
 }
 
 fn write_snapshot(dd: &DataDir, at: Zxid, body: &[u8]) {
-    let mut w = dd.snaps.create(at, 1).unwrap();
+    let mut w = dd.snaps.create(at, 1, None).unwrap();
     w.write_all(body).unwrap();
     w.finish().unwrap();
 }
@@ -202,7 +202,7 @@ fn b5_restart_before_the_log_reset_or_mid_snapshot_is_deterministic() {
     let (snap_dir, log_dir) = (d.path().join("data"), d.path().join("log"));
     {
         let dd = follower_before_snap(&snap_dir, &log_dir);
-        let mut w = dd.snaps.create(zxid(5, 10), 1).unwrap();
+        let mut w = dd.snaps.create(zxid(5, 10), 1, None).unwrap();
         w.write_all(b"half of the leader's st").unwrap();
         // crash: the writer is dropped unfinished
     }

@@ -56,7 +56,7 @@ fn multi_hundred_mib_round_trip_with_bounded_memory() {
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
 
-    let mut w = snaps.create(Zxid(0x5_0000_0001), 7).unwrap();
+    let mut w = snaps.create(Zxid(0x5_0000_0001), 7, None).unwrap();
     let mut pos = 0;
     while pos < TOTAL {
         fill(&mut chunk, pos);

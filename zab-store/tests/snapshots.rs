@@ -12,7 +12,7 @@ use zab_core::{Epoch, Zxid};
 use zab_store::{DataDir, EpochKind, LogOptions, LogWriter, SnapDir, SnapshotReader, StoreError};
 
 fn write_snap(snaps: &SnapDir, zxid: u64, body: &[u8]) {
-    let mut w = snaps.create(Zxid(zxid), 42).unwrap();
+    let mut w = snaps.create(Zxid(zxid), 42, None).unwrap();
     w.write_all(body).unwrap();
     let info = w.finish().unwrap();
     assert_eq!(info.zxid, Zxid(zxid));
@@ -84,7 +84,8 @@ fn the_last_read_fails_rather_than_returning_bad_bytes_as_complete() {
     write_snap(&snaps, 3, b"abcdef");
     let path = snaps.path(Zxid(3));
     let mut b = fs::read(&path).unwrap();
-    b[34] ^= 0xff;
+    // Header (32), empty configuration section (its 4-byte length), then the body.
+    b[36 + 2] ^= 0xff;
     fs::write(&path, &b).unwrap();
     let mut r = snaps.open_reader(Zxid(3)).unwrap();
     let mut buf = [0u8; 6];
@@ -138,7 +139,7 @@ fn truncated_temp_file_is_ignored_and_cleaned() {
     let snaps = SnapDir::open(d.path(), false).unwrap();
     write_snap(&snaps, 10, b"good");
     // A crash in the middle of writing snapshot 20.
-    let mut w = snaps.create(Zxid(20), 42).unwrap();
+    let mut w = snaps.create(Zxid(20), 42, None).unwrap();
     w.write_all(&[7u8; 5000]).unwrap();
     w.flush().unwrap();
     std::mem::forget(w);
@@ -154,7 +155,7 @@ fn truncated_temp_file_is_ignored_and_cleaned() {
 fn abandoned_writer_removes_its_temp_file() {
     let d = tempfile::tempdir().unwrap();
     let snaps = SnapDir::open(d.path(), false).unwrap();
-    let mut w = snaps.create(Zxid(5), 1).unwrap();
+    let mut w = snaps.create(Zxid(5), 1, None).unwrap();
     w.write_all(b"partial").unwrap();
     drop(w);
     assert!(fs::read_dir(d.path()).unwrap().next().is_none());

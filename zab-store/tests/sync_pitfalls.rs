@@ -161,7 +161,7 @@ fn c2_truncation_is_exact_durable_and_crash_idempotent() {
 }
 
 fn write_snap(snaps: &SnapDir, zxid: u64, body: &[u8]) {
-    let mut w = snaps.create(Zxid(zxid), 7).unwrap();
+    let mut w = snaps.create(Zxid(zxid), 7, None).unwrap();
     w.write_all(body).unwrap();
     w.finish().unwrap();
 }
@@ -221,7 +221,7 @@ fn c6_a_torn_snapshot_is_ignored_and_the_log_still_replays() {
         let snaps = SnapDir::open(d.path().join("data"), false).unwrap();
         write_snap(&snaps, 10, b"state at 10");
         if damage == usize::MAX {
-            let mut w = snaps.create(Zxid(25), 7).unwrap();
+            let mut w = snaps.create(Zxid(25), 7, None).unwrap();
             w.write_all(&[9u8; 2000]).unwrap();
             w.flush().unwrap();
             std::mem::forget(w);
