@@ -41,7 +41,7 @@ use std::str::FromStr;
 use zab_core::{LearnerType, ServerId};
 
 pub use error::ConfigError;
-pub use server::{ClientAddr, ServerAddr};
+pub use server::{ClientAddr, ServerAddr, ServerAddrError};
 
 /// A key the embedding application declared, as written in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,11 +175,22 @@ impl NodeConfig {
             .map(|(id, s)| (*id, s.learner_type))
             .collect();
         let mut cfg = zab_core::Config::new(sid, members);
+        cfg.addresses = self.bootstrap_addresses();
         cfg.tick_ms = self.tick_ms;
         cfg.init_limit_ticks = self.init_limit_ticks;
         cfg.sync_limit_ticks = self.sync_limit_ticks;
         cfg.snapshot_size_factor = self.snapshot_size_factor;
         Ok(cfg)
+    }
+
+    /// Each `server.N` line's value in canonical form ([`ServerAddr::to_value`]): the address
+    /// text of the bootstrap members (`zab_core::Config::addresses`, which
+    /// [`NodeConfig::to_core`] fills with it).
+    pub fn bootstrap_addresses(&self) -> BTreeMap<ServerId, String> {
+        self.servers
+            .iter()
+            .map(|(sid, s)| (*sid, s.to_value()))
+            .collect()
     }
 
     /// Parses the application key `key`, if present; a value that does not parse is a
@@ -273,7 +284,7 @@ impl Builder {
                     key: key.to_string(),
                     line,
                 })?;
-            let addr = ServerAddr::parse(value).map_err(|reason| e.bad(&reason))?;
+            let addr = ServerAddr::parse_value(value).map_err(|err| e.bad(&err.reason))?;
             return self.add_server(ServerId(sid), addr, key, line);
         }
         if !is_extra(key, extra) {
@@ -397,14 +408,6 @@ impl Builder {
                     });
                 }
             }
-        }
-        if addr.quorum_port == addr.election_port {
-            return Err(ConfigError::BadValue {
-                key: key.to_string(),
-                line,
-                value: format!("{addr}"),
-                reason: "quorum and election ports must differ".to_string(),
-            });
         }
         self.servers.insert(sid, (addr, line));
         Ok(())

@@ -2,13 +2,31 @@
 //! value. The client address after `;` is ZooKeeper 3.5's form; the node itself does not use
 //! it, but an application (fe-meta) uses it to find each member's client port.
 //!
-//! INV: a parsed [`ServerAddr`] has a non-empty host (IPv6 literals in brackets, as ZooKeeper
-//! writes them) and two ports; its `Display` form parses back to the same value.
+//! The same text is a member's address in the replicated configuration
+//! (`zab_core::Member::address`): zoo.cfg's `server.N` lines give the bootstrap members' values,
+//! a membership change carries the new member's value, and each node parses it back with
+//! [`ServerAddr::parse_value`] to reach that member.
+//!
+//! INV-1: a parsed [`ServerAddr`] has a non-empty host (IPv6 literals in brackets, as ZooKeeper
+//! writes them) and two different ports.
+//! INV-2: [`ServerAddr::to_value`] is canonical: it parses back to the same value, and two
+//! spellings of one address (spaces, leading zeros, an explicit `:participant`) print alike.
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use thiserror::Error;
 use zab_core::LearnerType;
+
+/// A `server.N` value that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("bad server address `{value}`: {reason}")]
+pub struct ServerAddrError {
+    /// The value as given.
+    pub value: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
 
 /// Where a member listens, and whether it votes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +60,7 @@ impl ClientAddr {
                 .split_once(']')
                 .ok_or_else(|| "unclosed `[` in the client host".to_string())?;
             let port = rest
+                .trim_start()
                 .strip_prefix(':')
                 .ok_or_else(|| "expected `:` after `]` in the client address".to_string())?;
             (Some(host), port)
@@ -78,55 +97,19 @@ impl fmt::Display for ClientAddr {
 }
 
 impl ServerAddr {
-    /// Parses the value of a `server.N` line; the error says what is wrong.
-    pub fn parse(value: &str) -> Result<ServerAddr, String> {
-        let (value, client) = match value.split_once(';') {
-            Some((server, client)) => (server, Some(ClientAddr::parse(client)?)),
-            None => (value, None),
-        };
-        let (host, rest) = if let Some(v6) = value.strip_prefix('[') {
-            let (host, rest) = v6
-                .split_once(']')
-                .ok_or_else(|| "unclosed `[` in IPv6 host".to_string())?;
-            let rest = rest
-                .strip_prefix(':')
-                .ok_or_else(|| "expected `:` after `]`".to_string())?;
-            (host, rest)
-        } else {
-            value.split_once(':').ok_or_else(|| FORM.to_string())?
-        };
-        if host.trim().is_empty() {
-            return Err("empty host".to_string());
-        }
-        let parts: Vec<&str> = rest.split(':').collect();
-        let (quorum, election, kind) = match parts.as_slice() {
-            [q, e] => (*q, *e, None),
-            [q, e, k] => (*q, *e, Some(*k)),
-            _ => return Err(FORM.to_string()),
-        };
-        let port = |p: &str, what: &str| {
-            p.trim()
-                .parse::<u16>()
-                .map_err(|_| format!("bad {what} port `{p}`"))
-        };
-        let learner_type = match kind.map(str::trim) {
-            None | Some("participant") => LearnerType::Participant,
-            Some("observer") => LearnerType::Observer,
-            Some(other) => {
-                return Err(format!(
-                    "unknown server type `{other}` (expected `participant` or `observer`)"
-                ))
-            }
-        };
-        Ok(ServerAddr {
-            host: host.trim().to_string(),
-            quorum_port: port(quorum, "quorum")?,
-            election_port: port(election, "election")?,
-            learner_type,
-            client,
+    /// Parses the value of a `server.N` line (or a member's address text); the error says
+    /// what is wrong.
+    pub fn parse_value(value: &str) -> Result<ServerAddr, ServerAddrError> {
+        parse(value).map_err(|reason| ServerAddrError {
+            value: value.to_string(),
+            reason,
         })
     }
 
+    /// The canonical `server.N` value (INV-2): what a member's address text holds.
+    pub fn to_value(&self) -> String {
+        self.to_string()
+    }
     /// The client endpoint `host:port` (the server's host when the client host is not given),
     /// if a client address was given.
     pub fn client_endpoint(&self) -> Option<String> {
@@ -181,6 +164,61 @@ impl fmt::Display for ServerAddr {
     }
 }
 
+/// The parser behind [`ServerAddr::parse_value`]; the error is the reason only.
+fn parse(value: &str) -> Result<ServerAddr, String> {
+    let value = value.trim();
+    let (value, client) = match value.split_once(';') {
+        Some((server, client)) => (server, Some(ClientAddr::parse(client)?)),
+        None => (value, None),
+    };
+    let (host, rest) = if let Some(v6) = value.strip_prefix('[') {
+        let (host, rest) = v6
+            .split_once(']')
+            .ok_or_else(|| "unclosed `[` in IPv6 host".to_string())?;
+        let rest = rest
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or_else(|| "expected `:` after `]`".to_string())?;
+        (host, rest)
+    } else {
+        value.split_once(':').ok_or_else(|| FORM.to_string())?
+    };
+    if host.trim().is_empty() {
+        return Err("empty host".to_string());
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (quorum, election, kind) = match parts.as_slice() {
+        [q, e] => (*q, *e, None),
+        [q, e, k] => (*q, *e, Some(*k)),
+        _ => return Err(FORM.to_string()),
+    };
+    let port = |p: &str, what: &str| {
+        p.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("bad {what} port `{p}`"))
+    };
+    let learner_type = match kind.map(str::trim) {
+        None | Some("participant") => LearnerType::Participant,
+        Some("observer") => LearnerType::Observer,
+        Some(other) => {
+            return Err(format!(
+                "unknown server type `{other}` (expected `participant` or `observer`)"
+            ))
+        }
+    };
+    let (quorum_port, election_port) = (port(quorum, "quorum")?, port(election, "election")?);
+    if quorum_port == election_port {
+        return Err("quorum and election ports must differ".to_string());
+    }
+    Ok(ServerAddr {
+        host: host.trim().to_string(),
+        quorum_port,
+        election_port,
+        learner_type,
+        client,
+    })
+}
+
 const FORM: &str =
     "expected `host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`";
 
@@ -192,3 +230,7 @@ fn resolve(endpoint: &str) -> std::io::Result<SocketAddr> {
         )
     })
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

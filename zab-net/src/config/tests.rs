@@ -101,7 +101,7 @@ fn snapshot_size_factor_parses_and_reaches_the_core() {
 
 #[test]
 fn server_line_forms() {
-    let p = ServerAddr::parse;
+    let p = ServerAddr::parse_value;
     assert_eq!(p("h:1:2").unwrap().learner_type, LearnerType::Participant);
     assert_eq!(
         p("h:1:2:participant").unwrap().learner_type,
@@ -134,7 +134,7 @@ fn server_line_forms() {
 
 #[test]
 fn client_address_after_semicolon() {
-    let p = ServerAddr::parse;
+    let p = ServerAddr::parse_value;
     let a = p("h:1:2;2181").unwrap();
     assert_eq!(
         a.client,
@@ -312,6 +312,8 @@ fn to_core_carries_membership_and_limits() {
         vec![ServerId(1), ServerId(2)]
     );
     assert_eq!(core.members[&ServerId(3)], LearnerType::Observer);
+    assert_eq!(core.addresses, cfg.bootstrap_addresses());
+    assert_eq!(core.addresses[&ServerId(3)], "127.0.0.1:2890:3890:observer");
     assert!(matches!(
         cfg.to_core(ServerId(9)).unwrap_err(),
         ConfigError::NotAMember { sid: 9 }
