@@ -43,11 +43,6 @@ pub(super) fn configs(
     opts: &NodeOptions,
 ) -> Result<(zab_core::Config, TransportConfig), NetError> {
     let mut core_cfg = config.to_core(sid)?;
-    core_cfg.addresses = config
-        .servers
-        .iter()
-        .map(|(id, s)| (*id, s.to_string()))
-        .collect();
     if let Some(w) = opts.committed_log_window {
         core_cfg.committed_log_window = w;
     }

@@ -280,7 +280,7 @@ impl Node {
         let change = MembershipChange::Add {
             sid,
             learner_type,
-            address: addr.to_string(),
+            address: addr.to_value(),
         };
         self.change_membership(change).await
     }

@@ -67,7 +67,7 @@ impl PeerBook {
 
 /// The socket addresses of a `server.N` value (INV-2).
 async fn resolve(text: &str) -> Result<PeerAddrs, String> {
-    let addr = ServerAddr::parse(text).map_err(|e| format!("bad address: {e}"))?;
+    let addr = ServerAddr::parse_value(text).map_err(|e| format!("bad address: {e}"))?;
     Ok(PeerAddrs {
         quorum: lookup(&addr.quorum_endpoint()).await?,
         election: lookup(&addr.election_endpoint()).await?,
