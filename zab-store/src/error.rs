@@ -60,7 +60,7 @@ pub enum StoreError {
         /// The last zxid in the log.
         last: Zxid,
     },
-    /// A record too large for the on-disk format (u32 length).
+    /// A record too large for the on-disk format (31-bit length: the top bit is the kind).
     #[error("record of zxid {zxid} for {path} is {len} bytes, larger than the format allows")]
     RecordTooLarge {
         /// The log directory.

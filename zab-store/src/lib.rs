@@ -2,8 +2,9 @@
 //!
 //! # On-disk layout (one directory each for snapshots and the log; they may be the same)
 //! ```text
-//! log.<zxid as 16 hex>        txn log segment: 32-byte header, records, zeros (see `segment`,
-//!                             `record`); the name is the zxid of its first record
+//! log.<zxid as 16 hex>        txn log segment: 32-byte header, records (each with its txn
+//!                             kind), zeros (see `segment`, `record`); the name is the zxid of
+//!                             its first record
 //! snapshot.<zxid as 16 hex>   snapshot at that zxid: header, committed configuration, state
 //!                             machine bytes, CRC trailer (see `snapshot`)
 //! acceptedEpoch, currentEpoch epoch files, decimal text (see `epoch_file`)

@@ -144,10 +144,11 @@ impl TxnLog {
             .ok_or_else(|| {
                 StoreError::corrupt(self.shared.dir.clone(), off as u64, "record does not fit")
             })?;
-        record::encode_into(out, txn.zxid, &txn.data);
+        record::encode_into(out, txn.zxid, txn.kind, &txn.data);
         seg.end += need;
         st.index.push(IndexEntry {
             zxid: txn.zxid,
+            kind: txn.kind,
             base,
             offset: off,
             len: need,

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use zab_core::Zxid;
+use zab_core::{TxnKind, Zxid};
 
 use crate::segment::Segment;
 
@@ -29,6 +29,8 @@ pub(crate) struct SegEntry {
 pub(crate) struct IndexEntry {
     /// Its zxid.
     pub zxid: Zxid,
+    /// What its payload is (as its record header says).
+    pub kind: TxnKind,
     /// The base zxid of its segment.
     pub base: Zxid,
     /// Offset of its header in the segment.

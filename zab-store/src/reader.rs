@@ -188,6 +188,10 @@ impl LogIter {
             .seg(e.base)
             .and_then(|s| s.seg.bytes().get(e.offset + HEADER_LEN..e.offset + e.len))
             .ok_or("its segment was purged during the read")?;
-        Ok(Some(Txn::app(e.zxid, Bytes::copy_from_slice(payload))))
+        Ok(Some(Txn {
+            zxid: e.zxid,
+            data: Bytes::copy_from_slice(payload),
+            kind: e.kind,
+        }))
     }
 }

@@ -79,17 +79,13 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
         if let Some(t) = &scanned.torn {
             report.cut = Some(cut_tail(&mut entry, t, force_sync)?);
         }
-        st.index.extend(
-            scanned
-                .records
-                .iter()
-                .map(|&(zxid, offset, len)| IndexEntry {
-                    zxid,
-                    base,
-                    offset,
-                    len,
-                }),
-        );
+        st.index.extend(scanned.records.iter().map(|r| IndexEntry {
+            zxid: r.zxid,
+            kind: r.kind,
+            base,
+            offset: r.offset,
+            len: r.len,
+        }));
         if scanned.records.is_empty() {
             // Only possible for the last segment: created, but its first batch never landed.
             let p = entry.seg.path().to_path_buf();

@@ -18,7 +18,7 @@
 //! non-record ends the scan.
 //! INV-2: accepted zxids are strictly increasing and the first one equals the segment's base.
 
-use zab_core::Zxid;
+use zab_core::{TxnKind, Zxid};
 
 use crate::error::{Result, StoreError};
 use crate::record::{self, Decoded, HEADER_LEN};
@@ -38,11 +38,24 @@ pub struct TornTail {
     pub reason: String,
 }
 
+/// One valid record found by the scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScannedRecord {
+    /// Its zxid.
+    pub zxid: Zxid,
+    /// What its payload is.
+    pub kind: TxnKind,
+    /// Offset of its header in the segment.
+    pub offset: usize,
+    /// Header plus payload length.
+    pub len: usize,
+}
+
 /// The outcome of scanning one segment.
 #[derive(Debug, Default)]
 pub struct Scanned {
-    /// Each valid record: its zxid, offset and total length.
-    pub records: Vec<(Zxid, usize, usize)>,
+    /// Each valid record, in file order.
+    pub records: Vec<ScannedRecord>,
     /// Offset just after the last valid record.
     pub end: usize,
     /// Set when the segment ends in a torn write (last segment only).
@@ -58,10 +71,19 @@ pub fn scan(seg: &Segment, after: Zxid, is_last: bool) -> Result<Scanned> {
     loop {
         let rest = bytes.get(off..).unwrap_or_default();
         let (reason, hint) = match record::decode(rest) {
-            Decoded::Record { zxid, payload } => {
+            Decoded::Record {
+                zxid,
+                kind,
+                payload,
+            } => {
                 check_order(seg, off, zxid, last, out.records.is_empty())?;
                 let len = HEADER_LEN + payload.len();
-                out.records.push((zxid, off, len));
+                out.records.push(ScannedRecord {
+                    zxid,
+                    kind,
+                    offset: off,
+                    len,
+                });
                 last = zxid;
                 off += len;
                 continue;

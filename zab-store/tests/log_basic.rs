@@ -391,3 +391,43 @@ fn readers_on_other_threads_see_consistent_durable_prefixes() {
     thread.join().unwrap();
     assert_eq!(r.last_zxid(), Some(Zxid(5000)));
 }
+
+/// App and membership txns keep their kind through the writer thread, the reader, a
+/// truncation and a reopen (recovery rebuilds the kind from each record's header).
+#[test]
+fn both_kinds_round_trip_through_the_writer_reader_and_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let (log, _) = open(d.path(), 8192);
+    let (w, r, thread, events) = LogWriter::spawn_with_channel(log).unwrap();
+    let txns: Vec<_> = (1..=300)
+        .map(|c| mixed_txn(c, (c as usize * 13) % 200))
+        .collect();
+    for t in &txns {
+        w.append(t.clone()).unwrap();
+    }
+    w.truncate(Zxid(250)).unwrap();
+    w.append(txn_of(zab_core::TxnKind::Membership, 251, 40))
+        .unwrap();
+    w.flush(1).unwrap();
+    loop {
+        match events.recv().unwrap() {
+            LogEvent::Flushed { token: 1, .. } => break,
+            LogEvent::Failed(e) => panic!("{e}"),
+            _ => {}
+        }
+    }
+    let mut want = txns[..250].to_vec();
+    want.push(txn_of(zab_core::TxnKind::Membership, 251, 40));
+    assert_eq!(r.read_range(Zxid(0), Zxid(251)).unwrap(), want);
+    let kinds = |v: &[zab_core::Txn]| {
+        v.iter()
+            .filter(|t| t.kind == zab_core::TxnKind::Membership)
+            .count()
+    };
+    assert_eq!(kinds(&want), 51, "both kinds are in the log");
+    drop(w);
+    thread.join().unwrap();
+    let (log, rec) = zab_store::TxnLog::open(d.path(), opts(8192)).unwrap();
+    assert_eq!(rec.cut, None);
+    assert_eq!(contents(&log), want);
+}

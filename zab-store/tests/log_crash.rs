@@ -17,7 +17,7 @@ const PREALLOC: usize = 4096;
 fn build(dir: &Path, n: u64) -> (Vec<zab_core::Txn>, Vec<String>) {
     let (mut log, _) = open(dir, PREALLOC);
     let txns: Vec<_> = (1..=n)
-        .map(|i| txn(i, 30 + (i as usize * 37) % 250))
+        .map(|i| mixed_txn(i, 30 + (i as usize * 37) % 250))
         .collect();
     for t in &txns {
         log.append(t).unwrap();
@@ -28,12 +28,14 @@ fn build(dir: &Path, n: u64) -> (Vec<zab_core::Txn>, Vec<String>) {
 }
 
 /// Offsets of the records of one segment file (parsed with the public format description:
-/// 32-byte segment header, then 20-byte record headers whose first 4 bytes are the length).
+/// 32-byte segment header, then 20-byte record headers whose first 4 bytes are the kind bit
+/// and the 31-bit length).
 fn record_offsets(bytes: &[u8]) -> Vec<(usize, usize)> {
     let mut off = 32;
     let mut out = vec![];
     while off + 20 <= bytes.len() && bytes[off..off + 20].iter().any(|&b| b != 0) {
-        let len = u32::from_be_bytes(bytes[off..off + 4].try_into().unwrap()) as usize;
+        let len =
+            (u32::from_be_bytes(bytes[off..off + 4].try_into().unwrap()) & 0x7fff_ffff) as usize;
         out.push((off, 20 + len));
         off += 20 + len;
     }

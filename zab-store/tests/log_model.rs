@@ -155,7 +155,7 @@ impl Harness {
 
     fn append(&mut self, len: usize, new_epoch: bool) {
         let zxid = self.next_zxid(new_epoch);
-        let t = Txn::app(zxid, payload(zxid, len));
+        let t = mixed_txn(zxid.0, len);
         let before = segments(self.dir.path());
         self.log().append(&t).unwrap();
         self.all.push(t);

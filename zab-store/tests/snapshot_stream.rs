@@ -37,13 +37,14 @@ static GLOBAL: Counting = Counting;
 const TOTAL: usize = 256 << 20;
 const CHUNK: usize = 256 << 10;
 
-/// Fills `buf` with the bytes of the stream at `pos` (cheap, position-dependent).
+/// Fills `buf` with the bytes of the stream at `pos` (cheap, position-dependent): byte `p` of
+/// the stream is byte `p % 8` of a word derived from `p / 8`, whatever the alignment of `pos`
+/// (reads return runs of any length: the body starts after a variable-length header).
 fn fill(buf: &mut [u8], pos: usize) {
-    for (i, w) in buf.chunks_mut(8).enumerate() {
-        let v = ((pos / 8 + i) as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .to_le_bytes();
-        w.copy_from_slice(&v[..w.len()]);
+    let word = |w: usize| (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes();
+    for (i, b) in buf.iter_mut().enumerate() {
+        let p = pos + i;
+        *b = word(p / 8)[p % 8];
     }
 }
 

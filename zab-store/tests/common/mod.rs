@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use bytes::Bytes;
-use zab_core::{Txn, Zxid};
+use zab_core::{Txn, TxnKind, Zxid};
 use zab_store::{LogOptions, Recovery, TxnLog};
 
 /// A deterministic payload for `zxid` of `len` bytes (never all zero).
@@ -24,6 +24,25 @@ pub fn payload(zxid: Zxid, len: usize) -> Bytes {
 
 pub fn txn(zxid: u64, len: usize) -> Txn {
     Txn::app(Zxid(zxid), payload(Zxid(zxid), len))
+}
+
+/// A txn of `kind` with the deterministic payload of `zxid`.
+pub fn txn_of(kind: TxnKind, zxid: u64, len: usize) -> Txn {
+    Txn {
+        kind,
+        ..txn(zxid, len)
+    }
+}
+
+/// A txn whose kind follows from its zxid: every fifth one (counter divisible by 5) is a
+/// membership txn, the rest app txns; logs built from these hold both kinds side by side.
+pub fn mixed_txn(zxid: u64, len: usize) -> Txn {
+    let kind = if zxid.is_multiple_of(5) {
+        TxnKind::Membership
+    } else {
+        TxnKind::App
+    };
+    txn_of(kind, zxid, len)
 }
 
 pub fn opts(prealloc: usize) -> LogOptions {
