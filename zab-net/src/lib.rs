@@ -42,8 +42,8 @@ pub mod node;
 pub mod transport;
 
 pub use node::{
-    ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource,
-    StateMachine, SubmitError, SyncCounters,
+    ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
+    SubmitError, SyncCounters,
 };
 pub use transport::NetError;
 pub use zab_core::{

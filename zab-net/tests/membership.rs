@@ -35,7 +35,10 @@ async fn put_anywhere(c: &Cluster, key: &str, value: &str) -> Zxid {
                 Err(e) => panic!("write {key} refused: {e}"),
             }
         }
-        assert!(start.elapsed() < STABLE, "no leader took {key} in {STABLE:?}");
+        assert!(
+            start.elapsed() < STABLE,
+            "no leader took {key} in {STABLE:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -97,7 +100,10 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
     c.wait_status(ServerId(4), "server 4 votes", |s| s.initialized, STABLE)
         .await;
     for i in 0..20 {
-        assert_eq!(c.kvs[&ServerId(4)].get(&format!("a{i}")).as_deref(), Some(&*i.to_string()));
+        assert_eq!(
+            c.kvs[&ServerId(4)].get(&format!("a{i}")).as_deref(),
+            Some(&*i.to_string())
+        );
     }
     // Every original member applied both configurations through apply_membership.
     let promotion = c.status(leader).committed_membership.version;
@@ -137,7 +143,11 @@ async fn a_removed_member_goes_silent_and_its_data_dir_cannot_rejoin() {
     let taken = c.status(gone).snapshots_taken;
 
     let version = c.node(leader).remove_member(gone).await.unwrap();
-    assert!(!c.status(leader).committed_membership.members.contains_key(&gone));
+    assert!(!c
+        .status(leader)
+        .committed_membership
+        .members
+        .contains_key(&gone));
     c.wait_status(gone, "removed", |s| s.removed, STABLE).await;
     let st = c.status(gone);
     assert_eq!(st.committed_membership.version, version, "{st:?}");

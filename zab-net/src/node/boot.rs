@@ -111,13 +111,15 @@ fn settle_membership(
     if let Some(data) = &durable.membership {
         if let Some(diff) = differences(&start.bootstrap_membership, data) {
             warn!(
-                "zoo.cfg's server lines differ from the committed configuration in the data                  dir ({diff}); the data dir's configuration (version {}) wins",
+                "zoo.cfg's server lines differ from the committed configuration in the data \
+                 dir ({diff}); the data dir's configuration (version {}) wins",
                 data.version
             );
         }
         if start.join.is_some() {
             info!(
-                "the data dir already holds the cluster's configuration (version {}); the one                  given to join is ignored",
+                "the data dir already holds the cluster's configuration (version {}); the one \
+                 given to join is ignored",
                 data.version
             );
         }
@@ -129,14 +131,16 @@ fn settle_membership(
     if !join.members.contains_key(&start.sid) {
         // Checked before anything is written: a restart must not find itself removed.
         warn!(
-            "server {} is not in the configuration (version {}) it was given to join: add it              on a member first",
+            "server {} is not in the configuration (version {}) it was given to join: add it \
+             on a member first",
             start.sid.0, join.version
         );
         return Err(NetError::Core(StepError::NotAMember(start.sid)));
     }
     if durable.snapshot_zxid != Zxid::ZERO {
         warn!(
-            "the data dir holds a snapshot at {} without a configuration; the configuration              given to join is not used",
+            "the data dir holds a snapshot at {} without a configuration; the configuration \
+             given to join is not used",
             durable.snapshot_zxid
         );
         return Ok(durable);
@@ -146,7 +150,8 @@ fn settle_membership(
     durable.needs_initial_sync = true;
     write_joined(&dd.snaps, start.cluster_id, join, sm)?;
     info!(
-        "joining the cluster with its configuration version {} (servers {:?}): made durable          as the snapshot at zxid 0",
+        "joining the cluster with its configuration version {} (servers {:?}): made durable \
+         as the snapshot at zxid 0",
         join.version,
         join.members.keys().map(|s| s.0).collect::<Vec<_>>()
     );

@@ -152,7 +152,9 @@ impl Node {
         let peer = Peer::new(core_cfg, durable, 0).inspect_err(|e| {
             if let StepError::Removed { sid, version } = e {
                 error!(
-                    "server {} was removed from the cluster by configuration {version}; its                      data dir cannot rejoin: wipe it and add the server again as a new member                      (started with an empty data dir)",
+                    "server {} was removed from the cluster by configuration {version}; its \
+                     data dir cannot rejoin: wipe it and add the server again as a new member \
+                     (started with an empty data dir)",
                     sid.0
                 );
             }

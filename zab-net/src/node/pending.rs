@@ -275,7 +275,10 @@ mod tests {
             }))
         );
         p.fail_all(&StopReason::Fatal("disk".to_string()));
-        assert_eq!(rw.try_recv(), Ok(Err(SubmitError::Fatal("disk".to_string()))));
+        assert_eq!(
+            rw.try_recv(),
+            Ok(Err(SubmitError::Fatal("disk".to_string())))
+        );
     }
 
     #[test]

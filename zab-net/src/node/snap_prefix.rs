@@ -70,7 +70,10 @@ impl PrefixReader {
     /// Takes the next chunk. `Ok(None)`: the prefix is not complete yet (the whole chunk was
     /// taken). `Ok(Some((membership, used)))`: the prefix is complete; the chunk's bytes
     /// from `used` on are the state machine's.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<(Membership, usize)>, PrefixError> {
+    pub(crate) fn feed(
+        &mut self,
+        chunk: &[u8],
+    ) -> Result<Option<(Membership, usize)>, PrefixError> {
         let mut used = 0;
         if self.buf.len() < LEN_BYTES {
             let n = (LEN_BYTES - self.buf.len()).min(chunk.len());

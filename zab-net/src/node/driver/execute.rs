@@ -139,7 +139,9 @@ impl Driver {
         );
         if !committed.members.contains_key(&sid) {
             warn!(
-                "this server ({}) was removed from the cluster by configuration {}: it no                  longer votes or serves; stop it (its data dir cannot rejoin: wipe it and add                  the server again)",
+                "this server ({}) was removed from the cluster by configuration {}: it no \
+                 longer votes or serves; stop it (its data dir cannot rejoin: wipe it and add \
+                 the server again)",
                 sid.0, committed.version
             );
         }

@@ -308,7 +308,10 @@ impl Driver {
                 self.peer_book.set_override(sid, addrs);
                 if self.transport.set_peer_addrs(sid, addrs).is_err() {
                     // Not a member in force yet: used once a configuration lists it.
-                    debug!(peer = sid.0, "address kept for when the peer becomes a member");
+                    debug!(
+                        peer = sid.0,
+                        "address kept for when the peer becomes a member"
+                    );
                 }
             }
         }
