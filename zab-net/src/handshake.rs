@@ -13,7 +13,8 @@
 //! ([`crate::frame`]).
 //!
 //! INV-1: a connection is used only if the acceptor checked magic, version, cluster id, that the
-//! caller's sid is a member other than itself, that the caller meant this sid, and that the
+//! caller's sid is a peer it knows at that moment (the set grows at run time as the membership
+//! changes, see `transport`) other than itself, that the caller meant this sid, and that the
 //! channel matches the port it called; every other hello is refused with a [`Refusal`] that
 //! says which check failed (the refusal travels back so both ends can log it).
 //! INV-2: reading a handshake never allocates more than [`HANDSHAKE_MAX_LEN`] bytes; the caller
@@ -88,7 +89,8 @@ pub enum Refusal {
         /// The acceptor's cluster id.
         acceptor: u64,
     },
-    /// The dialer's sid is not a member of the acceptor's ensemble.
+    /// The dialer's sid is not known to the acceptor (not in any configuration it has been
+    /// given since it started).
     #[error("sid {sid} is not a member of this ensemble")]
     UnknownSid {
         /// The dialer's sid.
@@ -168,7 +170,7 @@ pub struct Expect<'a> {
     pub me: ServerId,
     /// This server's cluster id.
     pub cluster_id: u64,
-    /// Every member of the ensemble (may include `me`).
+    /// Every sid the acceptor knows when the hello arrives (may include `me`).
     pub members: &'a BTreeSet<ServerId>,
     /// The channel of the listener.
     pub channel: Channel,

@@ -20,6 +20,10 @@
 //! | `forceSync` | `yes` \| `no` | `yes` |
 //! | `clusterId` | u64, decimal or `0x` hex | none |
 //!
+//! The `server.N` lines are the bootstrap configuration: once membership is replicated, the
+//! configuration in force comes from the data dir, and each member's address is the canonical
+//! text of its `server.N` value ([`ServerAddr::to_value`], [`NodeConfig::bootstrap_addresses`]).
+//!
 //! The embedding application declares keys of its own with [`parse_with`]; they are returned,
 //! unparsed, in [`NodeConfig::extra`], and [`NodeConfig::extra_value`] parses one with errors
 //! that name its key and line.

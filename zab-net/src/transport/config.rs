@@ -8,7 +8,7 @@ use std::time::Duration;
 use zab_core::ServerId;
 
 use super::{Channel, NetError};
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, ServerAddr};
 
 /// Where a peer listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +26,19 @@ impl PeerAddrs {
         quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
         election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
     };
+
+    /// Resolves a `server.N` value's two addresses (a DNS lookup for host names; this blocks).
+    pub fn resolve(server: &ServerAddr) -> std::io::Result<PeerAddrs> {
+        Ok(PeerAddrs {
+            quorum: server.quorum_socket_addr()?,
+            election: server.election_socket_addr()?,
+        })
+    }
+
+    /// False for [`PeerAddrs::UNKNOWN`] (or any address with port 0): nothing to dial.
+    pub fn is_known(&self) -> bool {
+        self.quorum.port() != 0 && self.election.port() != 0
+    }
 
     /// The address of one channel.
     pub fn of(&self, channel: Channel) -> SocketAddr {
@@ -46,7 +59,8 @@ pub struct TransportConfig {
     pub cluster_id: u64,
     /// Where to listen (port 0 picks one; see [`Transport::local_addrs`](super::Transport::local_addrs)).
     pub listen: PeerAddrs,
-    /// Every other member of the ensemble (observers included) and where it listens.
+    /// Every other member of the ensemble (observers included) and where it listens, at start;
+    /// [`Transport::set_peers`](super::Transport::set_peers) changes the set at run time.
     pub peers: BTreeMap<ServerId, PeerAddrs>,
     /// Capacity of each link's outbox, in messages.
     pub outbox_len: usize,
@@ -100,13 +114,8 @@ impl TransportConfig {
     ) -> Result<TransportConfig, NetError> {
         let mut all = BTreeMap::new();
         for (id, s) in &cfg.servers {
-            let resolve = |r: std::io::Result<SocketAddr>| {
-                r.map_err(|source| NetError::Resolve { sid: *id, source })
-            };
-            let addrs = PeerAddrs {
-                quorum: resolve(s.quorum_socket_addr())?,
-                election: resolve(s.election_socket_addr())?,
-            };
+            let addrs =
+                PeerAddrs::resolve(s).map_err(|source| NetError::Resolve { sid: *id, source })?;
             all.insert(*id, addrs);
         }
         let listen = all.remove(&sid).ok_or(NetError::NotAMember { sid })?;

@@ -31,7 +31,8 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, info, warn, Instrument};
 use zab_core::{Message, ServerId};
 
-use super::{bump, Channel, Control, Event, Outbox, Shared};
+use super::peer::Outbox;
+use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Shared};
 use crate::frame::{FrameCodec, FrameError};
 use crate::handshake::{self, HandshakeError, Hello, Reply};
 
@@ -90,6 +91,8 @@ pub(super) struct Link {
     shared: Arc<Shared>,
     peer: ServerId,
     channel: Channel,
+    /// This link's shared side (its outbox slot and connected flag).
+    handle: Arc<LinkHandle>,
     outbox: Option<mpsc::Receiver<Message>>,
     generation: u64,
     /// A message taken from the outbox while idle, to be written first.
@@ -101,23 +104,18 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        peer: ServerId,
-        channel: Channel,
-        outbox: mpsc::Receiver<Message>,
-        ctrl: mpsc::UnboundedReceiver<Control>,
-    ) -> Link {
+    pub(super) fn new(shared: Arc<Shared>, start: LinkStart) -> Link {
         let backoff = Backoff::new(shared.cfg.backoff_min, shared.cfg.backoff_max);
         Link {
             shared,
-            peer,
-            channel,
-            outbox: Some(outbox),
+            peer: start.peer,
+            channel: start.channel,
+            handle: start.handle,
+            outbox: Some(start.outbox),
             generation: 0,
             stash: None,
             dial_requested: false,
-            ctrl,
+            ctrl: start.ctrl,
             backoff,
         }
     }
@@ -236,12 +234,8 @@ impl Link {
 
     /// Dials once. A higher sid gets its connection; a lower sid gets called back.
     async fn attempt(&mut self) -> Attempt {
-        let addr = self
-            .shared
-            .book
-            .lock()
-            .get(&self.peer)
-            .map(|a| a.of(self.channel));
+        // Read at every dial, so a changed address is used from the next one on.
+        let addr = self.shared.addr(self.peer, self.channel);
         let Some(addr) = addr.filter(|a| a.port() != 0) else {
             debug!("peer address not known yet");
             return Attempt::Failed;
@@ -380,18 +374,13 @@ impl Link {
     }
 
     fn link_connected(&self, up: bool) {
-        if let Some(l) = self.shared.link(self.peer, self.channel) {
-            l.connected.store(up, Ordering::Release);
-        }
+        self.handle.connected.store(up, Ordering::Release);
     }
 
     /// Discards the queue: a new outbox of a new generation replaces the old one.
     fn reset_outbox(&mut self) {
-        let Some(link) = self.shared.link(self.peer, self.channel) else {
-            return;
-        };
         let (tx, rx) = mpsc::channel(self.shared.cfg.outbox_len.max(1));
-        let mut slot = link.outbox.lock();
+        let mut slot = self.handle.outbox.lock();
         let generation = slot.generation.wrapping_add(1);
         *slot = Outbox {
             generation,

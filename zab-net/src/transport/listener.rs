@@ -1,6 +1,7 @@
 //! The accept side: one loop per listening port, one short-lived task per inbound handshake.
 //!
-//! INV-1: an inbound connection reaches a link only after its hello passed every check, and
+//! INV-1: an inbound connection reaches a link only after its hello passed every check (its
+//! sid among the peers known at that moment, which may have been added at run time), and
 //! only if the caller has the higher sid (then it is adopted); a caller with the lower sid is
 //! answered `ConnectBack`, closed, and its link asked to dial (the higher sid's connection
 //! wins, so there is one connection per pair and channel).
@@ -8,6 +9,7 @@
 //! `handshake_timeout`; a refused or malformed hello is logged with the caller's address and
 //! the reason, and closes that connection only.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tracing::{debug, info, warn, Instrument};
+use zab_core::ServerId;
 
 use super::{bump, Channel, Control, Shared};
 use crate::handshake::{self, Expect, HandshakeError, Hello, Reply};
@@ -76,7 +79,7 @@ async fn inbound(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr, c
         }
     };
     let Some(link) = shared.link(hello.from, channel) else {
-        // validate() checked membership; links exist for every member but ourselves.
+        // validate() checked that the sid is known, and known sids keep their links (INV-5).
         warn!(%addr, from = hello.from.0, "no link for a validated peer; closing");
         return;
     };
@@ -105,10 +108,12 @@ async fn read_hello(
 ) -> Result<Hello, HandshakeError> {
     let body = handshake::read_frame(stream).await?;
     let hello = Hello::decode(&body)?;
+    // The peers known now: the set grows at run time (transport INV-5).
+    let known: BTreeSet<ServerId> = shared.peers.read().keys().copied().collect();
     hello.validate(&Expect {
         me: shared.cfg.sid,
         cluster_id: shared.cfg.cluster_id,
-        members: &shared.members,
+        members: &known,
         channel,
     })?;
     Ok(hello)

@@ -26,24 +26,44 @@
 //! INV-3: only connections whose hello passed every check of [`crate::handshake`] deliver
 //! messages; the `from` of an event is the sid authenticated by that hello.
 //! INV-4: every task stops on [`Transport::shutdown`] (or when the `Transport` is dropped); every
-//! wait is bounded by a timeout or by that cancellation.
+//! wait is bounded by a timeout or by that cancellation. Links added at run time are tasks of
+//! the same set, stopped and awaited the same way.
+//! INV-5: the known peers only grow while the transport runs. [`Transport::set_peers`] adds
+//! sids and changes addresses; it never removes a sid or its links. Every known sid has one
+//! link per channel from the moment it is known, so a hello that names it (and passes the other
+//! checks) always finds its link, and only known sids are accepted.
+//!
+//! # A membership that changes
+//! The configuration in force is replicated (`zab_core::membership`), so the peers are not fixed
+//! at start: the node hands every new configuration to [`Transport::set_peers`].
+//! - A sid new to the transport gets its two links at once; like every link they dial only on
+//!   demand.
+//! - A changed address is used from the next dial on; an established connection stays.
+//! - A sid that left the configuration keeps its links while the process runs: the leader
+//!   still sends the removed server the COMMIT of its removal, and the core itself ignores
+//!   messages from non-members. Its links dial only when this server sends to it or it calls
+//!   (a lower sid asking to be called back); otherwise they cost nothing. Inbound hellos from
+//!   it are still accepted. The next start knows only the members of the configuration then.
 
 mod config;
 mod link;
 mod listener;
+mod peer;
 mod sender;
 
 pub use config::{PeerAddrs, TransportConfig};
 pub use sender::PeerSender;
 
-use std::collections::{BTreeMap, BTreeSet};
+use peer::{Control, LinkHandle, LinkStart, Peer};
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -75,7 +95,7 @@ pub enum Event {
 #[derive(Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SendError {
-    /// The sid is not a member (or is this server).
+    /// The sid is not known to the transport (or is this server).
     #[error("sid {0} is not a peer of this server")]
     UnknownPeer(ServerId),
     /// The peer's outbox was full: its connection was dropped and its queue discarded.
@@ -166,47 +186,28 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The current outbox of a link; replaced (with a new generation) whenever its queue is
-/// discarded, so that nothing queued before a loss is written after it (INV-2).
-struct Outbox {
-    generation: u64,
-    tx: mpsc::Sender<Message>,
-    overflow_signalled: bool,
-}
-
-/// Requests to a link task.
-enum Control {
-    /// An inbound connection from the higher-sid peer passed the handshake: use it.
-    Adopt(TcpStream),
-    /// The lower-sid peer wants a connection: dial it.
-    DialRequested,
-    /// Drop the connection and anything queued.
-    Disconnect,
-    /// The outbox of this generation overflowed.
-    Overflow { generation: u64 },
-}
-
-/// The shared side of one link: where `send` puts messages and how to reach the task.
-struct LinkHandle {
-    outbox: Mutex<Outbox>,
-    ctrl: mpsc::UnboundedSender<Control>,
-    connected: AtomicBool,
-}
-
 /// State shared by the handle, the listeners and the links.
 struct Shared {
+    /// The configuration; its `peers` are moved into `peers` at start.
     cfg: TransportConfig,
-    members: BTreeSet<ServerId>,
-    book: Mutex<BTreeMap<ServerId, PeerAddrs>>,
-    links: BTreeMap<(ServerId, Channel), LinkHandle>,
+    /// Every known peer (INV-5: never shrinks).
+    peers: RwLock<BTreeMap<ServerId, Peer>>,
     events: mpsc::Sender<Event>,
     shutdown: CancellationToken,
     counters: Counters,
 }
 
 impl Shared {
-    fn link(&self, peer: ServerId, channel: Channel) -> Option<&LinkHandle> {
-        self.links.get(&(peer, channel))
+    fn link(&self, peer: ServerId, channel: Channel) -> Option<Arc<LinkHandle>> {
+        self.peers
+            .read()
+            .get(&peer)
+            .map(|p| p.link(channel).clone())
+    }
+
+    /// Where `peer` listens on `channel`, if known.
+    fn addr(&self, peer: ServerId, channel: Channel) -> Option<SocketAddr> {
+        self.peers.read().get(&peer).map(|p| p.addrs.of(channel))
     }
 }
 
@@ -214,70 +215,118 @@ impl Shared {
 pub struct Transport {
     shared: Arc<Shared>,
     local: PeerAddrs,
-    tasks: JoinSet<()>,
+    /// Listener and link tasks; links of peers added at run time join it (INV-4).
+    tasks: Mutex<JoinSet<()>>,
+    /// The runtime the transport started on, where run-time links are spawned.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Transport {
     /// Binds both listeners and starts the link tasks. Returns the handle and the channel of
     /// inbound events.
     pub async fn start(
-        cfg: TransportConfig,
+        mut cfg: TransportConfig,
     ) -> Result<(Transport, mpsc::Receiver<Event>), NetError> {
         let (quorum, election, local) = bind_listeners(&cfg).await?;
         let (events, events_rx) = mpsc::channel(cfg.inbound_len.max(1));
-        let mut links = BTreeMap::new();
-        let mut link_tasks = Vec::new();
-        for peer in cfg.peers.keys().copied().filter(|p| *p != cfg.sid) {
-            for channel in [Channel::Election, Channel::Quorum] {
-                let (tx, rx) = mpsc::channel(cfg.outbox_len.max(1));
-                let (ctrl, ctrl_rx) = mpsc::unbounded_channel();
-                links.insert(
-                    (peer, channel),
-                    LinkHandle {
-                        outbox: Mutex::new(Outbox {
-                            generation: 0,
-                            tx,
-                            overflow_signalled: false,
-                        }),
-                        ctrl,
-                        connected: AtomicBool::new(false),
-                    },
-                );
-                link_tasks.push((peer, channel, rx, ctrl_rx));
+        let mut peers = BTreeMap::new();
+        let mut link_starts = Vec::new();
+        for (sid, addrs) in std::mem::take(&mut cfg.peers) {
+            if sid == cfg.sid {
+                continue;
             }
+            let (peer, starts) = Peer::new(sid, addrs, cfg.outbox_len);
+            peers.insert(sid, peer);
+            link_starts.extend(starts);
         }
-        let mut members: BTreeSet<ServerId> = cfg.peers.keys().copied().collect();
-        members.insert(cfg.sid);
         let shared = Arc::new(Shared {
-            book: Mutex::new(cfg.peers.clone()),
             cfg,
-            members,
-            links,
+            peers: RwLock::new(peers),
             events,
             shutdown: CancellationToken::new(),
             counters: Counters::default(),
         });
 
         let sid = shared.cfg.sid;
+        let runtime = tokio::runtime::Handle::current();
         let mut tasks = JoinSet::new();
         for (listener, channel) in [(quorum, Channel::Quorum), (election, Channel::Election)] {
             let span = tracing::info_span!("listen", sid = sid.0, %channel);
-            tasks.spawn(listener::accept_loop(shared.clone(), listener, channel).instrument(span));
+            tasks.spawn_on(
+                listener::accept_loop(shared.clone(), listener, channel).instrument(span),
+                &runtime,
+            );
         }
-        for (peer, channel, rx, ctrl_rx) in link_tasks {
-            let span = tracing::info_span!("link", sid = sid.0, peer = peer.0, %channel);
-            let link = link::Link::new(shared.clone(), peer, channel, rx, ctrl_rx);
-            tasks.spawn(link.run().instrument(span));
-        }
+        let transport = Transport {
+            shared,
+            local,
+            tasks: Mutex::new(tasks),
+            runtime,
+        };
+        transport.spawn_links(link_starts);
         tracing::info!(sid = sid.0, quorum = %local.quorum, election = %local.election, "transport started");
-        Ok((
-            Transport {
-                shared,
-                local,
-                tasks,
-            },
-            events_rx,
-        ))
+        Ok((transport, events_rx))
+    }
+
+    fn spawn_links(&self, starts: Vec<LinkStart>) {
+        let sid = self.shared.cfg.sid;
+        let mut tasks = self.tasks.lock();
+        for start in starts {
+            let span = tracing::info_span!("link", sid = sid.0, peer = start.peer.0, channel = %start.channel);
+            let link = link::Link::new(self.shared.clone(), start);
+            tasks.spawn_on(link.run().instrument(span), &self.runtime);
+        }
+    }
+
+    /// Makes `peers` the configuration in force (see the module docs): a sid not known yet gets
+    /// its links, a changed address is used from the next dial on, and a known sid missing from
+    /// `peers` keeps its links (INV-5) but is logged as having left. This server's own sid is
+    /// ignored, and so is an unknown address (port 0, [`PeerAddrs::UNKNOWN`]) in place of a
+    /// known one.
+    pub fn set_peers(&self, peers: &BTreeMap<ServerId, PeerAddrs>) {
+        let me = self.shared.cfg.sid;
+        let mut starts = Vec::new();
+        {
+            let mut known = self.shared.peers.write();
+            for (sid, peer) in known.iter_mut() {
+                let configured = peers.contains_key(sid);
+                if peer.configured && !configured {
+                    tracing::info!(
+                        peer = sid.0,
+                        "peer left the configuration; its links stay, used only if a message \
+                         goes to it or it calls"
+                    );
+                }
+                peer.configured = configured;
+            }
+            for (sid, addrs) in peers.iter().filter(|(sid, _)| **sid != me) {
+                match known.get_mut(sid) {
+                    Some(peer) => {
+                        if peer.addrs != *addrs && addrs.is_known() {
+                            tracing::info!(
+                                peer = sid.0,
+                                quorum = %addrs.quorum,
+                                election = %addrs.election,
+                                "peer address changed; used from the next dial"
+                            );
+                            peer.addrs = *addrs;
+                        }
+                    }
+                    None => {
+                        tracing::info!(
+                            peer = sid.0,
+                            quorum = %addrs.quorum,
+                            election = %addrs.election,
+                            "peer joined the configuration"
+                        );
+                        let (peer, links) = Peer::new(*sid, *addrs, self.shared.cfg.outbox_len);
+                        known.insert(*sid, peer);
+                        starts.extend(links);
+                    }
+                }
+            }
+        }
+        self.spawn_links(starts);
     }
 
     /// This server's sid.
@@ -346,12 +395,12 @@ impl Transport {
         Ok(PeerSender::new(to, tx, self.shared.cfg.max_frame_len))
     }
 
-    /// Sets where `peer` listens (for peers whose ports are chosen at run time).
+    /// Sets where a known `peer` listens (for peers whose ports are chosen at run time); used
+    /// from the next dial on. [`Transport::set_peers`] is the way to add peers.
     pub fn set_peer_addrs(&self, peer: ServerId, addrs: PeerAddrs) -> Result<(), SendError> {
-        let mut book = self.shared.book.lock();
-        match book.get_mut(&peer) {
-            Some(slot) => {
-                *slot = addrs;
+        match self.shared.peers.write().get_mut(&peer) {
+            Some(known) => {
+                known.addrs = addrs;
                 Ok(())
             }
             None => Err(SendError::UnknownPeer(peer)),
@@ -379,9 +428,10 @@ impl Transport {
     }
 
     /// Stops every task and waits for them; every connection and listener is closed on return.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         self.shared.shutdown.cancel();
-        while self.tasks.join_next().await.is_some() {}
+        let mut tasks = std::mem::take(&mut *self.tasks.lock());
+        while tasks.join_next().await.is_some() {}
         tracing::info!(sid = self.shared.cfg.sid.0, "transport stopped");
     }
 }
