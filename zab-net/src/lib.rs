@@ -9,13 +9,17 @@
 //! - [`transport`]: listeners, lazy dialing with backoff, one connection per pair and channel,
 //!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel.
 //! - [`node`]: the running node — [`Node::start`] with a [`StateMachine`], [`Node::submit`],
-//!   [`Node::sync`], [`Node::watch`]; the driver task that runs `zab_core::Peer` with the
+//!   [`Node::sync`], [`Node::watch`], membership changes ([`Node::add_member`],
+//!   [`Node::remove_member`], [`Node::change_membership`]; joining with
+//!   [`NodeOptions::join_membership`]); the driver task that runs `zab_core::Peer` with the
 //!   transport and `zab_store`.
 //!
 //! The vocabulary an embedder needs is re-exported here, so an application depends on this
 //! crate alone: [`Zxid`] (a txn's id: epoch and counter), [`Epoch`], [`ServerId`], [`Role`]
-//! (looking, following, leading, observing) and [`LearnerType`] (participant or observer, from
-//! zoo.cfg). The protocol core itself (`zab_core::Peer`, its messages and actions) is the
+//! (looking, following, leading, observing), [`LearnerType`] (participant or observer, from
+//! zoo.cfg), and the replicated configuration: [`Membership`] (its version and [`Member`]s,
+//! each with a [`MemberRole`] and its address text, a zoo.cfg `server.N` value),
+//! [`MembershipChange`], [`MembershipError`] and [`TxnKind`]. The protocol core itself (`zab_core::Peer`, its messages and actions) is the
 //! driver's business, not the embedder's.
 //!
 //! Public structs and enums that may grow (statuses, options, configurations, errors,
@@ -40,8 +44,11 @@ pub mod node;
 pub mod transport;
 
 pub use node::{
-    ApplyError, Node, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
+    ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
     SubmitError, SyncCounters,
 };
 pub use transport::NetError;
-pub use zab_core::{Epoch, LearnerType, Role, ServerId, Zxid};
+pub use zab_core::{
+    Epoch, LearnerType, Member, MemberRole, Membership, MembershipChange, MembershipError, Role,
+    ServerId, TxnKind, Zxid,
+};
