@@ -127,9 +127,9 @@ impl Election {
         n: Notification,
         now_ms: u64,
     ) -> Tally {
-        if !cfg.members.contains_key(&from) {
-            return Tally::Nothing;
-        }
+        // The peer hears only known senders (members in force or committed, `Peer` INV-5); a
+        // leader's claim counts from any of them, even one its configuration in force dropped
+        // in a change that may never commit (INV-8).
         match n.state {
             ElectionState::Observing | ElectionState::Uninitialized => Tally::Nothing,
             ElectionState::Looking if !is_participant(cfg, from) => Tally::Nothing,

@@ -410,10 +410,13 @@ impl Disk {
                 .cloned()
                 .collect(),
             needs_initial_sync: self.needs_initial_sync,
-            membership: snap
-                .membership
-                .clone()
-                .or_else(|| self.helper_membership.clone()),
+            // the newer of the snapshot's and the helper's: a SNAP from before this node was
+            // added carries a configuration without it (zab-net keeps its join file until a
+            // snapshot's configuration is at least as new)
+            membership: match (&snap.membership, &self.helper_membership) {
+                (Some(s), Some(h)) if h.version > s.version => Some(h.clone()),
+                (s, h) => s.clone().or_else(|| h.clone()),
+            },
         };
         (durable, snap.txns)
     }

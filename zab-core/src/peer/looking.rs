@@ -25,7 +25,7 @@
 //! elect it, since it would never lead (it does not vote for itself) and they would re-elect it
 //! round after round.
 //! INV-10: LOOKING notifications go to every participant and every joining member of the
-//! configuration in force: a member that missed the promotion of a joining member learns the
+//! configuration in force and of the committed one: a member that missed the promotion of a joining member learns the
 //! leader only from the leader's own answer (INV-4 of `election` needs its LEADING claim).
 //! INV-11: a LOOKING participant does not answer a LOOKING member that is joining in its
 //! configuration (unless it says it is uninitialized): that member may be a participant of
@@ -88,22 +88,23 @@ impl Peer {
     }
 
     /// Sends our notification to every other participant, and to joining members: another
-    /// peer's newer configuration may have promoted one, and it may lead (INV-10).
+    /// peer's newer configuration may have promoted one, and it may lead; of the configuration
+    /// in force and of the committed one, since a change in force here may never commit and
+    /// the server it drops may lead (INV-10).
     pub(super) fn broadcast_notification(&mut self) {
         if self.is_removed() {
             return;
         }
         let n = self.core.notification(self.my_state());
         let me = self.core.sid();
-        let targets: Vec<ServerId> = self
-            .core
-            .members
-            .in_force()
-            .members
-            .iter()
-            .filter(|(sid, m)| **sid != me && m.role != crate::membership::MemberRole::Observer)
-            .map(|(sid, _)| *sid)
-            .collect();
+        let members = &self.core.members;
+        let targets: std::collections::BTreeSet<ServerId> =
+            [members.in_force(), members.committed()]
+                .into_iter()
+                .flat_map(|m| m.members.iter())
+                .filter(|(sid, m)| **sid != me && m.role != crate::membership::MemberRole::Observer)
+                .map(|(sid, _)| *sid)
+                .collect();
         for to in targets {
             self.core.send(to, Message::Notification(n));
         }
@@ -180,8 +181,7 @@ impl Peer {
         let i_vote = self.core.votes();
         let joining = self.core.members.in_force().role_of(from)
             == Some(crate::membership::MemberRole::Joining);
-        let cannot_vote =
-            (!sender_votes && !joining) || n.state == ElectionState::Uninitialized;
+        let cannot_vote = (!sender_votes && !joining) || n.state == ElectionState::Uninitialized;
         let looking = matches!(
             n.state,
             ElectionState::Looking | ElectionState::Uninitialized

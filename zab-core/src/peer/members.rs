@@ -97,12 +97,18 @@ impl Members {
         }
     }
 
-    /// The log was reset to a SNAP at `zxid` carrying `committed`: that configuration is the
-    /// committed one, and only configurations logged after the snapshot stay (the learner may
-    /// log the leader's next txns before the install is reported).
+    /// The log was reset to a SNAP at `zxid` carrying `committed`: only configurations logged
+    /// after the snapshot stay (the learner may log the leader's next txns before the install
+    /// is reported), and the snapshot's configuration is the committed one unless this peer
+    /// already knows a newer committed one (a joining member's helper gave it the
+    /// configuration that added it; a SNAP from before that point must not make it forget
+    /// it is a member).
     pub(crate) fn on_snapshot(&mut self, zxid: Zxid, committed: Membership) {
-        self.committed = committed;
-        self.logged.retain(|m| m.version > zxid);
+        if committed.version >= self.committed.version {
+            self.committed = committed;
+        }
+        self.logged
+            .retain(|m| m.version > zxid && m.version > self.committed.version);
     }
 
     /// `committed`, newer than ours, is a member's committed configuration (`membership`

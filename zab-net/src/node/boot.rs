@@ -99,9 +99,10 @@ pub(super) fn open_store(
     Ok((dd, durable, sm))
 }
 
-/// Which committed configuration holds (INV-3): the data dir's snapshot's, else the joining
-/// node's (the newer of the join file and [`NodeOptions::join_membership`], made durable
-/// here), else zoo.cfg's.
+/// Which committed configuration holds (INV-3): the newest of the data dir's snapshot's and
+/// the joining node's (the join file, or [`NodeOptions::join_membership`], made durable here),
+/// else zoo.cfg's. A SNAP from before the node was added carries a configuration without it,
+/// so the join file stays until a snapshot's configuration is at least as new.
 fn settle_membership(
     dd: &DataDir,
     mut durable: zab_core::DurableState,
@@ -110,6 +111,18 @@ fn settle_membership(
 ) -> Result<zab_core::DurableState, NetError> {
     let dir = dd.snaps.dir();
     let join_err = |e: join_file::JoinFileError| NetError::StateMachine(e.to_string());
+    let kept_join = join_file::read(dir).map_err(join_err)?;
+    if let (Some(data), Some(kept)) = (&durable.membership, &kept_join) {
+        if kept.version > data.version {
+            info!(
+                "the configuration this server joined with (version {}) is newer than its \
+                 snapshot's (version {}): it is the committed one",
+                kept.version, data.version
+            );
+            durable.membership = Some(kept.clone());
+            return Ok(durable);
+        }
+    }
     if let Some(data) = &durable.membership {
         if let Some(diff) = differences(&start.bootstrap_membership, data) {
             warn!(
@@ -128,7 +141,7 @@ fn settle_membership(
         join_file::remove(dir).map_err(join_err)?;
         return Ok(durable);
     }
-    let kept = join_file::read(dir).map_err(join_err)?;
+    let kept = kept_join;
     let newer = match (&kept, &start.join) {
         (Some(k), Some(j)) if j.version > k.version => Some(j),
         (None, Some(j)) => Some(j),
