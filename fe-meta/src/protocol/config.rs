@@ -12,7 +12,7 @@
 //! default.
 
 use bytes::BufMut;
-use zab_net::{MemberRole, Membership, Zxid};
+use zab_net::{Member, MemberRole, Membership, ServerId, Zxid};
 
 use super::rows::{decode_frontend_row, encode_frontend_row, FrontendRow};
 use crate::state::catalog::FrontendRole;
@@ -66,6 +66,16 @@ impl MemberState {
         match self {
             MemberState::Observer => FrontendRole::Observer,
             MemberState::Participant | MemberState::Joining => FrontendRole::Follower,
+        }
+    }
+}
+
+impl From<MemberState> for MemberRole {
+    fn from(state: MemberState) -> MemberRole {
+        match state {
+            MemberState::Participant => MemberRole::Participant,
+            MemberState::Observer => MemberRole::Observer,
+            MemberState::Joining => MemberRole::Joining,
         }
     }
 }
@@ -124,6 +134,25 @@ impl ClusterConfig {
                 address: m.address.clone(),
             })
             .collect()
+    }
+
+    /// The committed configuration as the ZAB node takes it (`NodeOptions::join_membership`
+    /// of a node that joins the cluster).
+    pub fn membership(&self) -> Membership {
+        Membership {
+            version: self.version,
+            members: self
+                .members
+                .iter()
+                .map(|m| {
+                    let member = Member {
+                        role: m.state.into(),
+                        address: m.address.clone(),
+                    };
+                    (ServerId(m.sid), member)
+                })
+                .collect(),
+        }
     }
 
     /// The member `sid`, if it is one.
