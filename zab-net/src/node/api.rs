@@ -1,6 +1,7 @@
 //! What an embedding application implements and sees: the [`StateMachine`] it replicates, the
-//! [`NodeStatus`] it can watch, the errors of [`super::Node::submit`] / [`super::Node::sync`],
-//! and the [`NodeOptions`] that tests and tools tune.
+//! [`NodeStatus`] it can watch (with the configuration in force and the committed one), the
+//! errors of [`super::Node::submit`] / [`super::Node::sync`] and of
+//! [`super::Node::change_membership`], and the [`NodeOptions`] that tests and tools tune.
 //!
 //! INV-1: for each committed txn, in zxid order, on the node's driver task, exactly one of
 //! `StateMachine::apply` (the application's operations) or `StateMachine::apply_membership`
@@ -327,10 +328,12 @@ pub struct NodeOptions {
     /// The cluster's committed configuration, learned from one of its members, for a node
     /// that joins an existing cluster with an empty data dir (it was added first, with
     /// [`super::Node::add_member`] on a member). Used only when the data dir holds no snapshot
-    /// with a configuration: it is then made durable at once (a snapshot at zxid 0 of the empty
-    /// state machine, carrying it), so a restart before the first sync still knows the
-    /// cluster, and the node starts as a non-voting learner that syncs from the leader (it
-    /// votes once it is synced and promoted). [`NodeOptions::bootstrap`] is ignored with it.
+    /// with a configuration: it is then made durable at once (the file `joinConfiguration` in
+    /// the data dir, until a snapshot carries a configuration), so a restart before the first
+    /// sync still knows the cluster, and the node starts as a non-voting learner that syncs
+    /// from the leader (it votes once it is synced and promoted). A configuration that does
+    /// not list this server is refused (`NetError::Core(StepError::NotAMember)`): add it on a
+    /// member first. [`NodeOptions::bootstrap`] is ignored with it.
     pub join_membership: Option<Membership>,
 }
 
