@@ -214,10 +214,7 @@ async fn a_member_is_dropped_and_invalid_changes_change_nothing() {
             ),
             "observer",
         ),
-        (
-            add(7, FrontendRole::Observer, &existing),
-            "already uses",
-        ),
+        (add(7, FrontendRole::Observer, &existing), "already uses"),
         (drop_fe(9), "not a member"),
     ];
     for (body, says) in cases {
