@@ -129,7 +129,7 @@ impl Driver {
     /// members in force, later snapshots carry the committed one.
     async fn on_membership_changed(&mut self, in_force: Membership, committed: Membership) {
         let peers = self.peer_book.peers_of(&in_force).await;
-        self.set_transport_peers(&peers);
+        self.transport.set_peers(&peers);
         let sid = self.board.sid();
         info!(
             in_force = %in_force.version,
