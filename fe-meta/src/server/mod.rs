@@ -31,6 +31,7 @@ mod conn;
 pub mod fatal;
 mod handle;
 pub mod machine;
+mod membership;
 pub mod meta_dir;
 mod peer;
 mod pending;
