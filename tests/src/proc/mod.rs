@@ -23,7 +23,8 @@
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
 //! times), [`checks`] (the end-of-test checks every scenario runs), [`small_fs`] (a
 //! size-limited tmpfs for a node's disk to fill up), [`netlab`] (per-node network namespaces
-//! for partitions).
+//! for partitions), [`members`] (servers added with `--helper` and dropped while the cluster
+//! runs).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
 //! read back from every node; all nodes report the same digest at the same journal id; no
@@ -46,6 +47,7 @@ pub mod checks;
 pub mod cluster;
 pub mod ledger;
 pub mod load;
+pub mod members;
 pub mod monitor;
 pub mod netlab;
 pub mod node;

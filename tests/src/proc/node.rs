@@ -154,6 +154,12 @@ impl ProcNode {
     /// Writes `myid` (again, after a wipe) and starts the process; `bootstrap` adds
     /// `--bootstrap`.
     pub(crate) fn spawn(&mut self, bootstrap: bool) -> Result<(), ProcError> {
+        let extra: &[&str] = if bootstrap { &["--bootstrap"] } else { &[] };
+        self.spawn_with(extra)
+    }
+
+    /// Writes `myid` and starts the process with `extra` arguments after `server --config`.
+    pub(crate) fn spawn_with(&mut self, extra: &[&str]) -> Result<(), ProcError> {
         if self.is_running() {
             return Err(ProcError::Running(self.sid));
         }
@@ -169,11 +175,10 @@ impl ProcNode {
             .map_err(ProcError::io(format!("open {}", self.log_path().display())))?;
         let _ = writeln!(
             log,
-            "=== harness: start #{} of node {} (bootstrap: {bootstrap})",
+            "=== harness: start #{} of node {} (arguments: {extra:?})",
             self.starts + 1,
             self.sid
         );
-        let extra: &[&str] = if bootstrap { &["--bootstrap"] } else { &[] };
         let netns = self.net.netns.as_deref();
         let child = spawn_server_in(netns, &self.bin, &self.config_path(), extra, log)
             .map_err(ProcError::io(format!("spawn {}", self.bin.display())))?;

@@ -1,0 +1,98 @@
+//! Membership changes on a running [`ProcCluster`]: a server that joins with `--helper` (its
+//! zoo.cfg lists only itself, as an operator writes it), and forgetting a server the cluster
+//! dropped, so the end checks no longer expect it.
+//!
+//! INV-1: server `sid` of a cluster always has the ports `base + 3·(sid − 1)` of the cluster's
+//! port block, so sids 1..=8 fit in a block and an added server never takes another's ports.
+//! INV-2: a joiner's zoo.cfg carries `dataDir`, `clientPort`, `forceSync`, `preAllocSize` and its
+//! own `server.N` line only: the cluster id, the configuration and the timing come from the
+//! helper, which is what the test shows.
+
+use fe_meta::client::{Reconfigured, Written};
+use fe_meta::protocol::FrontendRole;
+
+use super::binary;
+use super::cluster::ProcCluster;
+use super::node::{NodePorts, ProcNode};
+use super::ports::BLOCK_LEN;
+use super::ProcError;
+
+/// Servers per port block (INV-1).
+pub const MAX_SID: u64 = (BLOCK_LEN / 3) as u64;
+
+impl ProcCluster {
+    /// The ports of server `sid` (INV-1).
+    pub fn ports_of(&self, sid: u64) -> Result<NodePorts, ProcError> {
+        assert!((1..=MAX_SID).contains(&sid), "sid {sid} outside 1..={MAX_SID}");
+        let base = self.node(1)?.ports().client;
+        let p = base + 3 * (sid as u16 - 1);
+        Ok(NodePorts {
+            client: p,
+            quorum: p + 1,
+            election: p + 2,
+        })
+    }
+
+    /// The zoo.cfg `server.N` value of server `sid`: `host:quorum:election;host:client`.
+    pub fn server_value(&self, sid: u64) -> Result<String, ProcError> {
+        let p = self.ports_of(sid)?;
+        Ok(format!(
+            "127.0.0.1:{}:{};127.0.0.1:{}",
+            p.quorum, p.election, p.client
+        ))
+    }
+
+    /// Asks node `via` to add server `sid` as a follower; returns the change's answer.
+    pub async fn add_follower(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
+        let value = self.server_value(sid)?;
+        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        c.add_frontend(sid, FrontendRole::Follower, &value)
+            .await
+            .map_err(ProcError::client(via))
+    }
+
+    /// Asks node `via` to drop server `sid`; returns the change's answer.
+    pub async fn drop_frontend(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
+        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        c.drop_frontend(sid).await.map_err(ProcError::client(via))
+    }
+
+    /// Creates server `sid` on an empty data dir with a zoo.cfg listing only itself (INV-2)
+    /// and starts it with `--helper` pointing at node `helper`'s client port.
+    pub fn start_joiner(&mut self, sid: u64, helper: u64) -> Result<(), ProcError> {
+        let ports = self.ports_of(sid)?;
+        let bin = binary::fe_meta_bin()?;
+        let helper_addr = self.client_addr(helper);
+        let spec = self.spec().clone();
+        let mut node = ProcNode::new(sid, ports, Default::default(), self.dir(), None, &bin);
+        std::fs::create_dir_all(node.data_dir()).map_err(ProcError::io("mkdir data dir"))?;
+        let cfg = format!(
+            "dataDir={}\nclientPort={}\nforceSync={}\npreAllocSize={}\nserver.{sid}={}\n",
+            node.data_dir().display(),
+            ports.client,
+            if spec.force_sync { "yes" } else { "no" },
+            spec.pre_alloc_kib,
+            self.server_value(sid)?,
+        );
+        std::fs::write(node.config_path(), cfg).map_err(ProcError::io("write zoo.cfg"))?;
+        node.spawn_with(&["--helper", &helper_addr])?;
+        self.insert_node(node);
+        Ok(())
+    }
+
+    /// Stops server `sid` if it runs and forgets it: the cluster dropped it, so the end checks
+    /// no longer expect it. Returns its exit status if it had exited by itself.
+    pub fn forget(&mut self, sid: u64) -> Result<Option<i32>, ProcError> {
+        let mut node = self.remove_node(sid)?;
+        if node.is_running() {
+            node.kill9()?;
+            return Ok(None);
+        }
+        node.exit_status()
+    }
+}
+
+/// The journal id of a write's answer.
+pub fn journal_id(w: &Written) -> u64 {
+    w.journal_id.0
+}
