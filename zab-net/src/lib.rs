@@ -14,8 +14,10 @@
 //!
 //! The vocabulary an embedder needs is re-exported here, so an application depends on this
 //! crate alone: [`Zxid`] (a txn's id: epoch and counter), [`Epoch`], [`ServerId`], [`Role`]
-//! (looking, following, leading, observing) and [`LearnerType`] (participant or observer, from
-//! zoo.cfg). The protocol core itself (`zab_core::Peer`, its messages and actions) is the
+//! (looking, following, leading, observing), [`LearnerType`] (participant or observer, from
+//! zoo.cfg), and the replicated configuration: [`Membership`] (its version and [`Member`]s,
+//! each with a [`MemberRole`] and its address text, a zoo.cfg `server.N` value),
+//! [`MembershipChange`], [`MembershipError`] and [`TxnKind`]. The protocol core itself (`zab_core::Peer`, its messages and actions) is the
 //! driver's business, not the embedder's.
 //!
 //! Public structs and enums that may grow (statuses, options, configurations, errors,
@@ -40,8 +42,11 @@ pub mod node;
 pub mod transport;
 
 pub use node::{
-    ApplyError, Node, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
+    ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
     SubmitError, SyncCounters,
 };
 pub use transport::NetError;
-pub use zab_core::{Epoch, LearnerType, Role, ServerId, Zxid};
+pub use zab_core::{
+    Epoch, LearnerType, Member, MemberRole, Membership, MembershipChange, MembershipError, Role,
+    ServerId, TxnKind, Zxid,
+};

@@ -2,9 +2,11 @@
 //! [`NodeStatus`] it can watch, the errors of [`super::Node::submit`] / [`super::Node::sync`],
 //! and the [`NodeOptions`] that tests and tools tune.
 //!
-//! INV-1: `StateMachine::apply` is called exactly once per committed txn, in zxid order, on the
-//! node's driver task; `snapshot` is called between two applies and must only capture a view
-//! (an `Arc` clone of an immutable version), never copy or serialise the state there.
+//! INV-1: for each committed txn, in zxid order, on the node's driver task, exactly one of
+//! `StateMachine::apply` (the application's operations) or `StateMachine::apply_membership`
+//! (a configuration change) is called once; `snapshot` is called between two applies and must
+//! only capture a view (an `Arc` clone of an immutable version), never copy or serialise the
+//! state there.
 //! INV-2: an `apply` or `restore` error is fatal for the node: it stops and reports the error in
 //! [`NodeStatus::fatal`]; nothing after the failed txn is applied. The node does not exit the
 //! process: the embedder does (see [`NodeStatus::fatal`]).
@@ -14,7 +16,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use thiserror::Error;
-use zab_core::{Epoch, RequestError, Role, ServerId, Zxid};
+use zab_core::{Epoch, Membership, MembershipError, RequestError, Role, ServerId, Zxid};
 
 use crate::transport::PeerAddrs;
 
@@ -35,6 +37,19 @@ impl ApplyError {
 pub trait StateMachine: Send + 'static {
     /// Applies the committed txn `zxid` (INV-1). An error stops the node (INV-2).
     fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError>;
+
+    /// The committed txn `zxid` is a configuration change, not an operation of the
+    /// application: `membership` is the configuration it committed (its version is `zxid`).
+    /// Called instead of [`StateMachine::apply`] for such txns (INV-1); an error stops the node
+    /// (INV-2).
+    ///
+    /// The default does nothing. An application that tracks its applied zxid (to check that
+    /// applies arrive in order, or to publish how far it is) must override it and advance that
+    /// zxid here too: the next operation's zxid follows this one, not the operation before it.
+    fn apply_membership(&mut self, zxid: Zxid, membership: &Membership) -> Result<(), ApplyError> {
+        let _ = (zxid, membership);
+        Ok(())
+    }
 
     /// A consistent, immutable view of the state as of the last `apply`; must be cheap (the
     /// bytes are produced later, on another thread, by [`SnapshotSource::write_to`]).
@@ -100,6 +115,18 @@ pub struct NodeStatus {
     pub syncs_received: SyncCounters,
     /// Background snapshots written.
     pub snapshots_taken: u64,
+    /// The configuration in force: the newest in this node's log, committed or not (zab-core
+    /// `membership` R1); quorums and elections use it.
+    pub membership: Membership,
+    /// The newest committed configuration this node applied; its `version` is the zxid that
+    /// committed it (0: the bootstrap configuration of zoo.cfg). A member with the role
+    /// `Joining` was added as a follower and is not synced yet.
+    pub committed_membership: Membership,
+    /// True once the committed configuration does not list this node: it was removed from the
+    /// cluster and stays silent for good (no vote, no election, nothing served). An application
+    /// should stop it and exit; its data dir cannot rejoin (a new start is refused): wipe it and
+    /// add the server again.
+    pub removed: bool,
     /// The fatal error that stopped the node, if any: the txn log failed (disk full, an
     /// fsync error; zab-store's message names the file), an epoch file was not written, a
     /// SNAP was not installed, the state machine failed to apply, or the core refused an
@@ -145,7 +172,7 @@ impl NodeStatus {
         }
     }
 
-    pub(crate) fn new(sid: ServerId) -> NodeStatus {
+    pub(crate) fn new(sid: ServerId, membership: Membership, committed: Membership) -> NodeStatus {
         NodeStatus {
             sid,
             role: Role::Looking,
@@ -159,6 +186,9 @@ impl NodeStatus {
             syncs_sent: SyncCounters::default(),
             syncs_received: SyncCounters::default(),
             snapshots_taken: 0,
+            removed: !committed.members.contains_key(&sid),
+            membership,
+            committed_membership: committed,
             fatal: None,
             stopped: false,
         }
@@ -214,6 +244,56 @@ impl From<RequestError> for SubmitError {
     }
 }
 
+/// Why a membership change ([`super::Node::change_membership`]) did not succeed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// Only the leader changes the membership: send the change to server `leader` (an
+    /// application forwards it there, as it forwards its other requests).
+    #[error("not the leader; send the membership change to the leader, server {leader}")]
+    NotLeader {
+        /// The leader this node believes in.
+        leader: ServerId,
+    },
+    /// No leader is established (election under way, or no quorum): failed fast.
+    #[error("no leader: an election is under way or no quorum is reachable")]
+    NoLeader,
+    /// Another change is proposed and not committed yet: one change at a time (retry).
+    #[error("another membership change (version {0}) is not committed yet; retry when it is")]
+    ChangeInFlight(Zxid),
+    /// The change does not fit the current configuration (the text says why).
+    #[error("membership change refused: {0}")]
+    Invalid(String),
+    /// The leader lost its quorum before the change committed; it may still commit.
+    #[error("the leader lost its quorum; the change may or may not commit")]
+    QuorumLost,
+    /// The epoch's zxid counter is exhausted; a new election is under way (retry).
+    #[error("the epoch's zxid counter is exhausted; a new election is under way")]
+    EpochExhausted,
+    /// No answer within the request timeout; the change may or may not commit.
+    #[error("no answer within {0:?}; the outcome is unknown")]
+    Timeout(Duration),
+    /// The node is shutting down or stopped.
+    #[error("the node is stopped")]
+    Shutdown,
+    /// The node stopped on a fatal error.
+    #[error("the node stopped on a fatal error: {0}")]
+    Fatal(String),
+}
+
+impl From<MembershipError> for NodeError {
+    fn from(e: MembershipError) -> NodeError {
+        match e {
+            MembershipError::NotLeader { leader: Some(l) } => NodeError::NotLeader { leader: l },
+            MembershipError::NotLeader { leader: None } => NodeError::NoLeader,
+            MembershipError::ChangeInFlight(v) => NodeError::ChangeInFlight(v),
+            MembershipError::Invalid(why) => NodeError::Invalid(why),
+            MembershipError::QuorumLost => NodeError::QuorumLost,
+            MembershipError::EpochExhausted => NodeError::EpochExhausted,
+        }
+    }
+}
+
 /// Knobs beyond zoo.cfg, for tests and tools. `Default` is production behaviour.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -244,6 +324,14 @@ pub struct NodeOptions {
     /// or never synced, so the node joins a leader as a non-voting learner and votes only
     /// after its first complete sync (PITFALLS B9). Ignored when the data dir holds data.
     pub bootstrap: bool,
+    /// The cluster's committed configuration, learned from one of its members, for a node
+    /// that joins an existing cluster with an empty data dir (it was added first, with
+    /// [`super::Node::add_member`] on a member). Used only when the data dir holds no snapshot
+    /// with a configuration: it is then made durable at once (a snapshot at zxid 0 of the empty
+    /// state machine, carrying it), so a restart before the first sync still knows the
+    /// cluster, and the node starts as a non-voting learner that syncs from the leader (it
+    /// votes once it is synced and promoted). [`NodeOptions::bootstrap`] is ignored with it.
+    pub join_membership: Option<Membership>,
 }
 
 impl Default for NodeOptions {
@@ -259,6 +347,7 @@ impl Default for NodeOptions {
             outbox_len: None,
             stream_stall_timeout: Duration::from_secs(30),
             bootstrap: false,
+            join_membership: None,
         }
     }
 }

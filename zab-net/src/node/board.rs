@@ -22,7 +22,11 @@ pub(super) type Watches = (watch::Receiver<NodeStatus>, watch::Receiver<RoleStat
 impl StatusBoard {
     /// The board of a node starting from `peer`'s durable state.
     pub(super) fn new(sid: ServerId, peer: &Peer) -> (StatusBoard, Watches) {
-        let mut status = NodeStatus::new(sid);
+        let mut status = NodeStatus::new(
+            sid,
+            peer.membership().clone(),
+            peer.committed_membership().clone(),
+        );
         status.initialized = !peer.needs_initial_sync();
         status.restored_snapshot = Some(peer.last_applied_zxid());
         let (status_tx, status_rx) = watch::channel(status.clone());
@@ -68,6 +72,13 @@ impl StatusBoard {
             s.restored_snapshot = None;
         }
         s.initialized = !peer.needs_initial_sync();
+        if s.membership != *peer.membership() {
+            s.membership = peer.membership().clone();
+        }
+        if s.committed_membership != *peer.committed_membership() {
+            s.committed_membership = peer.committed_membership().clone();
+        }
+        s.removed = peer.is_removed();
         self.send_changed();
     }
 

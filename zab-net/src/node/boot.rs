@@ -8,7 +8,13 @@
 //! voting member at zxid 0 (epoch files written at 0, so a restart finds it initialized);
 //! without it, the `needsInitialSync` marker is written before the core starts and the node
 //! does not vote until its first sync is durable. A data dir that holds data ignores
-//! bootstrap.
+//! bootstrap, and so does a node given [`NodeOptions::join_membership`].
+//! INV-3: the committed configuration is the data dir's (its newest snapshot's) when it has
+//! one; zoo.cfg's `server.N` lines are only the bootstrap configuration, and where they differ
+//! from the data dir's one warning names the servers. A joining node's configuration
+//! ([`NodeOptions::join_membership`]) is used only when the data dir has none, and is made
+//! durable (a snapshot at zxid 0 of the empty state machine) before the core starts; a
+//! configuration that does not list this node is refused before anything is written.
 
 use std::time::Duration;
 
@@ -16,15 +22,16 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-use zab_core::Peer;
-use zab_store::{DataDir, EpochKind, LogOptions};
+use zab_core::{Membership, Peer, ServerId, StepError, Zxid};
+use zab_store::{DataDir, EpochKind, LogOptions, SnapDir};
 
 use super::api::{NodeOptions, StateMachine};
 use super::board::{StatusBoard, Watches};
 use super::driver::{Driver, DriverIo, Inbox};
 use super::log_link::LogLink;
 use super::out::OutQueues;
-use super::snap::Snapper;
+use super::peers::PeerBook;
+use super::snap::{write_snapshot, SnapTarget, Snapper};
 use super::Request;
 use crate::config::NodeConfig;
 use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
@@ -56,12 +63,26 @@ pub(super) fn configs(
     Ok((core_cfg, tcfg))
 }
 
+/// What `open_store` needs besides zoo.cfg and the state machine.
+pub(super) struct StoreStart {
+    /// This server.
+    pub(super) sid: ServerId,
+    /// The cluster id written into snapshots.
+    pub(super) cluster_id: u64,
+    /// zoo.cfg's configuration (the bootstrap one).
+    pub(super) bootstrap_membership: Membership,
+    /// [`NodeOptions::bootstrap`].
+    pub(super) bootstrap: bool,
+    /// [`NodeOptions::join_membership`].
+    pub(super) join: Option<Membership>,
+}
+
 /// Opens the data directories and restores `sm` from the newest valid snapshot (blocking);
-/// settles what an empty data dir means (INV-2).
+/// settles what an empty data dir means (INV-2) and which configuration holds (INV-3).
 pub(super) fn open_store(
     cfg: &NodeConfig,
     mut sm: Box<dyn StateMachine>,
-    bootstrap: bool,
+    start: StoreStart,
 ) -> Result<(DataDir, zab_core::DurableState, Box<dyn StateMachine>), NetError> {
     let opts = LogOptions {
         prealloc_bytes: usize::try_from(cfg.pre_alloc_bytes).unwrap_or(64 << 20),
@@ -73,20 +94,127 @@ pub(super) fn open_store(
         sm.restore(zxid, r)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })?;
+    let durable = settle_membership(&dd, durable, sm.as_ref(), &start)?;
+    let bootstrap = start.bootstrap && start.join.is_none();
     let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
 }
 
-/// What an empty data dir (no epoch file, no snapshot, no log record) means (INV-2).
+/// Which committed configuration holds (INV-3): the data dir's, else a joining node's (made
+/// durable here), else zoo.cfg's.
+fn settle_membership(
+    dd: &DataDir,
+    mut durable: zab_core::DurableState,
+    sm: &dyn StateMachine,
+    start: &StoreStart,
+) -> Result<zab_core::DurableState, NetError> {
+    if let Some(data) = &durable.membership {
+        if let Some(diff) = differences(&start.bootstrap_membership, data) {
+            warn!(
+                "zoo.cfg's server lines differ from the committed configuration in the data \
+                 dir ({diff}); the data dir's configuration (version {}) wins",
+                data.version
+            );
+        }
+        if start.join.is_some() {
+            info!(
+                "the data dir already holds the cluster's configuration (version {}); the one \
+                 given to join is ignored",
+                data.version
+            );
+        }
+        return Ok(durable);
+    }
+    let Some(join) = &start.join else {
+        return Ok(durable);
+    };
+    if !join.members.contains_key(&start.sid) {
+        // Checked before anything is written: a restart must not find itself removed.
+        warn!(
+            "server {} is not in the configuration (version {}) it was given to join: add it \
+             on a member first",
+            start.sid.0, join.version
+        );
+        return Err(NetError::Core(StepError::NotAMember(start.sid)));
+    }
+    if durable.snapshot_zxid != Zxid::ZERO {
+        warn!(
+            "the data dir holds a snapshot at {} without a configuration; the configuration \
+             given to join is not used",
+            durable.snapshot_zxid
+        );
+        return Ok(durable);
+    }
+    // The marker first: a crash between the two leaves a dir that still syncs before voting.
+    dd.epochs.set_needs_initial_sync(true)?;
+    durable.needs_initial_sync = true;
+    write_joined(&dd.snaps, start.cluster_id, join, sm)?;
+    info!(
+        "joining the cluster with its configuration version {} (servers {:?}): made durable \
+         as the snapshot at zxid 0",
+        join.version,
+        join.members.keys().map(|s| s.0).collect::<Vec<_>>()
+    );
+    durable.membership = Some(join.clone());
+    Ok(durable)
+}
+
+/// The snapshot at zxid 0 of the empty state machine, carrying the configuration to join.
+fn write_joined(
+    snaps: &SnapDir,
+    cluster_id: u64,
+    join: &Membership,
+    sm: &dyn StateMachine,
+) -> Result<(), NetError> {
+    write_snapshot((snaps, cluster_id, join), Zxid::ZERO, sm.snapshot())
+        .map(|_| ())
+        .map_err(|e| NetError::StateMachine(format!("writing the joined configuration: {e}")))
+}
+
+/// Which servers zoo.cfg's configuration and the data dir's list differently, in words; `None`
+/// when they agree on every server's role and address.
+pub(super) fn differences(zoo_cfg: &Membership, data: &Membership) -> Option<String> {
+    let mut parts = Vec::new();
+    let only_in = |a: &Membership, b: &Membership| -> Vec<u64> {
+        a.members
+            .keys()
+            .filter(|s| !b.members.contains_key(s))
+            .map(|s| s.0)
+            .collect()
+    };
+    let zoo_only = only_in(zoo_cfg, data);
+    if !zoo_only.is_empty() {
+        parts.push(format!("only in zoo.cfg: {zoo_only:?}"));
+    }
+    let data_only = only_in(data, zoo_cfg);
+    if !data_only.is_empty() {
+        parts.push(format!("only in the data dir: {data_only:?}"));
+    }
+    let changed: Vec<u64> = zoo_cfg
+        .members
+        .iter()
+        .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
+        .map(|(s, _)| s.0)
+        .collect();
+    if !changed.is_empty() {
+        parts.push(format!("role or address differs: {changed:?}"));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// What an empty data dir (no epoch file, no snapshot, no configuration, no log record) means
+/// (INV-2).
 fn settle_initialized(
     dd: &DataDir,
     mut durable: zab_core::DurableState,
     bootstrap: bool,
 ) -> Result<zab_core::DurableState, NetError> {
+    // A snapshot with a configuration (a joining node's, at zxid 0) is data: never bootstrap.
     let empty = dd.epochs.read(EpochKind::Accepted)?.is_none()
         && dd.epochs.read(EpochKind::Current)?.is_none()
         && durable.snapshot_zxid == zab_core::Zxid::ZERO
-        && durable.log_index.is_empty();
+        && durable.log_index.is_empty()
+        && durable.membership.is_none();
     match (empty, bootstrap, durable.needs_initial_sync) {
         (true, true, _) => {
             // Epoch files at 0 make the choice stick: the dir is no longer empty.
@@ -144,13 +272,17 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         p.opts.snap_chunk_bytes,
         p.opts.stream_stall_timeout,
     );
+    let target = SnapTarget {
+        snaps: p.dd.snaps.clone(),
+        cluster_id: p.cluster_id,
+        committed: p.peer.committed_membership().clone(),
+    };
     let (snapper, snaps) = Snapper::new(
         p.config.snap_count,
         p.config.snap_size_limit_bytes,
         p.opts.exact_snap_count,
         usize::try_from(p.config.snap_retain_count).unwrap_or(3),
-        p.cluster_id,
-        p.dd.snaps.clone(),
+        target,
     );
     let (req_tx, requests) = mpsc::channel(1024);
     let (board, watches) = StatusBoard::new(sid, &p.peer);
@@ -161,6 +293,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         log,
         epochs: p.dd.epochs,
         snapper,
+        peer_book: PeerBook::new(sid, p.opts.peer_addrs.clone()),
     };
     let tick = Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50));
     let driver = Driver::new(p.peer, p.sm, io, board, p.clock, tick, shutdown.clone());

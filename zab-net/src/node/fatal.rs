@@ -17,6 +17,7 @@ use zab_core::{StepError, Zxid};
 use zab_store::StoreError;
 
 use super::api::ApplyError;
+use super::snap_prefix::PrefixError;
 
 /// A condition that stops the node (driver INV-3).
 #[derive(Debug, Error)]
@@ -69,6 +70,32 @@ pub(crate) enum Fatal {
     /// A chunk of a SNAP from the leader could not be written to its temp file.
     #[error("writing the SNAP's snapshot file: {0}")]
     SnapWrite(#[source] std::io::Error),
+    /// The configuration at the head of a SNAP from the leader is unusable.
+    #[error("the SNAP from the leader: {0}")]
+    SnapPrefix(#[source] PrefixError),
+    /// A SNAP from the leader ended before the configuration it must carry.
+    #[error("the SNAP at {0} ended without the configuration a leader always sends")]
+    SnapWithoutMembership(Zxid),
+    /// A received snapshot file has no configuration (a leader always sends one).
+    #[error("the installed SNAP at {0} carries no configuration (a leader always sends one)")]
+    InstalledWithoutMembership(Zxid),
+    /// A committed configuration txn does not decode.
+    #[error("the configuration txn {zxid} does not decode: {reason}")]
+    BadMembershipTxn {
+        /// The txn.
+        zxid: Zxid,
+        /// Why.
+        reason: String,
+    },
+    /// The state machine failed to apply a committed configuration.
+    #[error("state machine failed to apply the configuration {zxid}: {source}")]
+    ApplyMembership {
+        /// The txn.
+        zxid: Zxid,
+        /// The state machine's error.
+        #[source]
+        source: ApplyError,
+    },
     /// The core sent snapshot bytes while no SNAP was being received.
     #[error("snapshot chunk without BeginSnapshot")]
     ChunkWithoutSnap,

@@ -7,7 +7,16 @@
 //! `driver` (the task, and the execution of the core's actions), `pending` (requests paired
 //! with their answers), `board` (the published status), `fatal` (why the driver stops),
 //! `log_link` (the txn log thread), `out` / `out_state` / `stream` (per-peer FIFOs, their
-//! state machine, flow-controlled streams), `snap` (snapshots taken, SNAPs received).
+//! state machine, flow-controlled streams), `snap` / `snap_prefix` (snapshots taken, SNAPs
+//! received, the configuration a SNAP carries), `peers` (where the members in force listen).
+//!
+//! # Membership
+//! The configuration is replicated state (zab-core `membership`): zoo.cfg's `server.N` lines
+//! are only the bootstrap configuration of a brand-new cluster; a data dir's committed
+//! configuration wins over them. [`Node::change_membership`] (and [`Node::add_member`],
+//! [`Node::remove_member`]) changes it on the leader; [`NodeStatus`] shows the configuration
+//! in force, the committed one, and whether this node was removed. A new server is added on a
+//! member first, then started with an empty data dir and [`NodeOptions::join_membership`].
 //!
 //! INV-1: the core is only ever touched by the driver task; the handle talks to it through a
 //! bounded request channel and reads a `watch` of its status.
@@ -40,8 +49,10 @@ mod fatal;
 mod log_link;
 mod out;
 mod out_state;
+mod peers;
 mod pending;
 mod snap;
+mod snap_prefix;
 mod stream;
 
 use std::time::Duration;
@@ -50,15 +61,17 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zab_core::{Peer, ServerId, Zxid};
+use tracing::error;
+use zab_core::{LearnerType, Membership, MembershipChange, Peer, ServerId, StepError, Zxid};
 
 pub use api::{
-    ApplyError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine, SubmitError,
-    SyncCounters,
+    ApplyError, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
+    SubmitError, SyncCounters,
 };
 
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, ServerAddr};
 use crate::transport::{NetError, PeerAddrs};
+use pending::ChangeReply;
 pub use pending::Reply;
 
 /// A request from the handle to the driver.
@@ -69,6 +82,10 @@ pub(crate) enum Request {
     },
     Sync {
         reply: Reply,
+    },
+    ChangeMembership {
+        change: MembershipChange,
+        reply: ChangeReply,
     },
     SetPeerAddrs {
         sid: ServerId,
@@ -120,13 +137,28 @@ impl Node {
         let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
-        let bootstrap = opts.bootstrap;
+        let start = boot::StoreStart {
+            sid,
+            cluster_id,
+            bootstrap_membership: Membership::bootstrap(&core_cfg.members, &core_cfg.addresses),
+            bootstrap: opts.bootstrap,
+            join: opts.join_membership.clone(),
+        };
         let (dd, durable, sm) =
-            tokio::task::spawn_blocking(move || boot::open_store(&boot_cfg, sm, bootstrap))
+            tokio::task::spawn_blocking(move || boot::open_store(&boot_cfg, sm, start))
                 .await
                 .map_err(|e| NetError::StateMachine(format!("start-up task: {e}")))??;
         let clock = Instant::now();
-        let peer = Peer::new(core_cfg, durable, 0)?;
+        let peer = Peer::new(core_cfg, durable, 0).inspect_err(|e| {
+            if let StepError::Removed { sid, version } = e {
+                error!(
+                    "server {} was removed from the cluster by configuration {version}; its \
+                     data dir cannot rejoin: wipe it and add the server again as a new member \
+                     (started with an empty data dir)",
+                    sid.0
+                );
+            }
+        })?;
 
         let launched = boot::launch(boot::Parts {
             config: &config,
@@ -204,6 +236,63 @@ impl Node {
     /// call is applied here (INV-3), so a local read of the state machine is linearizable.
     pub async fn sync(&self) -> Result<Zxid, SubmitError> {
         self.call(|reply| Request::Sync { reply }).await
+    }
+
+    /// Changes the membership; returns the new configuration's version (the zxid that
+    /// committed it) once it is committed and applied here, so [`Node::status`] already shows
+    /// it in `committed_membership`. One change at a time (a second one in flight is refused
+    /// with [`NodeError::ChangeInFlight`]); an added follower joins as `Joining` and the
+    /// leader promotes it to participant by itself once it is synced.
+    ///
+    /// Only the leader accepts a change: on any other node this returns
+    /// [`NodeError::NotLeader`] naming the leader, and the application forwards the request
+    /// there (as it forwards its other requests; zab-net does not forward changes itself).
+    pub async fn change_membership(&self, change: MembershipChange) -> Result<Zxid, NodeError> {
+        if let Some(f) = self.status.borrow().fatal.clone() {
+            return Err(NodeError::Fatal(f));
+        }
+        let (tx, rx) = oneshot::channel();
+        let limit = self.request_timeout;
+        let request = Request::ChangeMembership { change, reply: tx };
+        let exchange = async {
+            self.requests
+                .send(request)
+                .await
+                .map_err(|_| NodeError::Shutdown)?;
+            rx.await.map_err(|_| NodeError::Shutdown)?
+        };
+        tokio::time::timeout(limit, exchange)
+            .await
+            .map_err(|_| NodeError::Timeout(limit))?
+    }
+
+    /// Adds server `sid`, reached at `addr` (its zoo.cfg `server.N` value), as a follower
+    /// (`LearnerType::Participant`: it joins as `Joining` and is promoted once synced) or an
+    /// observer; see [`Node::change_membership`]. Then start the new server with an empty data
+    /// dir and [`NodeOptions::join_membership`] set to the configuration this returns the
+    /// version of (`NodeStatus::committed_membership` of a member).
+    pub async fn add_member(
+        &self,
+        sid: ServerId,
+        learner_type: LearnerType,
+        addr: &ServerAddr,
+    ) -> Result<Zxid, NodeError> {
+        let mut addr = addr.clone();
+        addr.learner_type = learner_type;
+        let change = MembershipChange::Add {
+            sid,
+            learner_type,
+            address: addr.to_value(),
+        };
+        self.change_membership(change).await
+    }
+
+    /// Removes server `sid`, whatever its role; see [`Node::change_membership`]. The removed
+    /// server goes silent for good once it learns of it (`NodeStatus::removed`); removing the
+    /// leader makes it hand over after the change committed.
+    pub async fn remove_member(&self, sid: ServerId) -> Result<Zxid, NodeError> {
+        self.change_membership(MembershipChange::Remove { sid })
+            .await
     }
 
     /// The current status.

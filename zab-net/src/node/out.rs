@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn, Instrument};
-use zab_core::{Message, ServerId, Zxid};
+use zab_core::{Membership, Message, ServerId, Zxid};
 use zab_store::LogReader;
 
 use super::api::SnapshotSource;
@@ -49,10 +49,12 @@ pub(super) enum Stream {
         /// Inclusive upper bound.
         upto: Zxid,
     },
-    /// `Snap { zxid }` then the view's bytes as `SnapChunk`s.
+    /// `Snap { zxid }` then the configuration and the view's bytes as `SnapChunk`s.
     Snapshot {
         /// The view's zxid.
         zxid: Zxid,
+        /// The configuration committed at `zxid`.
+        membership: Membership,
         /// The view.
         source: Box<dyn SnapshotSource>,
     },
@@ -270,9 +272,15 @@ impl OutQueues {
                 let reader = self.reader.clone();
                 tokio::task::spawn_blocking(move || produce_range(&reader, after, upto, &tx));
             }
-            Stream::Snapshot { zxid, source } => {
+            Stream::Snapshot {
+                zxid,
+                membership,
+                source,
+            } => {
                 let chunk = self.chunk_bytes;
-                tokio::task::spawn_blocking(move || produce_snapshot(zxid, source, chunk, tx));
+                tokio::task::spawn_blocking(move || {
+                    produce_snapshot(zxid, &membership, source, chunk, tx);
+                });
             }
         }
         self.next_id += 1;

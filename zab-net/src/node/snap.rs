@@ -2,6 +2,11 @@
 //! of txn log, whichever comes first (then purge), and the learner's side of a SNAP (temp file,
 //! durable, restored, log reset).
 //!
+//! Every snapshot carries a committed configuration (zab-store's configuration section): a
+//! background one the configuration committed at its zxid (the driver reports each
+//! `MembershipChanged` with [`Snapper::set_committed`] in action order), a received SNAP the
+//! one its stream starts with (`snap_prefix`).
+//!
 //! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
 //! it is named after, and is written on a blocking thread; commits go on meanwhile.
 //! INV-2: at most one background snapshot runs at a time, and none starts while a SNAP is
@@ -13,17 +18,21 @@
 //! log record's size (payload + record header); once the bytes since the last snapshot reach
 //! the (per-node randomised, like the count) size threshold, a snapshot is due even if far
 //! fewer than snapCount txns were applied, so restart replay is bounded in bytes too.
+//! INV-5: a received SNAP's file is created only once the configuration at the head of its
+//! stream is read; a stream that ends before it, or whose configuration is bad, is a fatal
+//! error, never a snapshot without one.
 
 use rand::Rng;
 use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use zab_core::Zxid;
+use zab_core::{Membership, Zxid};
 use zab_store::{LogWriter, SnapDir, SnapshotWriter, StoreError};
 
 use super::api::SnapshotSource;
 use super::fatal::Fatal;
+use super::snap_prefix::PrefixReader;
 
 /// The size of a txn log record's header (zab-store's record format), counted with the
 /// payload towards `snapSizeLimitInKb`.
@@ -78,8 +87,28 @@ pub(super) struct Snapper {
     snaps: SnapDir,
     running: Option<JoinHandle<()>>,
     done_tx: mpsc::UnboundedSender<SnapDone>,
+    /// The configuration committed at the last applied txn: what a snapshot carries.
+    committed: Membership,
     /// The SNAP being received, if any.
-    receiving: Option<(Zxid, SnapshotWriter)>,
+    receiving: Option<(Zxid, Receiving)>,
+}
+
+/// How far a received SNAP's stream is (INV-5).
+enum Receiving {
+    /// Reading the configuration at the head of the stream.
+    Prefix(PrefixReader),
+    /// Writing the state machine's bytes to the snapshot file.
+    Body(SnapshotWriter),
+}
+
+/// Where the snapshots go and what they are told.
+pub(super) struct SnapTarget {
+    /// The snapshot directory.
+    pub(super) snaps: SnapDir,
+    /// The cluster id written into each snapshot.
+    pub(super) cluster_id: u64,
+    /// The committed configuration at start (the core's).
+    pub(super) committed: Membership,
 }
 
 impl Snapper {
@@ -88,8 +117,7 @@ impl Snapper {
         size_limit: Option<u64>,
         exact: bool,
         retain: usize,
-        cluster_id: u64,
-        snaps: SnapDir,
+        target: SnapTarget,
     ) -> (Snapper, mpsc::UnboundedReceiver<SnapDone>) {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let mut s = Snapper {
@@ -101,10 +129,11 @@ impl Snapper {
             size_threshold: u64::MAX,
             bytes_since: 0,
             retain,
-            cluster_id,
-            snaps,
+            cluster_id: target.cluster_id,
+            snaps: target.snaps,
             running: None,
             done_tx,
+            committed: target.committed,
             receiving: None,
         };
         s.rearm();
@@ -147,6 +176,16 @@ impl Snapper {
         self.rearm();
     }
 
+    /// The committed configuration changed (a `MembershipChanged`, in action order).
+    pub(super) fn set_committed(&mut self, committed: Membership) {
+        self.committed = committed;
+    }
+
+    /// The configuration committed at the last applied txn.
+    pub(super) fn committed(&self) -> &Membership {
+        &self.committed
+    }
+
     /// Writes `source` as `snapshot.<zxid>` on a blocking thread, then purges (INV-1).
     pub(super) fn start(&mut self, zxid: Zxid, source: Box<dyn SnapshotSource>, log: LogWriter) {
         self.rearm();
@@ -154,11 +193,13 @@ impl Snapper {
             return;
         }
         let (snaps, cluster_id, retain) = (self.snaps.clone(), self.cluster_id, self.retain);
+        let membership = self.committed.clone();
         let done = self.done_tx.clone();
         let span = tracing::Span::current();
         self.running = Some(tokio::task::spawn_blocking(move || {
             let _enter = span.enter();
-            let r = write_and_purge(&snaps, &log, cluster_id, zxid, source, retain);
+            let target = (&snaps, cluster_id, &membership);
+            let r = write_and_purge(target, &log, zxid, source, retain);
             let _ = done.send(r.map(|bytes| (zxid, bytes)));
         }));
     }
@@ -175,27 +216,38 @@ impl Snapper {
         }
     }
 
-    /// Starts receiving a SNAP at `zxid` into a temp file.
-    pub(super) async fn begin_receive(&mut self, zxid: Zxid) -> Result<(), Fatal> {
+    /// Starts receiving a SNAP at `zxid`; its temp file is created once the configuration at
+    /// the head of the stream is read (INV-5).
+    pub(super) async fn begin_receive(&mut self, zxid: Zxid) {
         self.wait_idle().await;
-        let w = self
-            .snaps
-            .create(zxid, self.cluster_id)
-            .map_err(Fatal::SnapCreate)?;
-        self.receiving = Some((zxid, w));
+        self.receiving = Some((zxid, Receiving::Prefix(PrefixReader::default())));
+    }
+
+    /// Takes a chunk of the SNAP: the configuration at its head, then the temp file's body.
+    pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), Fatal> {
+        use std::io::Write;
+        let Some((zxid, receiving)) = self.receiving.as_mut() else {
+            return Err(Fatal::ChunkWithoutSnap);
+        };
+        let body = match receiving {
+            Receiving::Body(w) => return w.write_all(data).map_err(Fatal::SnapWrite),
+            Receiving::Prefix(reader) => match reader.feed(data).map_err(Fatal::SnapPrefix)? {
+                None => return Ok(()),
+                Some((membership, used)) => {
+                    let mut w = self
+                        .snaps
+                        .create(*zxid, self.cluster_id, Some(&membership))
+                        .map_err(Fatal::SnapCreate)?;
+                    w.write_all(&data[used..]).map_err(Fatal::SnapWrite)?;
+                    w
+                }
+            },
+        };
+        *receiving = Receiving::Body(body);
         Ok(())
     }
 
-    /// Appends a chunk to the SNAP's temp file.
-    pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), Fatal> {
-        use std::io::Write;
-        match self.receiving.as_mut() {
-            Some((_, w)) => w.write_all(data).map_err(Fatal::SnapWrite),
-            None => Err(Fatal::ChunkWithoutSnap),
-        }
-    }
-
-    /// The SNAP at `zxid` is complete: its temp file, to be made durable (INV-3).
+    /// The SNAP at `zxid` is complete: its temp file, to be made durable (INV-3, INV-5).
     pub(super) fn end_receive(&mut self, zxid: Zxid) -> Result<SnapshotWriter, Fatal> {
         match self.receiving.take() {
             None => Err(Fatal::EndWithoutSnap(zxid)),
@@ -203,7 +255,8 @@ impl Snapper {
                 ended: zxid,
                 receiving,
             }),
-            Some((_, w)) => Ok(w),
+            Some((_, Receiving::Prefix(_))) => Err(Fatal::SnapWithoutMembership(zxid)),
+            Some((_, Receiving::Body(w))) => Ok(w),
         }
     }
 
@@ -220,16 +273,15 @@ impl Snapper {
     }
 }
 
-fn write_and_purge(
-    snaps: &SnapDir,
-    log: &LogWriter,
-    cluster_id: u64,
+/// Writes `source` as the durable `snapshot.<zxid>` carrying `membership` (blocking); returns
+/// its size on disk.
+pub(super) fn write_snapshot(
+    (snaps, cluster_id, membership): (&SnapDir, u64, &Membership),
     zxid: Zxid,
     source: Box<dyn SnapshotSource>,
-    retain: usize,
 ) -> Result<u64, SnapshotError> {
     let mut w = snaps
-        .create(zxid, cluster_id)
+        .create(zxid, cluster_id, Some(membership))
         .map_err(|source| SnapshotError::Create { zxid, source })?;
     source
         .write_to(&mut w)
@@ -237,8 +289,19 @@ fn write_and_purge(
     let info = w
         .finish()
         .map_err(|source| SnapshotError::Finish { zxid, source })?;
-    info!(file = %info.path.display(), "background snapshot written");
-    let bytes = file_bytes(&info.path);
+    info!(file = %info.path.display(), "snapshot written");
+    Ok(file_bytes(&info.path))
+}
+
+fn write_and_purge(
+    target: (&SnapDir, u64, &Membership),
+    log: &LogWriter,
+    zxid: Zxid,
+    source: Box<dyn SnapshotSource>,
+    retain: usize,
+) -> Result<u64, SnapshotError> {
+    let snaps = target.0;
+    let bytes = write_snapshot(target, zxid, source)?;
     if let Err(e) = zab_store::purge(snaps, log, retain) {
         warn!(error = %e, "purge after snapshot failed");
     }

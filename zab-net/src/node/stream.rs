@@ -16,10 +16,11 @@ use bytes::Bytes;
 use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
-use zab_core::{Message, Zxid};
+use zab_core::{Membership, Message, Zxid};
 use zab_store::{LogReader, StoreError};
 
 use super::api::SnapshotSource;
+use super::snap_prefix;
 use crate::transport::{PeerSender, SendError};
 
 /// Batches buffered between a stream's producer and its sender task (a SNAP chunk is a batch
@@ -130,8 +131,15 @@ pub(super) fn produce_range(reader: &LogReader, after: Zxid, upto: Zxid, tx: &Tx
     }
 }
 
-/// `Snap { zxid }`, then the view's bytes as `SnapChunk`s of `chunk` bytes (blocking; INV-1).
-pub(super) fn produce_snapshot(zxid: Zxid, source: Box<dyn SnapshotSource>, chunk: usize, tx: Tx) {
+/// `Snap { zxid }`, then the committed configuration (`snap_prefix`) and the view's bytes as
+/// `SnapChunk`s of `chunk` bytes (blocking; INV-1).
+pub(super) fn produce_snapshot(
+    zxid: Zxid,
+    membership: &Membership,
+    source: Box<dyn SnapshotSource>,
+    chunk: usize,
+    tx: Tx,
+) {
     if tx.blocking_send(Ok(vec![Message::Snap { zxid }])).is_err() {
         return;
     }
@@ -140,7 +148,10 @@ pub(super) fn produce_snapshot(zxid: Zxid, source: Box<dyn SnapshotSource>, chun
         buf: Vec::with_capacity(chunk),
         chunk: chunk.max(1),
     };
-    let last = match source.write_to(&mut w) {
+    let written = w
+        .write_all(&snap_prefix::encode(membership))
+        .and_then(|()| source.write_to(&mut w));
+    let last = match written {
         Ok(()) => {
             let data = Bytes::from(std::mem::take(&mut w.buf));
             Ok(vec![Message::SnapChunk { data, last: true }])

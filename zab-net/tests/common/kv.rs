@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zab_core::Zxid;
-use zab_net::{ApplyError, SnapshotSource, StateMachine};
+use zab_net::{ApplyError, Membership, SnapshotSource, StateMachine};
 
 /// The replicated state.
 #[derive(Clone, Debug, Default)]
@@ -15,6 +15,8 @@ pub struct KvState {
     pub map: BTreeMap<String, String>,
     pub last: Zxid,
     pub applied: u64,
+    /// The configurations applied on this node since it started (not in the snapshot).
+    pub memberships: Vec<Zxid>,
 }
 
 /// A cloneable handle: the node owns one clone, the test reads through another.
@@ -63,6 +65,20 @@ impl StateMachine for Kv {
         Ok(())
     }
 
+    fn apply_membership(&mut self, zxid: Zxid, membership: &Membership) -> Result<(), ApplyError> {
+        let mut g = self.0.lock();
+        let st = Arc::make_mut(&mut g);
+        if zxid <= st.last || membership.version != zxid {
+            return Err(ApplyError::new(format!(
+                "configuration {} at {zxid} applied after {}",
+                membership.version, st.last
+            )));
+        }
+        st.last = zxid;
+        st.memberships.push(zxid);
+        Ok(())
+    }
+
     fn snapshot(&self) -> Box<dyn SnapshotSource> {
         Box::new(View(self.0.lock().clone()))
     }
@@ -74,6 +90,7 @@ impl StateMachine for Kv {
         let bad = || ApplyError::new("bad kv snapshot");
         let mut st = KvState {
             last: zxid,
+            memberships: self.0.lock().memberships.clone(),
             ..KvState::default()
         };
         let (head, mut rest) = bytes.split_at_checked(8).ok_or_else(bad)?;

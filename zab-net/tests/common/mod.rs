@@ -13,10 +13,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use zab_core::{Role, ServerId, Zxid};
+use zab_core::{Membership, Role, ServerId, Zxid};
 use zab_net::config::parse;
 use zab_net::transport::PeerAddrs;
-use zab_net::{Node, NodeOptions, NodeStatus, SubmitError};
+use zab_net::{NetError, Node, NodeOptions, NodeStatus, SubmitError};
 
 pub use kv::Kv;
 
@@ -120,6 +120,17 @@ impl Cluster {
         t
     }
 
+    /// Two free loopback ports (bound, read, released) for a node whose address text must be
+    /// real.
+    pub fn free_addrs() -> PeerAddrs {
+        let port = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let (quorum, election) = (port(), port());
+        PeerAddrs { quorum, election }
+    }
+
     pub async fn start_all(&mut self) {
         for sid in self.sids() {
             self.start(sid).await;
@@ -128,6 +139,11 @@ impl Cluster {
 
     /// Starts (or restarts, on its old ports and data) one node.
     pub async fn start(&mut self, sid: ServerId) {
+        self.try_start(sid).await.unwrap();
+    }
+
+    /// Like [`Cluster::start`], returning why the node did not start.
+    pub async fn try_start(&mut self, sid: ServerId) -> Result<(), NetError> {
         let cfg = parse(&self.config_text(sid)).unwrap();
         let kv = Kv::default();
         let mut opts = self.opts.clone();
@@ -138,7 +154,7 @@ impl Cluster {
             .filter(|s| *s != sid)
             .map(|s| (s, self.addrs.get(&s).copied().unwrap_or(PeerAddrs::UNKNOWN)))
             .collect();
-        let node = Node::start_with(cfg, sid, kv.clone(), opts).await.unwrap();
+        let node = Node::start_with(cfg, sid, kv.clone(), opts).await?;
         let local = node.local_addrs();
         if self.addrs.insert(sid, local) != Some(local) {
             for (other, n) in &self.nodes {
@@ -149,6 +165,7 @@ impl Cluster {
         }
         self.nodes.insert(sid, node);
         self.kvs.insert(sid, kv);
+        Ok(())
     }
 
     pub async fn stop(&mut self, sid: ServerId) {
@@ -249,8 +266,38 @@ impl Cluster {
         last
     }
 
+    /// Starts `sid` as a new member joining the running cluster: an empty data dir, a zoo.cfg
+    /// that lists only itself at `listen` (real ports, so the members reach it through its
+    /// address text), and the cluster's configuration `join` learned from a member.
+    pub async fn start_joining(&mut self, sid: ServerId, listen: PeerAddrs, join: Membership) {
+        let text = format!(
+            "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize={}\n\
+             snapCount={}\ndataDir={}\nserver.{}=127.0.0.1:{}:{}\n",
+            self.pre_alloc_kib,
+            self.snap_count,
+            self.root.path().join(format!("n{}", sid.0)).display(),
+            sid.0,
+            listen.quorum.port(),
+            listen.election.port(),
+        );
+        let cfg = parse(&text).unwrap();
+        let kv = Kv::default();
+        let mut opts = self.opts.clone();
+        opts.bootstrap = false;
+        opts.join_membership = Some(join);
+        opts.listen = Some(listen);
+        // The original members' zoo.cfg ports are placeholders: reach them where they listen.
+        opts.peer_addrs = self.addrs.clone();
+        let node = Node::start_with(cfg, sid, kv.clone(), opts).await.unwrap();
+        self.addrs.insert(sid, node.local_addrs());
+        self.nodes.insert(sid, node);
+        self.kvs.insert(sid, kv);
+    }
+
+    /// Stops every running node.
     pub async fn shutdown(mut self) {
-        for sid in self.sids() {
+        let sids: Vec<ServerId> = self.nodes.keys().copied().collect();
+        for sid in sids {
             self.stop(sid).await;
         }
     }

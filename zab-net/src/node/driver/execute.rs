@@ -1,10 +1,11 @@
 //! One action of the core, carried out (driver INV-1): sends and streams through `out`, log
 //! commands through the log link, epoch files on a blocking thread, applies to the state
-//! machine, answers through `pending`, and the core's reports (role, sync mode) logged and
-//! counted.
+//! machine (a configuration txn to `apply_membership`), answers through `pending`, a new
+//! configuration to the transport's peers and the snapshots, and the core's reports (role,
+//! sync mode) logged and counted.
 
-use tracing::info;
-use zab_core::{Action, DiffSource, Epoch, ServerId, SyncMode, Txn, Zxid};
+use tracing::{info, warn};
+use zab_core::{Action, DiffSource, Epoch, Membership, ServerId, SyncMode, Txn, TxnKind, Zxid};
 use zab_store::EpochKind;
 
 use super::{node_span, Driver};
@@ -33,11 +34,16 @@ impl Driver {
             }
             Action::SendSnapshot { to, zxid } => {
                 let source = self.sm_mut()?.snapshot();
+                let membership = self.snapper.committed().clone();
                 info!(peer = to.0, %zxid, "streaming a SNAP");
-                self.out
-                    .stream(&self.transport, to, Stream::Snapshot { zxid, source });
+                let s = Stream::Snapshot {
+                    zxid,
+                    membership,
+                    source,
+                };
+                self.out.stream(&self.transport, to, s);
             }
-            Action::BeginSnapshot { zxid } => self.snapper.begin_receive(zxid).await?,
+            Action::BeginSnapshot { zxid } => self.snapper.begin_receive(zxid).await,
             Action::SnapshotChunk(data) => self.snapper.receive_chunk(&data)?,
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
@@ -50,6 +56,14 @@ impl Driver {
                 request_id,
                 outcome,
             } => self.pending.resolve(request_id, outcome),
+            Action::MembershipDone {
+                request_id,
+                outcome,
+            } => self.pending.resolve_change(request_id, outcome),
+            Action::MembershipChanged {
+                in_force,
+                committed,
+            } => self.on_membership_changed(in_force, committed).await,
             Action::SyncChosen {
                 learner,
                 mode,
@@ -111,11 +125,48 @@ impl Driver {
         self.sm.as_mut().ok_or(Fatal::StateMachineLost)
     }
 
+    /// The configuration in force or the committed one moved: the transport reaches the
+    /// members in force, later snapshots carry the committed one.
+    async fn on_membership_changed(&mut self, in_force: Membership, committed: Membership) {
+        let peers = self.peer_book.peers_of(&in_force).await;
+        self.set_transport_peers(&peers);
+        let sid = self.board.sid();
+        info!(
+            in_force = %in_force.version,
+            committed = %committed.version,
+            members = ?in_force.members.keys().map(|s| s.0).collect::<Vec<_>>(),
+            "configuration"
+        );
+        if !committed.members.contains_key(&sid) {
+            warn!(
+                "this server ({}) was removed from the cluster by configuration {}: it no \
+                 longer votes or serves; stop it (its data dir cannot rejoin: wipe it and add \
+                 the server again)",
+                sid.0, committed.version
+            );
+        }
+        self.snapper.set_committed(committed);
+    }
+
+    /// Applies a committed txn: the application's operation, or a configuration (whose
+    /// `MembershipChanged` came just before it, zab-core io.rs).
     fn apply(&mut self, txn: Txn) -> Result<(), Fatal> {
         let zxid = txn.zxid;
-        self.sm_mut()?
-            .apply(zxid, &txn.data)
-            .map_err(|source| Fatal::Apply { zxid, source })?;
+        match txn.kind {
+            TxnKind::App => self
+                .sm_mut()?
+                .apply(zxid, &txn.data)
+                .map_err(|source| Fatal::Apply { zxid, source })?,
+            TxnKind::Membership => {
+                let m = Membership::from_txn(&txn).map_err(|e| Fatal::BadMembershipTxn {
+                    zxid,
+                    reason: e.reason,
+                })?;
+                self.sm_mut()?
+                    .apply_membership(zxid, &m)
+                    .map_err(|source| Fatal::ApplyMembership { zxid, source })?;
+            }
+        }
         if self.snapper.applied(txn.data.len()) {
             let source = self.sm_mut()?.snapshot();
             self.snapper.start(zxid, source, self.log.writer().clone());

@@ -28,7 +28,7 @@
 mod execute;
 mod install;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -43,10 +43,11 @@ use super::board::StatusBoard;
 use super::fatal::Fatal;
 use super::log_link::{to_input, LogLink};
 use super::out::{OutQueues, StreamDone};
-use super::pending::{Pending, Reply};
+use super::peers::PeerBook;
+use super::pending::{Pending, Reply, StopReason};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
-use crate::transport::{Event, Transport};
+use crate::transport::{Event, PeerAddrs, Transport};
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
 const WAKE_BATCH: usize = 256;
@@ -100,6 +101,8 @@ pub(super) struct DriverIo {
     pub(super) epochs: EpochFiles,
     /// Background snapshots and received SNAPs.
     pub(super) snapper: Snapper,
+    /// Where the members of the configuration in force listen.
+    pub(super) peer_book: PeerBook,
 }
 
 /// The driver task's state (see the module docs).
@@ -112,6 +115,7 @@ pub(super) struct Driver {
     log: LogLink,
     epochs: EpochFiles,
     snapper: Snapper,
+    peer_book: PeerBook,
     pending: Pending,
     board: StatusBoard,
     clock: Instant,
@@ -144,6 +148,7 @@ impl Driver {
             log: io.log,
             epochs: io.epochs,
             snapper: io.snapper,
+            peer_book: io.peer_book,
             pending: Pending::new(),
             board,
             clock,
@@ -294,10 +299,29 @@ impl Driver {
                 warn!(?duration, "driver paused (fault injection)");
                 tokio::time::sleep(duration).await;
             }
+            Request::ChangeMembership { change, reply } => {
+                let request_id = self.pending.register_change(reply);
+                self.inputs
+                    .push_back(Input::ChangeMembership { request_id, change });
+            }
             Request::SetPeerAddrs { sid, addrs } => {
-                if let Err(e) = self.transport.set_peer_addrs(sid, addrs) {
-                    warn!(error = %e, "set_peer_addrs");
+                self.peer_book.set_override(sid, addrs);
+                if self.transport.set_peer_addrs(sid, addrs).is_err() {
+                    // Not a member in force yet: used once a configuration lists it.
+                    debug!(
+                        peer = sid.0,
+                        "address kept for when the peer becomes a member"
+                    );
                 }
+            }
+        }
+    }
+
+    /// The transport reaches exactly these peers from now on (peers::INV-1..3).
+    fn set_transport_peers(&mut self, peers: &BTreeMap<ServerId, PeerAddrs>) {
+        for (sid, addrs) in peers {
+            if self.transport.set_peer_addrs(*sid, *addrs).is_err() {
+                warn!(peer = sid.0, "the transport does not know this member yet");
             }
         }
     }
@@ -354,7 +378,7 @@ impl Driver {
         let reason = match result {
             Ok(()) => {
                 info!("node shutting down");
-                SubmitError::Shutdown
+                StopReason::Shutdown
             }
             Err(fatal) => {
                 // WARN: the embedding application reports the one ERROR line with what to do
@@ -362,12 +386,18 @@ impl Driver {
                 let msg = fatal.to_string();
                 warn!(error = %msg, "node stops on a fatal error");
                 self.board.set_fatal(&self.peer, msg.clone());
-                SubmitError::Fatal(msg)
+                StopReason::Fatal(msg)
             }
         };
         for taken in std::mem::take(&mut self.taken) {
-            if let Taken::Request(Request::Write { reply, .. } | Request::Sync { reply }) = taken {
-                let _ = reply.send(Err(reason.clone()));
+            match taken {
+                Taken::Request(Request::Write { reply, .. } | Request::Sync { reply }) => {
+                    let _ = reply.send(Err(reason.submit_error()));
+                }
+                Taken::Request(Request::ChangeMembership { reply, .. }) => {
+                    let _ = reply.send(Err(reason.node_error()));
+                }
+                _ => {}
             }
         }
         self.pending.fail_all(&reason);
