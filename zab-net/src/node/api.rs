@@ -327,10 +327,12 @@ pub struct NodeOptions {
     /// The cluster's committed configuration, learned from one of its members, for a node
     /// that joins an existing cluster with an empty data dir (it was added first, with
     /// [`super::Node::add_member`] on a member). Used only when the data dir holds no snapshot
-    /// with a configuration: it is then made durable at once (a snapshot at zxid 0 of the empty
-    /// state machine, carrying it), so a restart before the first sync still knows the
-    /// cluster, and the node starts as a non-voting learner that syncs from the leader (it
-    /// votes once it is synced and promoted). [`NodeOptions::bootstrap`] is ignored with it.
+    /// with a configuration: it is then made durable at once (the file `joinConfiguration` in
+    /// the data dir, until a snapshot carries a configuration), so a restart before the first
+    /// sync still knows the cluster, and the node starts as a non-voting learner that syncs
+    /// from the leader (it votes once it is synced and promoted). A configuration that does
+    /// not list this server is refused (`NetError::Core(StepError::NotAMember)`): add it on a
+    /// member first. [`NodeOptions::bootstrap`] is ignored with it.
     pub join_membership: Option<Membership>,
 }
 

@@ -13,8 +13,8 @@
 //! one; zoo.cfg's `server.N` lines are only the bootstrap configuration, and where they differ
 //! from the data dir's one warning names the servers. A joining node's configuration
 //! ([`NodeOptions::join_membership`]) is used only when the data dir has none, and is made
-//! durable (a snapshot at zxid 0 of the empty state machine) before the core starts; a
-//! configuration that does not list this node is refused before anything is written.
+//! durable (`join_file`, with the initial-sync marker written first) before the core starts;
+//! a configuration that does not list this node is refused before anything is written.
 
 use std::time::Duration;
 
@@ -23,15 +23,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use zab_core::{Membership, Peer, ServerId, StepError, Zxid};
-use zab_store::{DataDir, EpochKind, LogOptions, SnapDir};
+use zab_store::{DataDir, EpochKind, LogOptions};
 
 use super::api::{NodeOptions, StateMachine};
 use super::board::{StatusBoard, Watches};
 use super::driver::{Driver, DriverIo, Inbox};
+use super::join_file;
 use super::log_link::LogLink;
 use super::out::OutQueues;
 use super::peers::PeerBook;
-use super::snap::{write_snapshot, SnapTarget, Snapper};
+use super::snap::{SnapTarget, Snapper};
 use super::Request;
 use crate::config::NodeConfig;
 use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
@@ -67,8 +68,6 @@ pub(super) fn configs(
 pub(super) struct StoreStart {
     /// This server.
     pub(super) sid: ServerId,
-    /// The cluster id written into snapshots.
-    pub(super) cluster_id: u64,
     /// zoo.cfg's configuration (the bootstrap one).
     pub(super) bootstrap_membership: Membership,
     /// [`NodeOptions::bootstrap`].
@@ -94,20 +93,23 @@ pub(super) fn open_store(
         sm.restore(zxid, r)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })?;
-    let durable = settle_membership(&dd, durable, sm.as_ref(), &start)?;
+    let durable = settle_membership(&dd, durable, cfg, &start)?;
     let bootstrap = start.bootstrap && start.join.is_none();
     let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
 }
 
-/// Which committed configuration holds (INV-3): the data dir's, else a joining node's (made
-/// durable here), else zoo.cfg's.
+/// Which committed configuration holds (INV-3): the data dir's snapshot's, else the joining
+/// node's (the newer of the join file and [`NodeOptions::join_membership`], made durable
+/// here), else zoo.cfg's.
 fn settle_membership(
     dd: &DataDir,
     mut durable: zab_core::DurableState,
-    sm: &dyn StateMachine,
+    cfg: &NodeConfig,
     start: &StoreStart,
 ) -> Result<zab_core::DurableState, NetError> {
+    let dir = dd.snaps.dir();
+    let join_err = |e: join_file::JoinFileError| NetError::StateMachine(e.to_string());
     if let Some(data) = &durable.membership {
         if let Some(diff) = differences(&start.bootstrap_membership, data) {
             warn!(
@@ -123,9 +125,16 @@ fn settle_membership(
                 data.version
             );
         }
+        join_file::remove(dir).map_err(join_err)?;
         return Ok(durable);
     }
-    let Some(join) = &start.join else {
+    let kept = join_file::read(dir).map_err(join_err)?;
+    let newer = match (&kept, &start.join) {
+        (Some(k), Some(j)) if j.version > k.version => Some(j),
+        (None, Some(j)) => Some(j),
+        _ => None,
+    };
+    let Some(join) = newer.or(kept.as_ref()) else {
         return Ok(durable);
     };
     if !join.members.contains_key(&start.sid) {
@@ -137,38 +146,28 @@ fn settle_membership(
         );
         return Err(NetError::Core(StepError::NotAMember(start.sid)));
     }
-    if durable.snapshot_zxid != Zxid::ZERO {
+    if durable.snapshot_zxid != Zxid::ZERO || !durable.log_index.is_empty() {
         warn!(
-            "the data dir holds a snapshot at {} without a configuration; the configuration \
+            "the data dir holds data without a configuration (snapshot {}); the configuration \
              given to join is not used",
             durable.snapshot_zxid
         );
         return Ok(durable);
     }
-    // The marker first: a crash between the two leaves a dir that still syncs before voting.
-    dd.epochs.set_needs_initial_sync(true)?;
-    durable.needs_initial_sync = true;
-    write_joined(&dd.snaps, start.cluster_id, join, sm)?;
-    info!(
-        "joining the cluster with its configuration version {} (servers {:?}): made durable \
-         as the snapshot at zxid 0",
-        join.version,
-        join.members.keys().map(|s| s.0).collect::<Vec<_>>()
-    );
+    if let Some(join) = newer {
+        // The marker first: a crash between the two leaves a dir that still syncs first.
+        dd.epochs.set_needs_initial_sync(true)?;
+        join_file::write(dir, join, cfg.force_sync).map_err(join_err)?;
+        info!(
+            "joining the cluster with its configuration version {} (servers {:?}), kept in \
+             the data dir until a snapshot carries one",
+            join.version,
+            join.members.keys().map(|s| s.0).collect::<Vec<_>>()
+        );
+    }
+    durable.needs_initial_sync = dd.epochs.needs_initial_sync()?;
     durable.membership = Some(join.clone());
     Ok(durable)
-}
-
-/// The snapshot at zxid 0 of the empty state machine, carrying the configuration to join.
-fn write_joined(
-    snaps: &SnapDir,
-    cluster_id: u64,
-    join: &Membership,
-    sm: &dyn StateMachine,
-) -> Result<(), NetError> {
-    write_snapshot((snaps, cluster_id, join), Zxid::ZERO, sm.snapshot())
-        .map(|_| ())
-        .map_err(|e| NetError::StateMachine(format!("writing the joined configuration: {e}")))
 }
 
 /// Which servers zoo.cfg's configuration and the data dir's list differently, in words; `None`

@@ -46,6 +46,7 @@ mod board;
 mod boot;
 mod driver;
 mod fatal;
+mod join_file;
 mod log_link;
 mod out;
 mod out_state;
@@ -139,7 +140,6 @@ impl Node {
         let boot_cfg = config.clone();
         let start = boot::StoreStart {
             sid,
-            cluster_id,
             bootstrap_membership: Membership::bootstrap(&core_cfg.members, &core_cfg.addresses),
             bootstrap: opts.bootstrap,
             join: opts.join_membership.clone(),

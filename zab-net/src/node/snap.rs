@@ -275,7 +275,7 @@ impl Snapper {
 
 /// Writes `source` as the durable `snapshot.<zxid>` carrying `membership` (blocking); returns
 /// its size on disk.
-pub(super) fn write_snapshot(
+fn write_snapshot(
     (snaps, cluster_id, membership): (&SnapDir, u64, &Membership),
     zxid: Zxid,
     source: Box<dyn SnapshotSource>,

@@ -319,11 +319,7 @@ impl Driver {
 
     /// The transport reaches exactly these peers from now on (peers::INV-1..3).
     fn set_transport_peers(&mut self, peers: &BTreeMap<ServerId, PeerAddrs>) {
-        for (sid, addrs) in peers {
-            if self.transport.set_peer_addrs(*sid, *addrs).is_err() {
-                warn!(peer = sid.0, "the transport does not know this member yet");
-            }
-        }
+        self.transport.set_peers(peers);
     }
 
     fn queue_write(&mut self, payload: bytes::Bytes, reply: Reply) {
