@@ -180,7 +180,7 @@ pub async fn run(
     tokio::pin!(shutdown);
     let (cfg, opts) = tokio::select! {
         () = &mut shutdown => return Ok(Stopped::Requested),
-        prepared = prepare(config_path, &mode) => prepared?,
+        prepared = prepare_start(config_path, &mode) => prepared?,
     };
     let (sid, data_dir, data_log_dir) = (
         cfg.sid,
@@ -225,8 +225,10 @@ pub async fn run(
     Ok(Stopped::Fatal(stop))
 }
 
-/// The configuration and node options `mode` starts the server of `config_path` with.
-async fn prepare(
+/// The configuration and node options `mode` starts the server of `config_path` with (what
+/// [`run`] passes to [`Server::start_with`]); with [`StartMode::Helper`] it returns once this
+/// server may join ([`join`]).
+pub async fn prepare_start(
     config_path: &Path,
     mode: &StartMode,
 ) -> Result<(ServerConfig, NodeOptions), ServerError> {
