@@ -51,7 +51,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use api::{Read, Written};
+pub use api::{Members, Read, Reconfigured, Written};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;

@@ -7,8 +7,11 @@
 
 use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
-use crate::protocol::{FrontendRow, ReadOptions, RequestBody, ResponseBody, StatusInfo};
-use crate::state::catalog::{Backend, BackendState, Column, Database, Table};
+use crate::protocol::{
+    ClusterConfig, FrontendChange, FrontendRow, MemberRow, ReadOptions, RequestBody, ResponseBody,
+    StatusInfo,
+};
+use crate::state::catalog::{Backend, BackendState, Column, Database, FrontendRole, Table};
 use zab_net::Zxid;
 
 /// A committed write: committed on a quorum and applied on the node that answered.
@@ -27,6 +30,25 @@ pub struct Read<T> {
     pub journal_id: Zxid,
     /// What was read.
     pub value: T,
+}
+
+/// A committed membership change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reconfigured {
+    /// The journal id that committed the change: the new configuration's version.
+    pub version: Zxid,
+    /// The leader's committed configuration when it answered (version `version`, or later if
+    /// the leader already promoted a joining member).
+    pub config: ClusterConfig,
+}
+
+/// The members of the committed configuration with their progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Members {
+    /// The committed configuration's version.
+    pub config_version: Zxid,
+    /// By sid.
+    pub rows: Vec<MemberRow>,
 }
 
 fn read<T>(journal_id: Zxid, value: T) -> Result<Read<T>, ClientError> {
@@ -139,6 +161,70 @@ impl Client {
         match self.call(RequestBody::ShowFrontends(opts(sync))).await? {
             ResponseBody::Frontends { journal_id, rows } => read(journal_id, rows),
             _ => Err(mismatch("SHOW_FRONTENDS")),
+        }
+    }
+
+    /// SHOW_MEMBERS: the committed configuration's members with their progress, its version
+    /// and which member is joining.
+    pub async fn show_members(&self, sync: bool) -> Result<Read<Members>, ClientError> {
+        match self.call(RequestBody::ShowMembers(opts(sync))).await? {
+            ResponseBody::Members {
+                journal_id,
+                config_version,
+                rows,
+            } => read(
+                journal_id,
+                Members {
+                    config_version,
+                    rows,
+                },
+            ),
+            _ => Err(mismatch("SHOW_MEMBERS")),
+        }
+    }
+
+    /// GET_CONFIG: the node's committed cluster configuration, the cluster id and the
+    /// cluster's timing (answered by the node itself, never forwarded).
+    pub async fn get_config(&self) -> Result<ClusterConfig, ClientError> {
+        match self.call(RequestBody::GetConfig).await? {
+            ResponseBody::Config(c) => Ok(c),
+            _ => Err(mismatch("GET_CONFIG")),
+        }
+    }
+
+    /// ADD_FRONTEND: adds server `sid` as a follower or an observer; `address` is its zoo.cfg
+    /// `server.N` value (`host:quorumPort:electionPort;[clientHost:]clientPort`). Returns once
+    /// the change committed. A follower joins as `joining` and votes once it synced.
+    pub async fn add_frontend(
+        &self,
+        sid: u64,
+        role: FrontendRole,
+        address: &str,
+    ) -> Result<Reconfigured, ClientError> {
+        let change = FrontendChange::Add {
+            sid,
+            role,
+            address: address.to_owned(),
+        };
+        self.change_membership(change).await
+    }
+
+    /// DROP_FRONTEND: removes server `sid`, whatever its role. Returns once the change
+    /// committed.
+    pub async fn drop_frontend(&self, sid: u64) -> Result<Reconfigured, ClientError> {
+        self.change_membership(FrontendChange::Drop { sid }).await
+    }
+
+    /// ADD_FRONTEND or DROP_FRONTEND.
+    pub async fn change_membership(
+        &self,
+        change: FrontendChange,
+    ) -> Result<Reconfigured, ClientError> {
+        let body = RequestBody::ChangeMembership(change);
+        let kind = body.kind();
+        match self.call(body).await? {
+            ResponseBody::Reconfigured { version, config } => Ok(Reconfigured { version, config }),
+            _ => Err(mismatch(&kind.to_string())),
         }
     }
 

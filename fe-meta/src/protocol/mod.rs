@@ -10,6 +10,7 @@
 //! id, or else with an error frame for id 0 followed by closing the connection.
 
 mod command;
+mod config;
 mod fourlw;
 mod frame;
 mod read;
@@ -22,6 +23,9 @@ use std::fmt;
 
 use thiserror::Error;
 
+pub use config::{
+    ClusterConfig, ConfigMember, FrontendChange, MemberRow, MemberState, ADDRESS_LEN_MAX,
+};
 pub use fourlw::{
     refuse_unknown_word, render as render_four_letter_word, ClientStats, FourLetterWord, Mode,
     ServerStats,
@@ -52,7 +56,9 @@ pub const FORWARDED_BIT: u64 = 1 << 63;
 pub struct RequestKind(pub u16);
 
 /// Declares the request kinds from one table: each kind's constant, [`RequestKind::ALL`],
-/// [`RequestKind::name`] and [`RequestKind::is_write`].
+/// [`RequestKind::name`], [`RequestKind::is_write`] and [`RequestKind::is_membership_change`].
+/// A kind's class is `read`, `write` (a catalog command) or `membership` (a change of the
+/// cluster configuration, forwarded to the leader like a write but not a catalog command).
 macro_rules! request_kinds {
     ($($(#[$doc:meta])* $name:ident = $code:literal, $class:ident;)*) => {
         impl RequestKind {
@@ -78,10 +84,21 @@ macro_rules! request_kinds {
                     _ => false,
                 }
             }
+
+            /// Whether requests of this kind change the cluster configuration (answered with
+            /// `ResponseBody::Reconfigured`).
+            pub fn is_membership_change(self) -> bool {
+                match self {
+                    $(RequestKind::$name => request_kinds!(@is_membership $class),)*
+                    _ => false,
+                }
+            }
         }
     };
     (@is_write write) => { true };
-    (@is_write read) => { false };
+    (@is_write $other:ident) => { false };
+    (@is_membership membership) => { true };
+    (@is_membership $other:ident) => { false };
 }
 
 request_kinds! {
@@ -91,6 +108,9 @@ request_kinds! {
     DIGEST = 2, read;
     /// Catch up with the leader.
     SYNC = 3, read;
+    /// The node's committed cluster configuration, cluster id and timing (for a joining
+    /// node); answered by any node without forwarding.
+    GET_CONFIG = 4, read;
     /// Add a backend.
     ADD_BACKEND = 10, write;
     /// Drop a backend.
@@ -101,6 +121,13 @@ request_kinds! {
     SHOW_BACKENDS = 13, read;
     /// List frontends.
     SHOW_FRONTENDS = 20, read;
+    /// Add a frontend (follower or observer) to the cluster configuration.
+    ADD_FRONTEND = 21, membership;
+    /// Remove a frontend from the cluster configuration.
+    DROP_FRONTEND = 22, membership;
+    /// List the members of the committed configuration with its version (SHOW FRONTENDS
+    /// that marks joining members).
+    SHOW_MEMBERS = 23, read;
     /// Create a database.
     CREATE_DB = 30, write;
     /// Drop a database.

@@ -12,6 +12,7 @@
 use bytes::BufMut;
 
 use super::command::{get_command, put_command};
+use super::config::{get_add, get_drop, put_change, FrontendChange};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION, PROTOCOL_VERSION_META};
 use crate::command::Command;
 use crate::state::catalog::{SessionTag, NAME_LEN_MAX};
@@ -58,12 +59,19 @@ pub enum RequestBody {
     Digest(ReadOptions),
     /// Catch up with the leader's commit point.
     Sync,
+    /// The node's committed cluster configuration.
+    GetConfig,
     /// A write.
     Write(Command),
+    /// A change of the cluster configuration (ADD_FRONTEND, DROP_FRONTEND).
+    ChangeMembership(FrontendChange),
     /// List backends.
     ShowBackends(ReadOptions),
     /// List frontends with their replication progress.
     ShowFrontends(ReadOptions),
+    /// List the committed configuration's members with their progress, its version and
+    /// which member is joining.
+    ShowMembers(ReadOptions),
     /// List databases.
     ShowDatabases(ReadOptions),
     /// List a database's tables.
@@ -97,9 +105,15 @@ impl RequestBody {
             RequestBody::Status => RequestKind::STATUS,
             RequestBody::Digest(_) => RequestKind::DIGEST,
             RequestBody::Sync => RequestKind::SYNC,
+            RequestBody::GetConfig => RequestKind::GET_CONFIG,
             RequestBody::Write(cmd) => cmd.request_kind(),
+            RequestBody::ChangeMembership(FrontendChange::Add { .. }) => RequestKind::ADD_FRONTEND,
+            RequestBody::ChangeMembership(FrontendChange::Drop { .. }) => {
+                RequestKind::DROP_FRONTEND
+            }
             RequestBody::ShowBackends(_) => RequestKind::SHOW_BACKENDS,
             RequestBody::ShowFrontends(_) => RequestKind::SHOW_FRONTENDS,
+            RequestBody::ShowMembers(_) => RequestKind::SHOW_MEMBERS,
             RequestBody::ShowDatabases(_) => RequestKind::SHOW_DATABASES,
             RequestBody::ShowTables { .. } => RequestKind::SHOW_TABLES,
             RequestBody::GetVar { .. } => RequestKind::GET_VAR,
@@ -113,6 +127,7 @@ impl RequestBody {
             RequestBody::Digest(o)
             | RequestBody::ShowBackends(o)
             | RequestBody::ShowFrontends(o)
+            | RequestBody::ShowMembers(o)
             | RequestBody::ShowDatabases(o)
             | RequestBody::ShowVars(o)
             | RequestBody::ShowTables { opts: o, .. }
@@ -139,13 +154,15 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
     }
     let o = &mut out;
     match &req.body {
-        RequestBody::Status | RequestBody::Sync => {}
+        RequestBody::Status | RequestBody::Sync | RequestBody::GetConfig => {}
         RequestBody::Digest(opts)
         | RequestBody::ShowBackends(opts)
         | RequestBody::ShowFrontends(opts)
+        | RequestBody::ShowMembers(opts)
         | RequestBody::ShowDatabases(opts)
         | RequestBody::ShowVars(opts) => put_opts(o, *opts),
         RequestBody::Write(cmd) => put_command(o, cmd),
+        RequestBody::ChangeMembership(change) => put_change(o, change),
         RequestBody::ShowTables { opts, db } => {
             put_opts(o, *opts);
             o.put_str(db);
@@ -263,6 +280,10 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
         RequestKind::STATUS => RequestBody::Status,
         RequestKind::DIGEST => RequestBody::Digest(get_opts(r)?),
         RequestKind::SYNC => RequestBody::Sync,
+        RequestKind::GET_CONFIG => RequestBody::GetConfig,
+        RequestKind::ADD_FRONTEND => RequestBody::ChangeMembership(get_add(r)?),
+        RequestKind::DROP_FRONTEND => RequestBody::ChangeMembership(get_drop(r)?),
+        RequestKind::SHOW_MEMBERS => RequestBody::ShowMembers(get_opts(r)?),
         RequestKind::SHOW_BACKENDS => RequestBody::ShowBackends(get_opts(r)?),
         RequestKind::SHOW_FRONTENDS => RequestBody::ShowFrontends(get_opts(r)?),
         RequestKind::SHOW_DATABASES => RequestBody::ShowDatabases(get_opts(r)?),

@@ -10,6 +10,9 @@
 use bytes::BufMut;
 use zab_net::Zxid;
 
+use super::config::{
+    decode_config, decode_member_row, encode_config, encode_member_row, ClusterConfig, MemberRow,
+};
 use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
 pub use super::rows::{FrontendRow, StatusInfo};
 use super::status::{get_error, put_error, ErrorReply};
@@ -47,6 +50,16 @@ pub enum ResponseBody {
         /// Applied journal id after the sync.
         journal_id: Zxid,
     },
+    /// GET_CONFIG: the answering node's committed configuration.
+    Config(ClusterConfig),
+    /// ADD_FRONTEND, DROP_FRONTEND: the change committed.
+    Reconfigured {
+        /// The journal id that committed the change: the new configuration's version.
+        version: Zxid,
+        /// The leader's committed configuration when it answered (its version is `version`,
+        /// or later when the leader already promoted a joining member).
+        config: ClusterConfig,
+    },
     /// Every write.
     Written {
         /// The write's journal id; this node has applied it.
@@ -67,6 +80,15 @@ pub enum ResponseBody {
         journal_id: Zxid,
         /// By sid.
         rows: Vec<FrontendRow>,
+    },
+    /// SHOW_MEMBERS.
+    Members {
+        /// Catalog version read.
+        journal_id: Zxid,
+        /// The committed configuration's version the rows come from.
+        config_version: Zxid,
+        /// By sid.
+        rows: Vec<MemberRow>,
     },
     /// SHOW_DATABASES.
     Databases {
@@ -106,6 +128,8 @@ impl ResponseBody {
             (ResponseBody::Status(_), RequestKind::STATUS)
                 | (ResponseBody::Digest { .. }, RequestKind::DIGEST)
                 | (ResponseBody::Synced { .. }, RequestKind::SYNC)
+                | (ResponseBody::Config(_), RequestKind::GET_CONFIG)
+                | (ResponseBody::Members { .. }, RequestKind::SHOW_MEMBERS)
                 | (ResponseBody::Backends { .. }, RequestKind::SHOW_BACKENDS)
                 | (ResponseBody::Frontends { .. }, RequestKind::SHOW_FRONTENDS)
                 | (ResponseBody::Databases { .. }, RequestKind::SHOW_DATABASES)
@@ -113,6 +137,7 @@ impl ResponseBody {
                 | (ResponseBody::Var { .. }, RequestKind::GET_VAR)
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
         ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
+            || (matches!(self, ResponseBody::Reconfigured { .. }) && kind.is_membership_change())
     }
 }
 
@@ -145,6 +170,23 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             o.put_u64(*entry_count);
         }
         ResponseBody::Synced { journal_id } => o.put_u64(journal_id.0),
+        ResponseBody::Config(c) => encode_config(o, c),
+        ResponseBody::Reconfigured { version, config } => {
+            o.put_u64(version.0);
+            encode_config(o, config);
+        }
+        ResponseBody::Members {
+            journal_id,
+            config_version,
+            rows,
+        } => {
+            o.put_u64(journal_id.0);
+            o.put_u64(config_version.0);
+            o.put_len(rows.len());
+            for row in rows {
+                encode_member_row(o, row);
+            }
+        }
         ResponseBody::Written {
             journal_id,
             created_id,
@@ -238,6 +280,25 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
         RequestKind::SYNC => ResponseBody::Synced {
             journal_id: Zxid(r.u64("journal id")?),
         },
+        RequestKind::GET_CONFIG => ResponseBody::Config(decode_config(r)?),
+        RequestKind::ADD_FRONTEND | RequestKind::DROP_FRONTEND => ResponseBody::Reconfigured {
+            version: Zxid(r.u64("configuration version")?),
+            config: decode_config(r)?,
+        },
+        RequestKind::SHOW_MEMBERS => {
+            let journal_id = Zxid(r.u64("journal id")?);
+            let config_version = Zxid(r.u64("configuration version")?);
+            let n = r.len("item count", r.remaining() / 31)?;
+            let mut rows = Vec::with_capacity(n);
+            for _ in 0..n {
+                rows.push(decode_member_row(r)?);
+            }
+            ResponseBody::Members {
+                journal_id,
+                config_version,
+                rows,
+            }
+        }
         RequestKind::SHOW_BACKENDS => {
             let (journal_id, backends) = get_list(r, 23, Backend::decode)?;
             ResponseBody::Backends {

@@ -89,6 +89,9 @@ statuses! {
     /// floor); it was not applied and never will be.
     StaleRequest = 10, "STALE_REQUEST",
         "an older write of the same client: refused, never applied";
+    /// Another membership change is in progress (one at a time): retry once it committed.
+    Conflict = 11, "CONFLICT",
+        "another membership change is in progress: retry when it has committed";
 }
 
 impl Status {
@@ -106,6 +109,7 @@ impl Status {
                 | Status::QuorumUnavailable
                 | Status::Timeout
                 | Status::DeadlineExceeded
+                | Status::Conflict
         )
     }
 
@@ -319,7 +323,7 @@ mod tests {
     #[test]
     fn codes_are_stable_and_names_unique() {
         let codes: Vec<u16> = Status::ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, (1..=10).collect::<Vec<u16>>());
+        assert_eq!(codes, (1..=11).collect::<Vec<u16>>());
         for s in Status::ALL {
             assert_eq!(Status::from_code(s.code()), Some(s));
             assert_eq!(
@@ -328,7 +332,7 @@ mod tests {
             );
         }
         assert_eq!(Status::from_code(0), None);
-        assert_eq!(Status::from_code(11), None);
+        assert_eq!(Status::from_code(12), None);
     }
 
     #[test]

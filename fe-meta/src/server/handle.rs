@@ -9,10 +9,14 @@
 //! A node that stopped on a fatal error answers no read, STATUS or DIGEST: its catalog is
 //! frozen while the cluster moves on (`fatal` INV-1); each gets INTERNAL naming the error.
 //!
-//! SHOW FRONTENDS: the members are the `server.N` lines (plus frontends registered in the
-//! catalog). A node learns the others' progress by asking each one's STATUS over its client
-//! port (timeout `peer_status_timeout_ms`, answers cached for 1 s): `alive` = it answered,
-//! `replayed_journal_id` = its applied journal id, `lag_ms` = its staleness (0 on the leader).
+//! SHOW FRONTENDS and SHOW MEMBERS: the rows are the members of the node's committed cluster
+//! configuration (zoo.cfg's `server.N` lines only until a change committed), plus frontends
+//! registered in the catalog; SHOW MEMBERS adds the configuration's version and marks a member
+//! that is joining (added as a follower, not yet synced and promoted). A node learns the
+//! others' progress by asking each one's STATUS over its client port as its configuration
+//! gives it (`membership`; timeout `peer_status_timeout_ms`, answers cached for 1 s): `alive` =
+//! it answered, `replayed_journal_id` = its applied journal id, `lag_ms` = its staleness (0 on
+//! the leader). GET_CONFIG is answered by the node itself, whatever its lag.
 //! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
 //! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
@@ -26,12 +30,13 @@ use std::time::{Duration, Instant};
 use zab_net::NodeStatus;
 use zab_net::{Role, Zxid};
 
+use super::membership::member_views;
 use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::protocol::{
-    answer_catalog_read, ErrorReply, FrontendRow, Mode, RequestBody, RequestMeta, ResponseBody,
-    ServerStats, Status, StatusInfo,
+    answer_catalog_read, ErrorReply, FrontendRow, MemberRow, MemberState, Mode, RequestBody,
+    RequestMeta, ResponseBody, ServerStats, Status, StatusInfo,
 };
 use crate::state::catalog::Frontend;
 
@@ -66,12 +71,13 @@ impl Shared {
         body: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
-        if let RequestBody::Write(cmd) = body {
-            return self.write(ctx, cmd, forwarded).await;
+        if let RequestBody::Write(_) | RequestBody::ChangeMembership(_) = body {
+            return self.write(ctx, body, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {
             RequestBody::Status => Ok(ResponseBody::Status(self.status_info())),
+            RequestBody::GetConfig => Ok(ResponseBody::Config(self.cluster_config())),
             RequestBody::Sync => Ok(ResponseBody::Synced {
                 journal_id: self.sync().await?,
             }),
@@ -101,14 +107,30 @@ impl Shared {
         let opts = body.read_options().unwrap_or_default();
         if opts.sync {
             self.sync().await?;
-        } else if !matches!(body, RequestBody::Digest(_) | RequestBody::ShowFrontends(_)) {
+        } else if !matches!(
+            body,
+            RequestBody::Digest(_) | RequestBody::ShowFrontends(_) | RequestBody::ShowMembers(_)
+        ) {
             let st = self.node.status();
             self.progress
                 .check(is_serving_leader(&st))
                 .map_err(ErrorReply::from)?;
         }
-        if let RequestBody::ShowFrontends(_) = body {
-            return Ok(self.show_frontends().await);
+        match body {
+            RequestBody::ShowFrontends(_) => {
+                let (journal_id, _, rows) = self.member_rows().await;
+                let rows = rows.into_iter().map(|m| m.row).collect();
+                return Ok(ResponseBody::Frontends { journal_id, rows });
+            }
+            RequestBody::ShowMembers(_) => {
+                let (journal_id, config_version, rows) = self.member_rows().await;
+                return Ok(ResponseBody::Members {
+                    journal_id,
+                    config_version,
+                    rows,
+                });
+            }
+            _ => {}
         }
         let catalog = self.catalog.load();
         answer_catalog_read(&catalog, body).unwrap_or_else(|| {
@@ -145,14 +167,17 @@ impl Shared {
                 return cached.clone();
             }
         }
-        let asks = self
-            .cfg
-            .members
-            .iter()
-            .filter(|(sid, _)| **sid != self.cfg.sid)
+        // Everyone in the configuration in force and in the committed one (they differ while a
+        // change is in flight), at the address in force.
+        let st = self.node.status();
+        let mut members = member_views(&st.committed_membership);
+        members.extend(member_views(&st.membership));
+        let asks = members
+            .into_iter()
+            .filter(|(sid, _)| *sid != self.cfg.sid)
             .map(|(sid, m)| async move {
                 let Some(addr) = m.client_addr.as_deref() else {
-                    return (*sid, None);
+                    return (sid, None);
                 };
                 let r = self
                     .peers
@@ -164,8 +189,8 @@ impl Shared {
                     )
                     .await;
                 match r {
-                    Ok(Ok(ResponseBody::Status(s))) => (*sid, Some(s)),
-                    _ => (*sid, None),
+                    Ok(Ok(ResponseBody::Status(s))) => (sid, Some(s)),
+                    _ => (sid, None),
                 }
             });
         let fresh: PeerStatuses = futures::future::join_all(asks).await.into_iter().collect();
@@ -177,19 +202,22 @@ impl Shared {
         self.frontends.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn show_frontends(&self) -> ResponseBody {
+    /// The rows of SHOW FRONTENDS / SHOW MEMBERS: the catalog's journal id, the committed
+    /// configuration's version, and a row per member (then per catalog frontend), by sid.
+    async fn member_rows(&self) -> (Zxid, Zxid, Vec<MemberRow>) {
         let peers = self.peer_statuses().await;
         let me = self.status_info();
+        let committed = self.node.status().committed_membership;
         let catalog = self.catalog.load();
         let leader = me.leader_sid;
         let mut rows = BTreeMap::new();
-        for (sid, m) in &self.cfg.members {
+        for (sid, m) in &member_views(&committed) {
             let fe = Frontend {
                 sid: *sid,
                 name: format!("fe{sid}"),
                 host: m.host.clone(),
                 client_port: m.client_port,
-                role: m.role,
+                role: m.state.frontend_role(),
             };
             let info = if *sid == self.cfg.sid {
                 Some(me.clone())
@@ -208,16 +236,20 @@ impl Shared {
                 }
                 None => FrontendRow::new(&fe, is_leader, false, Zxid::ZERO, None),
             };
-            rows.insert(*sid, row);
+            let joining = m.state == MemberState::Joining;
+            rows.insert(*sid, MemberRow { row, joining });
         }
         for fe in catalog.frontends() {
-            rows.entry(fe.sid)
-                .or_insert_with(|| FrontendRow::new(fe, false, false, Zxid::ZERO, None));
+            rows.entry(fe.sid).or_insert_with(|| MemberRow {
+                row: FrontendRow::new(fe, false, false, Zxid::ZERO, None),
+                joining: false,
+            });
         }
-        ResponseBody::Frontends {
-            journal_id: catalog.journal_id(),
-            rows: rows.into_values().collect(),
-        }
+        (
+            catalog.journal_id(),
+            committed.version,
+            rows.into_values().collect(),
+        )
     }
 
     /// The numbers of the four-letter words.

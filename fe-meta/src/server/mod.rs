@@ -41,6 +41,7 @@ pub mod fatal;
 mod handle;
 pub mod join;
 pub mod machine;
+mod membership;
 pub mod meta_dir;
 mod peer;
 mod pending;

@@ -1,4 +1,6 @@
-//! The write path, SYNC, and the leader's TIMESTAMP ticker.
+//! The write path, SYNC, and the leader's TIMESTAMP ticker. Membership changes
+//! (ADD_FRONTEND, DROP_FRONTEND) take the same path to the leader, where
+//! [`super::membership`] proposes them instead of the planner.
 //!
 //! On the leader: the speculative planner ([`super::pending`]) validates the command (a refusal
 //! is a typed error and nothing is logged), then the entry is queued at the node in plan
@@ -7,7 +9,9 @@
 //! of its conflict if replay ignored it. On any other node: the request is forwarded once to
 //! the leader's client address ([`super::peer`]); the leader's answer, `Written` or error, is
 //! the answer, and a `Written` one waits until this node's applied journal id reaches the
-//! returned id (read-your-writes on every node, waited with no lock held: PITFALLS E11).
+//! returned id (read-your-writes on every node, waited with no lock held: PITFALLS E11);
+//! for a membership change the returned id is the new configuration's version. The leader's
+//! client address is taken from the node's configuration in force, never from zoo.cfg.
 //!
 //! INV-1 (order): entries are submitted in the order they were planned — the planner lock (an
 //! async mutex) is held while an entry is queued at the node's driver
@@ -40,7 +44,7 @@ use super::peer::CallError;
 use super::pending::NotQueued;
 use super::session::{self, Planning, RequestContext};
 use super::Shared;
-use crate::command::{Command, NodeCommand, Planner, Write};
+use crate::command::{NodeCommand, Planner, Write};
 use crate::protocol::{ErrorReply, RequestBody, ResponseBody, Status};
 use crate::state::catalog::Catalog;
 use crate::state::outcomes::Lookup;
@@ -97,15 +101,17 @@ impl Shared {
     }
 
     fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
-        let leader_addr = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone());
+        let leader_addr = leader.and_then(|l| self.member_client_addr(l));
         ErrorReply::not_leader(leader, leader_addr, why)
     }
 
-    /// A write request from a client (`forwarded`: it came from another node, INV-3).
+    /// A write request from a client — a catalog command ([`RequestBody::Write`]) or a
+    /// membership change ([`RequestBody::ChangeMembership`]) — (`forwarded`: it came from
+    /// another node, INV-3).
     pub async fn write(
         &self,
         ctx: &RequestContext,
-        cmd: &Command,
+        cmd: &RequestBody,
         forwarded: bool,
     ) -> Result<ResponseBody, ErrorReply> {
         ctx.check_deadline("the server could handle it")?;
@@ -138,7 +144,7 @@ impl Shared {
     async fn retry_elsewhere(
         &self,
         ctx: &RequestContext,
-        cmd: &Command,
+        cmd: &RequestBody,
         old: Option<u64>,
         why: &str,
     ) -> Result<ResponseBody, ErrorReply> {
@@ -159,13 +165,24 @@ impl Shared {
         })
     }
 
-    /// A client's write on the leader, planned with its session (INV-5).
+    /// A client's write on the leader: a command planned with its session (INV-5), or a
+    /// membership change.
     async fn write_here(
         &self,
-        cmd: &Command,
+        body: &RequestBody,
         st: &NodeStatus,
         ctx: &RequestContext,
     ) -> Result<ResponseBody, ErrorReply> {
+        let cmd = match body {
+            RequestBody::Write(cmd) => cmd,
+            RequestBody::ChangeMembership(change) => return self.change_here(ctx, change).await,
+            other => {
+                return Err(ErrorReply::new(
+                    Status::Internal,
+                    format!("{} is not a write", other.kind()),
+                ))
+            }
+        };
         let plan = |planner: &mut Planner, applied: &Catalog| {
             session::plan(planner, applied, cmd, ctx.session)
         };
@@ -253,13 +270,14 @@ impl Shared {
     async fn forward(
         &self,
         ctx: &RequestContext,
-        cmd: &Command,
+        body: &RequestBody,
         leader: Option<u64>,
     ) -> Result<ResponseBody, Retry> {
         ctx.check_deadline("it could be forwarded to the leader")
             .map_err(Retry::Final)?;
-        let Some(addr) = leader.and_then(|l| self.cfg.members.get(&l)?.client_addr.clone()) else {
-            let why = "the leader's client address is unknown (give it as `server.N=...;port`)";
+        let Some(addr) = leader.and_then(|l| self.member_client_addr(l)) else {
+            let why = "the leader's client address is unknown (its address in the cluster \
+                       configuration has no client port: `server.N=...;port`)";
             return Err(Retry::Final(self.not_leader(leader, why)));
         };
         let started = Instant::now();
@@ -268,7 +286,7 @@ impl Shared {
             .call(
                 &addr,
                 ctx.forward_meta(),
-                RequestBody::Write(cmd.clone()),
+                body.clone(),
                 ctx.limit(self.cfg.write_timeout),
             )
             .await
@@ -281,9 +299,15 @@ impl Shared {
                 }
             })?;
         let written = answer.map_err(Retry::Final)?;
-        let ResponseBody::Written { journal_id, .. } = &written else {
-            let why = "the leader answered a write with a non-write body";
-            return Err(Retry::Final(ErrorReply::new(Status::Internal, why)));
+        let journal_id = match (&written, body) {
+            (ResponseBody::Written { journal_id, .. }, RequestBody::Write(_)) => journal_id,
+            (ResponseBody::Reconfigured { version, .. }, RequestBody::ChangeMembership(_)) => {
+                version
+            }
+            _ => {
+                let why = "the leader answered a write with a body of another kind";
+                return Err(Retry::Final(ErrorReply::new(Status::Internal, why)));
+            }
         };
         let left = self.cfg.write_timeout.saturating_sub(started.elapsed());
         let limit = left.max(Duration::from_millis(1));

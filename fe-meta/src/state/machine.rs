@@ -5,7 +5,11 @@
 //!
 //! INV-1: a txn's data is exactly one encoded journal entry; its zxid is its journal id.
 //! [`MetaState::apply`] decodes and applies it (`replay` INV-1..5) and then publishes the new
-//! version; on error nothing is published and the caller must stop the node.
+//! version; on error nothing is published and the caller must stop the node. A configuration
+//! txn of the cluster ([`MetaState::apply_configuration`], zab-net's `apply_membership`) is no
+//! journal entry: the catalog is unchanged, but a version with its zxid as journal id is
+//! published, so the applied journal id — what reads report and read-your-writes waits on —
+//! follows every committed txn, configuration changes included.
 //! INV-2: [`MetaState::snapshot`] is O(1): it captures the current immutable version; the image
 //! is streamed later from that version by [`CatalogSnapshot::write_image`], on any thread.
 //! INV-3: [`MetaState::restore`] replaces the state only with a completely read and verified
@@ -23,13 +27,13 @@ use std::sync::Arc;
 
 use tracing::debug;
 use zab_net::Zxid;
-use zab_net::{ApplyError, SnapshotSource, StateMachine};
+use zab_net::{ApplyError, Membership, SnapshotSource, StateMachine};
 
 use crate::state::catalog::{Catalog, SharedCatalog};
 use crate::state::image::{read_image, write_image, ImageError};
 use crate::state::journal::JournalEntry;
 use crate::state::outcomes::RecentOutcomes;
-use crate::state::replay::{apply_entry, Outcome, ReplayError};
+use crate::state::replay::{apply_entry, pass_over, Outcome, ReplayError};
 
 /// A hook called with each newly published version.
 pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
@@ -113,6 +117,14 @@ impl MetaState {
         Ok(())
     }
 
+    /// Passes over the committed configuration txn `zxid` (INV-1): publishes the unchanged
+    /// catalog at journal id `zxid`.
+    pub fn apply_configuration(&mut self, zxid: Zxid) -> Result<(), ReplayError> {
+        pass_over(&mut self.current, zxid)?;
+        self.publish(self.current.clone());
+        Ok(())
+    }
+
     /// The current version, to be written as an image later (INV-2).
     pub fn capture(&self) -> CatalogSnapshot {
         CatalogSnapshot(self.shared.load())
@@ -159,6 +171,16 @@ impl MetaState {
 impl StateMachine for MetaState {
     fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError> {
         MetaState::apply(self, zxid, data).map_err(|e| ApplyError::new(e.to_string()))
+    }
+
+    fn apply_membership(&mut self, zxid: Zxid, membership: &Membership) -> Result<(), ApplyError> {
+        debug!(
+            zxid = zxid.0,
+            members = membership.members.len(),
+            "configuration txn applied"
+        );
+        self.apply_configuration(zxid)
+            .map_err(|e| ApplyError::new(e.to_string()))
     }
 
     fn snapshot(&self) -> Box<dyn SnapshotSource> {
@@ -248,6 +270,70 @@ mod tests {
             "a failed restore changes nothing"
         );
         assert_eq!(*seen.lock().unwrap(), vec![Zxid(5), Zxid(6)]);
+    }
+
+    #[test]
+    fn a_configuration_txn_advances_the_journal_id_and_publishes() {
+        use std::collections::BTreeMap;
+        use zab_net::{Member, MemberRole, ServerId};
+        let shared = Arc::new(SharedCatalog::default());
+        let mut sm = MetaState::new(shared.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        sm.set_on_applied(Box::new(move |c| s2.lock().unwrap().push(c.journal_id())));
+        let mut waiter = shared.watch_applied();
+        let db = Op::CreateDb(Database {
+            id: 10_000,
+            name: "d".into(),
+        });
+        sm.apply(Zxid(5), &db.to_entry().encode()).unwrap();
+        let before = shared.load();
+        let member = Member {
+            role: MemberRole::Joining,
+            address: "h:1:2;3".into(),
+        };
+        let config = Membership {
+            version: Zxid(6),
+            members: BTreeMap::from([(ServerId(4), member)]),
+        };
+        StateMachine::apply_membership(&mut sm, Zxid(6), &config).unwrap();
+        assert_eq!(
+            shared.journal_id(),
+            Zxid(6),
+            "the applied journal id follows it"
+        );
+        assert_eq!(
+            *waiter.borrow_and_update(),
+            Zxid(6),
+            "read-your-writes waiters wake"
+        );
+        assert_eq!(*seen.lock().unwrap(), vec![Zxid(5), Zxid(6)]);
+        let after = shared.load();
+        assert_eq!(after.databases().count(), before.databases().count());
+        assert_eq!(
+            after.entry_count(),
+            before.entry_count(),
+            "the catalog is unchanged"
+        );
+
+        // The next entry follows the configuration txn, and order is still enforced.
+        let ts = Op::Timestamp {
+            wall_ms: 9,
+            session_expiry_ms: 0,
+        };
+        sm.apply(Zxid(7), &ts.to_entry().encode()).unwrap();
+        let err = StateMachine::apply_membership(&mut sm, Zxid(7), &config).unwrap_err();
+        assert!(err.to_string().contains("configuration txn 7"), "{err}");
+        assert_eq!(shared.journal_id(), Zxid(7), "nothing published on error");
+
+        // A snapshot taken after a configuration txn restores at its journal id.
+        StateMachine::apply_membership(&mut sm, Zxid(8), &config).unwrap();
+        let mut image = Vec::new();
+        sm.capture().write_image(&mut image).unwrap();
+        let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
+        other.restore(Zxid(8), &mut &image[..]).unwrap();
+        assert_eq!(other.shared().journal_id(), Zxid(8));
+        assert_eq!(*other.shared().load(), *shared.load());
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! no-op, logged at WARN, and reported as [`Change::Ignored`] — the same on every replica.
 //! INV-4 (order): journal ids applied to one catalog strictly increase; an entry at or below the
 //! catalog's journal id is refused with [`ReplayError::OutOfOrder`] and changes nothing.
+//! Committed txns that are not journal entries (the cluster's configuration changes) are passed
+//! over with [`pass_over`]: the catalog is unchanged but its journal id advances to theirs, so
+//! waits on an applied journal id never hang on them; the same order rule holds.
 //! INV-5 (ids): an entry that creates an entity raises the id allocator past the entity's id,
 //! even when ignored, so ids are never reused.
 //! INV-6 (outcome): [`apply_entry`] reports what replay did with the entry as an [`Outcome`]:
@@ -76,6 +79,20 @@ pub enum ReplayError {
         /// The catalog's journal id.
         applied: Zxid,
     },
+    /// A configuration txn passed over ([`pass_over`]) is not after the catalog's last
+    /// applied entry.
+    #[error(
+        "replay refused the configuration txn {}: the catalog already applied up to {}; \
+         journal ids must increase",
+        journal_id.0,
+        applied.0
+    )]
+    ConfigurationOutOfOrder {
+        /// The txn's journal id.
+        journal_id: Zxid,
+        /// The catalog's journal id.
+        applied: Zxid,
+    },
 }
 
 impl ReplayError {
@@ -83,7 +100,8 @@ impl ReplayError {
     pub fn journal_id(&self) -> Zxid {
         match self {
             ReplayError::Undecodable { journal_id, .. }
-            | ReplayError::OutOfOrder { journal_id, .. } => *journal_id,
+            | ReplayError::OutOfOrder { journal_id, .. }
+            | ReplayError::ConfigurationOutOfOrder { journal_id, .. } => *journal_id,
         }
     }
 }
@@ -135,6 +153,19 @@ pub fn apply(
     entry: &JournalEntry,
 ) -> Result<Change, ReplayError> {
     apply_entry(state, journal_id, entry).map(Outcome::change)
+}
+
+/// Passes over the committed txn `journal_id` that is not a journal entry (a configuration
+/// change of the cluster): only the catalog's journal id changes, to `journal_id` (INV-4).
+pub fn pass_over(state: &mut Catalog, journal_id: Zxid) -> Result<(), ReplayError> {
+    if journal_id <= state.journal_id() {
+        return Err(ReplayError::ConfigurationOutOfOrder {
+            journal_id,
+            applied: state.journal_id(),
+        });
+    }
+    state.set_journal_id(journal_id);
+    Ok(())
 }
 
 /// [`apply`], reporting the typed [`Outcome`] (INV-6).
