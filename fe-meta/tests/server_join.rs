@@ -115,16 +115,17 @@ async fn a_node_added_first_joins_syncs_serves_and_is_promoted() {
         Some(MemberState::Joining)
     );
 
-    let (cfg, opts) = prepare_start(
-        &n.config,
-        &StartMode::Helper(c.addr(follower).to_string()),
-    )
-    .await
-    .unwrap();
+    let (cfg, opts) = prepare_start(&n.config, &StartMode::Helper(c.addr(follower).to_string()))
+        .await
+        .unwrap();
     // The keys its zoo.cfg does not set come from the helper.
     assert_eq!(cfg.cluster_id, CLUSTER_ID);
     assert_eq!(
-        (cfg.node.tick_ms, cfg.node.init_limit_ticks, cfg.node.sync_limit_ticks),
+        (
+            cfg.node.tick_ms,
+            cfg.node.init_limit_ticks,
+            cfg.node.sync_limit_ticks
+        ),
         (100, 20, 5)
     );
     assert!(opts.join_membership.is_some());
@@ -195,7 +196,12 @@ async fn another_address_or_cluster_id_is_refused() {
     let leader = c.wait_stable(LIMIT).await;
     let helper = c.addr(leader).to_string();
     let n = Newcomer::new(&c, 6, "");
-    let other = format!("127.0.0.1:{}:{};127.0.0.1:{}", free_port(), free_port(), n.ports.2);
+    let other = format!(
+        "127.0.0.1:{}:{};127.0.0.1:{}",
+        free_port(),
+        free_port(),
+        n.ports.2
+    );
     client(&helper)
         .await
         .add_frontend(6, FrontendRole::Follower, &other)
@@ -205,7 +211,10 @@ async fn another_address_or_cluster_id_is_refused() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ServerError::Join(JoinError::AddressMismatch { sid: 6, .. })),
+        matches!(
+            err,
+            ServerError::Join(JoinError::AddressMismatch { sid: 6, .. })
+        ),
         "{err:?}"
     );
     let msg = err.to_string();
@@ -235,29 +244,35 @@ async fn another_address_or_cluster_id_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_node_stops_and_its_data_dir_is_refused() {
     let mut c = Cluster::new(3, "");
-    c.start(1).await;
+    // Server 3 leads a fresh cluster (the highest sid wins a tie); server 1, run as the binary
+    // runs it, is a follower.
+    c.start(3).await;
     c.start(2).await;
-    let path3 = c.write_config(3, CLUSTER_ID);
+    let path1 = c.write_config(1, CLUSTER_ID);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let p = path3.clone();
+    let p = path1.clone();
     let running = tokio::spawn(async move {
         run(&p, StartMode::Bootstrap, async {
             let _ = stop_rx.await;
         })
         .await
     });
-    let addr1 = c.addr(1).to_string();
-    wait_member_state(&addr1, 3, MemberState::Participant).await;
-    let addr3 = format!("127.0.0.1:{}", c.ports[&3].2);
-    // Server 3 serves before it is dropped.
+    let addr3 = c.addr(3).to_string();
+    let addr1 = format!("127.0.0.1:{}", c.ports[&1].2);
+    // Server 1 serves before it is dropped.
     let start = Instant::now();
-    while client(&addr3).await.sync().await.is_err() {
-        assert!(start.elapsed() < LIMIT, "server 3 never served");
+    loop {
+        if let Ok(c1) = Client::connect(&addr1).await {
+            if c1.sync().await.is_ok() {
+                break;
+            }
+        }
+        assert!(start.elapsed() < LIMIT, "server 1 never served");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let dropped = client(&addr1).await.drop_frontend(3).await.unwrap();
-    assert!(dropped.config.member(3).is_none());
+    let dropped = client(&addr3).await.drop_frontend(1).await.unwrap();
+    assert!(dropped.config.member(1).is_none());
     let stopped = tokio::time::timeout(LIMIT, running)
         .await
         .expect("the dropped server did not stop")
@@ -270,25 +285,29 @@ async fn a_dropped_node_stops_and_its_data_dir_is_refused() {
         "the documented status"
     );
     assert!(
-        Client::connect(&addr3).await.is_err(),
+        Client::connect(&addr1).await.is_err(),
         "the client port is still open"
     );
     drop(stop_tx);
 
-    let err = Server::start(&path3).await.unwrap_err();
+    let err = Server::start(&path1).await.unwrap_err();
     let ServerError::Removed(removal) = &err else {
         panic!("the dropped data dir started or failed otherwise: {err:?}");
     };
-    assert_eq!((removal.sid, removal.version), (3, dropped.version));
+    assert_eq!((removal.sid, removal.version), (1, dropped.version));
     let msg = err.to_string();
-    for part in [
-        &format!("removed from the cluster by configuration version {}", dropped.version),
-        "fe-meta add-follower \"server.3=127.0.0.1:",
-        "--helper",
-    ] {
-        assert!(msg.contains(part.as_str()), "{part}: {msg}");
+    let parts = [
+        format!(
+            "removed from the cluster by configuration version {}",
+            dropped.version
+        ),
+        "fe-meta add-follower \"server.1=127.0.0.1:".to_string(),
+        "--helper".to_string(),
+    ];
+    for part in parts {
+        assert!(msg.contains(&part), "{part}: {msg}");
     }
     // The survivors go on.
-    client(&addr1).await.create_db("after").await.unwrap();
+    client(&addr3).await.create_db("after").await.unwrap();
     c.stop_all().await;
 }
