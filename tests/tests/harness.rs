@@ -6,7 +6,9 @@
 use bytes::Bytes;
 use tests::sim::disk::{Disk, Snapshot};
 use tests::sim::net::{Delivery, Network};
-use zab_core::{Epoch, Message, ServerId, Txn, Zxid};
+use zab_core::{
+    Epoch, LearnerType, Membership, MembershipChange, Message, ServerId, Txn, TxnKind, Zxid,
+};
 
 fn txn(e: u32, c: u32) -> Txn {
     Txn::app(Zxid::new(Epoch(e), c), Bytes::from(format!("{e}:{c}")))
@@ -76,6 +78,50 @@ fn snap_install_resets_the_log_and_orders_later_appends() {
     assert_eq!(durable.snapshot_zxid, snap.zxid);
     assert_eq!(state.len(), 3);
     assert_eq!(durable.log_tail.len(), 1);
+}
+
+/// INV-D5: a snapshot keeps each txn's kind and the committed configuration through its
+/// encoding; a restart loads that configuration, and a data dir that joined with a helper's
+/// configuration loads the helper's until a snapshot carries one. Truncated or corrupted bytes
+/// are refused, not misread.
+#[test]
+fn snapshots_carry_txn_kinds_and_the_committed_configuration() {
+    let types: std::collections::BTreeMap<ServerId, LearnerType> = (1..=3)
+        .map(|i| (ServerId(i), LearnerType::Participant))
+        .collect();
+    let bootstrap = Membership::bootstrap(&types, &Default::default());
+    let change = MembershipChange::Add {
+        sid: ServerId(4),
+        learner_type: LearnerType::Observer,
+        address: "sim-4".into(),
+    };
+    let mut grown = bootstrap.changed(&change).unwrap();
+    grown.version = Zxid::new(Epoch(1), 2);
+    let txns = vec![txn(1, 1), grown.to_txn(grown.version), txn(1, 3)];
+    let snap = Snapshot::of(&txns).carrying(Some(grown.clone()));
+    let decoded = Snapshot::decode(snap.zxid, snap.encode()).unwrap();
+    assert_eq!(decoded, snap);
+    assert_eq!(decoded.txns[1].kind, TxnKind::Membership);
+    let bytes = snap.encode();
+    for cut in 0..bytes.len() {
+        let _ = Snapshot::decode(snap.zxid, bytes.slice(..cut));
+    }
+    let mut bad_kind = bytes.to_vec();
+    let first_txn = bytes.len() - txns.iter().map(|t| 13 + t.data.len()).sum::<usize>();
+    bad_kind[first_txn + 8] = 7;
+    assert_eq!(Snapshot::decode(snap.zxid, bad_kind.into()), None);
+
+    let mut d = Disk::default();
+    d.wipe(Some(grown.clone()));
+    assert_eq!(d.load().0.membership.as_ref(), Some(&grown), "the helper's");
+    d.take_snapshot(snap.clone(), 2, 5);
+    let mut newer = grown.clone();
+    newer.version = Zxid::new(Epoch(1), 9);
+    let later = Snapshot::of(&[txn(1, 9)]).carrying(Some(newer.clone()));
+    d.take_snapshot(later, 2, 5);
+    let (durable, _) = d.load();
+    assert_eq!(durable.membership, Some(newer), "the newest snapshot's");
+    assert!(durable.needs_initial_sync);
 }
 
 #[test]

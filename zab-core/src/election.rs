@@ -11,6 +11,13 @@
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
+//! INV-8: ... or when the leader itself reports LEADING with an epoch above this peer's
+//! currentEpoch, from any member (joining members included). A peer whose configuration is
+//! behind the leader's (it missed a change, or holds one the leader truncated) may count too
+//! few of the supporters as participants to see a quorum; an epoch above its own was
+//! established after it last followed, so the claim is not stale, and following it is how the
+//! peer learns the configuration it missed. Following a leader never decides anything: the
+//! leader's own quorums do.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -120,15 +127,16 @@ impl Election {
         n: Notification,
         now_ms: u64,
     ) -> Tally {
-        if !is_participant(cfg, from) {
+        if !cfg.members.contains_key(&from) {
             return Tally::Nothing;
         }
         match n.state {
             ElectionState::Observing | ElectionState::Uninitialized => Tally::Nothing,
+            ElectionState::Looking if !is_participant(cfg, from) => Tally::Nothing,
             ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
-                self.join_established(cfg, n)
+                self.join_established(cfg, n, init.peer_epoch)
             }
         }
     }
@@ -178,8 +186,9 @@ impl Election {
         }
     }
 
-    /// INV-4: join when a quorum reports the same established leader and it claims LEADING.
-    fn join_established(&self, cfg: &Config, n: Notification) -> Tally {
+    /// INV-4: join when a quorum reports the same established leader and it claims LEADING;
+    /// or when the leader itself claims LEADING for an epoch above `my_epoch` (INV-8).
+    fn join_established(&self, cfg: &Config, n: Notification, my_epoch: Epoch) -> Tally {
         let key = (n.vote.leader, n.vote.peer_epoch);
         if key.0 == cfg.sid {
             return Tally::Nothing;
@@ -193,7 +202,7 @@ impl Election {
         let leader_claims = self.established.get(&key.0).is_some_and(|m| {
             m.state == ElectionState::Leading && (m.vote.leader, m.vote.peer_epoch) == key
         });
-        if leader_claims && cfg.is_quorum(same.iter()) {
+        if leader_claims && (cfg.is_quorum(same.iter()) || key.1 > my_epoch) {
             Tally::Join {
                 leader: key.0,
                 round: n.round,

@@ -25,11 +25,11 @@ use std::collections::BTreeMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zab_core::{Input, RequestError, RequestId, ServerId, Zxid};
+use zab_core::{Input, MembershipError, RequestError, RequestId, ServerId, Zxid};
 
 use super::checker::{Checker, PeerView, Verdict};
 use super::core::Peer;
-use super::disk::Disk;
+use super::members::PendingAdds;
 use super::net::{Delivery, LinkKey, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
@@ -86,6 +86,11 @@ pub struct Cluster {
     pub(crate) next_request: u64,
     pub(crate) write_outcomes: BTreeMap<RequestId, Result<Zxid, RequestError>>,
     pub(crate) sync_outcomes: BTreeMap<RequestId, Result<Zxid, RequestError>>,
+    pub(crate) membership_outcomes: BTreeMap<RequestId, Result<Zxid, MembershipError>>,
+    pub(crate) pending_adds: PendingAdds,
+    /// The sid the next added server gets (`members` INV-MB1).
+    pub(crate) next_sid: u64,
+    pub(crate) first_added_sid: u64,
     pub(crate) syncs: SyncRecorder,
     pub(crate) events: Vec<Event>,
     pub(crate) epoch_writes: Vec<EpochWrite>,
@@ -103,6 +108,12 @@ pub struct Cluster {
     /// Times a node truncated into appends still pending (the state of bug "TRUNC into
     /// unreported appends").
     pub truncates_into_pending: u64,
+    /// Membership changes asked for.
+    pub membership_requests: u64,
+    /// Membership changes answered as committed.
+    pub membership_commits: u64,
+    /// Servers added and started.
+    pub added: u64,
 }
 
 impl Cluster {
@@ -120,6 +131,10 @@ impl Cluster {
             next_request: 0,
             write_outcomes: BTreeMap::new(),
             sync_outcomes: BTreeMap::new(),
+            membership_outcomes: BTreeMap::new(),
+            pending_adds: PendingAdds::new(),
+            next_sid: 0,
+            first_added_sid: 0,
             syncs: SyncRecorder::default(),
             events: Vec::new(),
             epoch_writes: Vec::new(),
@@ -129,23 +144,15 @@ impl Cluster {
             stalled_power_losses: 0,
             leaders_with_pending_tail: 0,
             truncates_into_pending: 0,
+            membership_requests: 0,
+            membership_commits: 0,
+            added: 0,
             opts,
         };
+        c.next_sid = c.opts.members().len() as u64 + 1;
+        c.first_added_sid = c.next_sid;
         for sid in c.opts.members().into_keys() {
-            let node = SimNode {
-                id: sid,
-                config: c.opts.config(sid),
-                peer: None,
-                disk: Disk::default(),
-                applied: Vec::new(),
-                since_snapshot: 0,
-                paused: false,
-                last_tick_ms: 0,
-                crashes: 0,
-                fsync_stalled_until_ms: 0,
-                power_loss_at_ms: None,
-                restart_at_ms: None,
-            };
+            let node = SimNode::new(sid, c.opts.config(sid), None);
             c.nodes.insert(sid, node);
             c.net.crash(sid, &[]);
         }
@@ -304,6 +311,7 @@ impl Cluster {
             }
             StepKind::Fault => self.random_fault(),
         }
+        self.start_added();
         self.after_step();
         kind
     }

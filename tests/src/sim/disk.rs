@@ -14,6 +14,11 @@
 //!   `EndSnapshot` it becomes durable after a random delay, then the log is reset to it.
 //!   Appends issued after `EndSnapshot` queue behind the install.
 //! - The driver takes local snapshots of the applied state and purges old log records.
+//! - A snapshot (local, or streamed to a learner) carries the committed configuration of the
+//!   last `Action::MembershipChanged` before it, and each txn keeps its kind (a flag byte, as
+//!   `zab_store`'s record keeps it in a flag bit); a restart loads that configuration
+//!   (`DurableState::membership`), and a node that joined with a helper's configuration and
+//!   holds no snapshot yet loads the helper's.
 //! - A crash (power loss) keeps everything durable and a prefix of the pending appends, chosen
 //!   by the caller from the seeded rng: possibly none, possibly all (L4; records are written
 //!   in order and recovery stops at the first torn one).
@@ -22,63 +27,121 @@
 //! INV-D2: every snapshot holds exactly a sequence of txns ending at its zxid.
 //! INV-D3: `log_base` is the zxid the first log record follows: the log holds every txn in
 //! `(log_base, last]` that this node logged, without gaps.
+//! INV-D5: a snapshot encodes and decodes to itself (txn kinds and configuration included);
+//! `Snapshot::decode` never panics and refuses malformed bytes.
 //! INV-D4: `owed_persisted`, when set, names the last append a completed truncate synced (kept
 //! or removed); `fsync` reports it, or a later append, and clears it.
 
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use zab_core::{DurableState, Epoch, Txn, Zxid};
+use zab_core::{DurableState, Epoch, Membership, Txn, TxnKind, Zxid};
 
-/// A snapshot of a state machine: the list of applied txns.
+/// A snapshot of a state machine: the list of applied txns and the committed configuration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// The last applied zxid (`Zxid::ZERO` when empty).
     pub zxid: Zxid,
     /// The applied txns, ascending.
     pub txns: Vec<Txn>,
+    /// The committed configuration when it was taken (`None`: the bootstrap one).
+    pub membership: Option<Membership>,
 }
 
+/// Bytes of a txn header in a snapshot: zxid, kind flag, length.
+const TXN_HEADER: usize = 8 + 1 + 4;
+
 impl Snapshot {
-    /// A snapshot of `txns`.
+    /// A snapshot of `txns`, carrying no configuration (the bootstrap one).
     pub fn of(txns: &[Txn]) -> Snapshot {
         Snapshot {
             zxid: txns.last().map_or(Zxid::ZERO, |t| t.zxid),
             txns: txns.to_vec(),
+            membership: None,
         }
+    }
+
+    /// The same snapshot carrying the committed configuration `membership`.
+    pub fn carrying(self, membership: Option<Membership>) -> Snapshot {
+        Snapshot { membership, ..self }
     }
 
     /// The size of its encoding (what a snapshot file of it would weigh).
     pub fn bytes(&self) -> u64 {
-        self.txns.iter().map(|t| 12 + t.data.len() as u64).sum()
+        self.encode().len() as u64
     }
 
-    /// Serializes the snapshot: per txn, zxid (u64 BE), length (u32 BE), payload.
+    /// Serializes the snapshot: the configuration (present flag u8, then version u64 BE,
+    /// length u32 BE, `Membership::encode`), then per txn zxid (u64 BE), kind (u8: 0 app,
+    /// 1 configuration), length (u32 BE), payload.
     pub fn encode(&self) -> Bytes {
         let mut b = BytesMut::new();
+        match &self.membership {
+            None => b.put_u8(0),
+            Some(m) => {
+                let data = m.encode();
+                b.put_u8(1);
+                b.put_u64(m.version.0);
+                b.put_u32(data.len() as u32);
+                b.put_slice(&data);
+            }
+        }
         for t in &self.txns {
             b.put_u64(t.zxid.0);
+            b.put_u8(match t.kind {
+                TxnKind::App => 0,
+                TxnKind::Membership => 1,
+            });
             b.put_u32(t.data.len() as u32);
             b.put_slice(&t.data);
         }
         b.freeze()
     }
 
-    /// Parses [`Snapshot::encode`]'s output; `None` when malformed.
-    pub fn decode(mut b: Bytes) -> Option<Vec<Txn>> {
+    /// Parses [`Snapshot::encode`]'s output as the snapshot at `zxid`; `None` when malformed
+    /// (INV-D5).
+    pub fn decode(zxid: Zxid, mut b: Bytes) -> Option<Snapshot> {
+        if !b.has_remaining() {
+            return None;
+        }
+        let membership = match b.get_u8() {
+            0 => None,
+            1 => {
+                if b.remaining() < 12 {
+                    return None;
+                }
+                let version = Zxid(b.get_u64());
+                let len = b.get_u32() as usize;
+                if b.remaining() < len {
+                    return None;
+                }
+                Some(Membership::decode(version, &b.split_to(len)).ok()?)
+            }
+            _ => return None,
+        };
         let mut txns = Vec::new();
         while b.has_remaining() {
-            if b.remaining() < 12 {
+            if b.remaining() < TXN_HEADER {
                 return None;
             }
             let zxid = Zxid(b.get_u64());
+            let kind = match b.get_u8() {
+                0 => TxnKind::App,
+                1 => TxnKind::Membership,
+                _ => return None,
+            };
             let len = b.get_u32() as usize;
             if b.remaining() < len {
                 return None;
             }
-            txns.push(Txn::app(zxid, b.split_to(len)));
+            let data = b.split_to(len);
+            txns.push(Txn { zxid, data, kind });
         }
-        Some(txns)
+        Some(Snapshot {
+            zxid,
+            txns,
+            membership,
+        })
     }
 }
 
@@ -122,6 +185,9 @@ pub struct Disk {
     pub snap_installs: u64,
     /// Local snapshots the driver wrote, ever.
     pub local_snapshots: u64,
+    /// The configuration a helper member gave this node when it joined (or rejoined after a
+    /// wipe) on an empty data dir; loaded while no snapshot carries one.
+    pub helper_membership: Option<Membership>,
 }
 
 impl Disk {
@@ -215,12 +281,11 @@ impl Disk {
     /// or malformed.
     pub fn end_snapshot(&mut self, zxid: Zxid) -> Option<Snapshot> {
         let (z, bytes) = self.incoming.take()?;
-        let txns = Snapshot::decode(bytes.freeze())?;
+        let snapshot = Snapshot::decode(zxid, bytes.freeze())?;
         if z != zxid {
             return None;
         }
         self.pending.clear();
-        let snapshot = Snapshot { zxid, txns };
         self.install = Some(PendingInstall {
             snapshot: snapshot.clone(),
             queued_after: VecDeque::new(),
@@ -318,10 +383,12 @@ impl Disk {
     }
 
     /// Wipes everything (an operator emptied the data dir); the node restarts without
-    /// `--bootstrap`, so it must sync before it votes (PITFALLS B9).
-    pub fn wipe(&mut self) {
+    /// `--bootstrap` but with `--helper`, from which it learns `helper_membership` (`None`:
+    /// the bootstrap configuration), so it must sync before it votes (PITFALLS B9).
+    pub fn wipe(&mut self, helper_membership: Option<Membership>) {
         *self = Disk {
             needs_initial_sync: true,
+            helper_membership,
             ..Disk::default()
         };
     }
@@ -343,6 +410,10 @@ impl Disk {
                 .cloned()
                 .collect(),
             needs_initial_sync: self.needs_initial_sync,
+            membership: snap
+                .membership
+                .clone()
+                .or_else(|| self.helper_membership.clone()),
         };
         (durable, snap.txns)
     }

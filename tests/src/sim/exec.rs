@@ -8,7 +8,7 @@
 
 use bytes::BytesMut;
 use rand::Rng;
-use zab_core::{Action, Input, Message, Role, ServerId, Zxid};
+use zab_core::{Action, Input, Message, Role, ServerId, StepError, Zxid};
 
 use super::cluster::Cluster;
 use super::core::Peer;
@@ -17,19 +17,27 @@ use super::node::SimNode;
 use super::record::{EpochWrite, Event};
 
 impl Cluster {
-    /// Starts (or restarts) `id` from its disk.
+    /// Starts (or restarts) `id` from its disk. A node whose data dir (or helper) holds a
+    /// configuration without it is refused, as a dropped frontend is, and stays down.
     pub(crate) fn start(&mut self, id: ServerId) {
         let now_ms = self.now_ms;
         let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
         let (durable, state) = node.disk.load();
         let peer = match Peer::new(node.config.clone(), durable, now_ms) {
             Ok(p) => p,
+            Err(e @ (StepError::Removed { .. } | StepError::NotAMember(_))) => {
+                node.refused = true;
+                self.mix(0x7ef ^ id.0);
+                self.trace(format_args!("start {id} refused: {e}"));
+                return;
+            }
             Err(e) => {
                 let msg = format!("node {id} refuses to start from its durable state: {e}");
                 self.fail(&msg)
             }
         };
         let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        node.refused = false;
         node.peer = Some(peer);
         node.paused = false;
         node.last_tick_ms = now_ms;
@@ -116,6 +124,16 @@ impl Cluster {
             } => {
                 self.sync_outcomes.insert(request_id, outcome);
             }
+            Action::MembershipDone {
+                request_id,
+                outcome,
+            } => {
+                self.on_membership_done(id, request_id, outcome);
+            }
+            Action::MembershipChanged { committed, .. } => {
+                let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+                node.committed = Some(committed);
+            }
             Action::SyncChosen { .. } | Action::SyncReceived { .. } => {}
             Action::RoleChanged { role, .. } => {
                 if role == Role::Leading && !self.nodes[&id].disk.pending.is_empty() {
@@ -156,7 +174,10 @@ impl Cluster {
     /// `SendSnapshot`: SNAP, then `id`'s applied state in one to three chunks (drawn from the
     /// run's rng).
     fn send_snapshot(&mut self, id: ServerId, to: ServerId, zxid: Zxid) {
-        let bytes = Snapshot::of(&self.nodes[&id].applied).encode();
+        let node = &self.nodes[&id];
+        let bytes = Snapshot::of(&node.applied)
+            .carrying(node.committed.clone())
+            .encode();
         let chunks = self.rng.gen_range(1..=3usize);
         let size = bytes.len().div_ceil(chunks).max(1);
         self.syncs.on_snapshot(id, to);
@@ -213,12 +234,16 @@ impl Cluster {
             return;
         };
         let (zxid, bytes) = (snap.zxid, snap.bytes());
+        let Some(membership) = snap.membership else {
+            let msg = format!("node {id} installs a SNAP at {zxid} that carries no configuration");
+            self.fail(&msg)
+        };
         let old = std::mem::replace(&mut node.applied, snap.txns);
         node.since_snapshot = 0;
         let snap = !self.opts.allow_snap_regress;
         let v = self.checker.on_state_loaded(id, &old, &node.applied, snap);
         self.check(v);
-        self.feed(id, Input::SnapshotInstalled { zxid });
+        self.feed(id, Input::SnapshotInstalled { zxid, membership });
         self.feed(id, Input::SnapshotSaved { zxid, bytes });
     }
 
@@ -234,7 +259,7 @@ impl Cluster {
             return;
         }
         node.since_snapshot = 0;
-        let snap = Snapshot::of(&node.applied);
+        let snap = Snapshot::of(&node.applied).carrying(node.committed.clone());
         let (zxid, bytes) = (snap.zxid, snap.bytes());
         let keep = if self.opts.purge_log {
             keep

@@ -7,7 +7,8 @@
 //! newest snapshot.
 //! INV-F2: random faults keep at most `max_faulty` nodes down or paused at once.
 //! INV-F3: random wipes (only when `SimOptions::wipes` is on) keep at most a minority of the
-//! voters wiped and not yet resynced (disk still marked "needs initial sync") at any time.
+//! participants (of the newest committed configuration and of the newest in force) wiped and
+//! not yet resynced (disk still marked "needs initial sync") at any time.
 //! A wiped voter does not vote until a leader synced it (B9), so a quorum that elects always
 //! lies within the initialized voters and meets every quorum that committed a txn in a node
 //! that still holds it: the checkers keep assuming that acknowledged writes survive. Wiping a
@@ -38,6 +39,10 @@ pub const STALL_MS: RangeInclusive<u64> = 1_500..=6_000;
 /// One random fault in this many is a slow disk (INV-F4), when slow disks are on. A run has
 /// 20–120 faults, so most runs get a few stalls while the other faults keep their share.
 pub const STALL_ONE_IN: u32 = 10;
+
+/// One random fault in this many is a membership change (`members` INV-MB2), when changes
+/// are on.
+pub const MEMBERSHIP_ONE_IN: u32 = 6;
 
 /// How long after its power loss a stalled node restarts, in virtual ms.
 const RESTART_AFTER_MS: RangeInclusive<u64> = 0..=1_500;
@@ -96,11 +101,13 @@ impl Cluster {
         }
     }
 
-    /// Crashes `id`, empties its data dir and restarts it (PITFALLS B9).
+    /// Crashes `id`, empties its data dir and restarts it (PITFALLS B9) with `--helper`: it
+    /// learns the newest committed configuration, and is refused when that lists it no more.
     pub fn wipe(&mut self, id: ServerId) {
         self.crash(id);
+        let helper = self.newest_committed().cloned();
         if let Some(n) = self.nodes.get_mut(&id) {
-            n.disk.wipe();
+            n.disk.wipe(helper);
             n.applied.clear();
         }
         self.trace(format_args!("WIPE {id}"));
@@ -254,18 +261,10 @@ impl Cluster {
         }
     }
 
-    /// INV-F3: wiping `id` keeps at most a minority of the voters wiped and not resynced.
+    /// INV-F3: wiping `id` keeps the participants wiped and not resynced a minority, in the
+    /// committed configuration and in the one in force.
     fn may_wipe(&self, id: ServerId) -> bool {
-        let voter = |n: &ServerId| n.0 as usize <= self.opts.voters;
-        if !voter(&id) {
-            return true;
-        }
-        let unsynced = self
-            .nodes
-            .values()
-            .filter(|n| n.id != id && voter(&n.id) && n.disk.needs_initial_sync)
-            .count();
-        unsynced < self.opts.voters / 2
+        self.unsynced_minority(Some(id), None)
     }
 
     fn faulty(&self) -> usize {
@@ -275,6 +274,10 @@ impl Cluster {
     /// One random fault.
     pub(crate) fn random_fault(&mut self) {
         self.faults += 1;
+        if self.opts.membership_changes && self.rng.gen_ratio(1, MEMBERSHIP_ONE_IN) {
+            self.random_membership_change();
+            return;
+        }
         if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
             self.random_stall();
             return;

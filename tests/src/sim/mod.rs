@@ -22,6 +22,7 @@ pub mod core;
 pub mod disk;
 pub mod exec;
 pub mod faults;
+pub mod members;
 pub mod net;
 pub mod node;
 pub mod options;
@@ -53,6 +54,14 @@ pub struct RunReport {
     pub leaders_with_pending_tail: u64,
     /// Times a node truncated into appends still pending.
     pub truncates_into_pending: u64,
+    /// Membership changes asked for.
+    pub membership_requests: u64,
+    /// Membership changes answered as committed.
+    pub membership_commits: u64,
+    /// Servers added and started.
+    pub added: u64,
+    /// Nodes that applied their own removal.
+    pub removed: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -80,5 +89,9 @@ pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
         stalled_power_losses: c.stalled_power_losses,
         leaders_with_pending_tail: c.leaders_with_pending_tail,
         truncates_into_pending: c.truncates_into_pending,
+        membership_requests: c.membership_requests,
+        membership_commits: c.membership_commits,
+        added: c.added,
+        removed: c.checker().membership.removed().len() as u64,
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! INV-SN1: `applied` is the state machine: the snapshot it was loaded from followed by every
 //! txn the peer applied since; a crash replaces it with the newest durable snapshot.
+//! INV-SN2: `committed` is the committed configuration of the peer's last
+//! `Action::MembershipChanged`: what a snapshot taken now carries.
 
-use zab_core::{Config, ServerId, Txn};
+use zab_core::{Config, MemberRole, Membership, ServerId, Txn};
 
 use super::checker::{NodeView, PeerView};
 use super::core::Peer;
@@ -22,6 +24,12 @@ pub struct SimNode {
     pub disk: Disk,
     /// Its state machine: the applied txns.
     pub applied: Vec<Txn>,
+    /// The committed configuration it last reported (INV-SN2); kept across a crash, where it
+    /// is reported again at the restart.
+    pub committed: Option<Membership>,
+    /// Its last start was refused: its data dir (or its helper) holds a configuration without
+    /// it, as a dropped frontend's does. It stays down until a wipe lets it try again.
+    pub refused: bool,
     /// Applies since the last local snapshot.
     pub since_snapshot: usize,
     /// A paused node gets no input (a stalled process); time still passes.
@@ -55,12 +63,41 @@ impl SimNode {
         self.peer.is_some() && !self.paused
     }
 
+    /// A node that never ran, on an empty disk: a bootstrap member (`helper` `None`), or one
+    /// that joins with the configuration `helper` a member gave it.
+    pub fn new(id: ServerId, config: Config, helper: Option<Membership>) -> SimNode {
+        let mut disk = Disk::default();
+        if helper.is_some() {
+            disk.wipe(helper);
+        }
+        SimNode {
+            id,
+            config,
+            peer: None,
+            disk,
+            applied: Vec::new(),
+            committed: None,
+            refused: false,
+            since_snapshot: 0,
+            paused: false,
+            last_tick_ms: 0,
+            crashes: 0,
+            fsync_stalled_until_ms: 0,
+            power_loss_at_ms: None,
+            restart_at_ms: None,
+        }
+    }
+
     /// The checker's view of the node.
     pub fn view(&self) -> NodeView<'_> {
         NodeView {
             id: self.id,
             disk: &self.disk,
             applied: &self.applied,
+            joining: self
+                .peer
+                .as_ref()
+                .is_some_and(|p| p.membership().role_of(self.id) == Some(MemberRole::Joining)),
         }
     }
 

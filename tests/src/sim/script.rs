@@ -4,9 +4,11 @@
 //! scheduler make progress without faults or client traffic until a predicate holds.
 //!
 //! Liveness (checked by [`Cluster::check_liveness`]): once faults stop and every link heals,
-//! within bounded virtual time exactly one leader serves, every up node serves under it, a fresh
-//! write commits and is applied on every node, and all applied sequences are equal and hold
-//! every acknowledged write.
+//! within bounded virtual time exactly one leader serves, every up member of its committed
+//! configuration serves under it, a fresh write commits and is applied on every member, and
+//! the members' applied sequences are equal and hold every acknowledged write (and every
+//! committed membership change). Removed servers are not members: they may stay LOOKING or
+//! down (refused); the checkers hold them to never leading nor voting.
 
 use bytes::Bytes;
 use zab_core::{Input, RequestError, RequestId, Role, ServerId, Zxid};
@@ -70,7 +72,8 @@ impl Cluster {
         });
     }
 
-    /// The established leader every live node serves under, if there is exactly one.
+    /// The established leader every live member of its committed configuration serves under,
+    /// if there is exactly one.
     pub fn stable_leader(&self) -> Option<ServerId> {
         let leaders: Vec<_> = self
             .nodes
@@ -81,10 +84,11 @@ impl Cluster {
             .map(|(id, _)| id)
             .collect();
         let [l] = leaders[..] else { return None };
+        let config = self.nodes[&l].peer.as_ref()?.committed_membership();
         let all = self
             .nodes
             .values()
-            .filter(|n| n.is_live() && n.id != l)
+            .filter(|n| n.is_live() && n.id != l && config.members.contains_key(&n.id))
             .all(|n| {
                 n.peer.as_ref().is_some_and(|p| {
                     matches!(p.role(), Role::Following | Role::Observing)
@@ -118,14 +122,14 @@ impl Cluster {
         (v.len() == 1).then(|| v[0])
     }
 
-    fn next_request(&mut self) -> RequestId {
+    pub(crate) fn next_request_id(&mut self) -> RequestId {
         self.next_request += 1;
         RequestId(self.next_request)
     }
 
     /// A client of `id` writes a fresh, unique payload; returns the request id.
     pub fn write(&mut self, id: ServerId) -> RequestId {
-        let request_id = self.next_request();
+        let request_id = self.next_request_id();
         let payload = Bytes::from(format!("w{}@{}", request_id.0, id.0));
         self.mix(0x77 ^ request_id.0);
         self.feed(
@@ -169,7 +173,7 @@ impl Cluster {
 
     /// A client of `id` asks for a linearizable read point; returns the request id.
     pub fn sync_read(&mut self, id: ServerId) -> RequestId {
-        let request_id = self.next_request();
+        let request_id = self.next_request_id();
         self.mix(0x55 ^ request_id.0);
         self.feed(id, Input::ClientSync { request_id });
         request_id
@@ -207,7 +211,8 @@ impl Cluster {
             let state = match &n.peer {
                 None => "down".to_string(),
                 Some(p) => format!(
-                    "{}{} leader={:?} acc={} cur={} logged={} committed={} applied={} serving={}",
+                    "{}{} leader={:?} acc={} cur={} logged={} committed={} applied={} serving={} \
+                     config in force {} (committed {})",
                     p.role(),
                     if n.paused { " (paused)" } else { "" },
                     p.leader().map(|l| l.0),
@@ -216,7 +221,9 @@ impl Cluster {
                     p.last_logged_zxid(),
                     p.last_committed_zxid(),
                     p.last_applied_zxid(),
-                    p.is_serving()
+                    p.is_serving(),
+                    p.membership(),
+                    p.committed_membership().version
                 ),
             };
             s.push_str(&format!(
@@ -258,13 +265,17 @@ impl Cluster {
         };
         self.expect_within(
             LIVENESS_DEADLINE_MS,
-            "every node applies the same history",
+            "every member applies the same history",
             |c| {
-                let first = c.nodes.values().next().map(|n| &n.applied);
-                first.is_some_and(|g| {
-                    g.last().is_some_and(|t| t.zxid >= fresh)
-                        && c.nodes.values().all(|n| n.applied == *g)
-                })
+                let Some(config) = c.peer(leader).map(|p| p.committed_membership()) else {
+                    return false;
+                };
+                let g = &c.nodes[&leader].applied;
+                g.last().is_some_and(|t| t.zxid >= fresh)
+                    && config
+                        .members
+                        .keys()
+                        .all(|id| c.nodes.get(id).is_some_and(|n| n.applied == *g))
             },
         );
         let applied = &self.nodes[&leader].applied;

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 
 use crate::error::StepError;
 use crate::io::Action;
+use crate::membership::Membership;
 use crate::message::{Message, RequestError, PROTOCOL_VERSION};
 use crate::peer::core::{ClientOp, Core, Next};
 use crate::sync_plan::SyncMode;
@@ -65,6 +66,8 @@ pub(crate) struct Learner {
     /// Everything up to here is committed history of the leader (applied at UPTODATE).
     pub(crate) sync_point: Zxid,
     pub(crate) snap: SnapState,
+    /// The configuration of the SNAP being received (from its `Snap` header).
+    pub(crate) snap_membership: Option<Membership>,
     /// The sync mode received from the leader, once its first sync header arrived.
     pub(crate) synced_by: Option<SyncMode>,
     /// While reconciling with a SNAP not installed: the last zxid of the stream so far.
@@ -90,6 +93,7 @@ impl Learner {
             next_info_ms: core.now_ms,
             sync_point: Zxid::ZERO,
             snap: SnapState::Idle,
+            snap_membership: None,
             synced_by: None,
             reconcile: None,
             newleader: None,

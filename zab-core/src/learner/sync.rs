@@ -64,6 +64,11 @@ impl Learner {
                 if last {
                     core.push(Action::EndSnapshot { zxid });
                     core.log.reset_to_snapshot(zxid);
+                    if let Some(membership) = self.snap_membership.take() {
+                        // The log restarts at the snapshot: so do its configurations.
+                        core.members.on_snapshot(zxid, membership);
+                        core.members_moved();
+                    }
                     self.snap = SnapState::Installing(zxid);
                     self.sync_point = self.sync_point.max(zxid);
                 }
@@ -132,6 +137,7 @@ impl Learner {
         }
         if zxid > core.last_applied {
             self.snap = SnapState::Receiving(zxid);
+            self.snap_membership = Some(membership.clone());
             core.push(Action::BeginSnapshot { zxid, membership });
             return Ok(Next::Stay);
         }

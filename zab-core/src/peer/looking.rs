@@ -19,6 +19,11 @@
 //! discovery INV-6).
 //! INV-8 (`membership` R6): a removed peer sends no notification, answers none and never
 //! decides.
+//! INV-9: a LOOKING peer that is not a participant of its own configuration in force (a
+//! joining member, or one whose removal it logged) reports `Uninitialized` like B9's peers:
+//! peers whose configuration still lists it as a participant must neither count its vote nor
+//! elect it, since it would never lead (it does not vote for itself) and they would re-elect it
+//! round after round.
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus up to a quarter of it as jitter, from the generator seeded by `Config::jitter_seed`,
 //! `jitter` INV-1) until a decision.
@@ -60,8 +65,15 @@ impl Peer {
     }
 
     fn my_state(&self) -> ElectionState {
+        let observer = self.core.members.in_force().role_of(self.core.sid())
+            == Some(crate::membership::MemberRole::Observer);
         match &self.role {
             RoleState::Looking(_) if self.core.needs_initial_sync => ElectionState::Uninitialized,
+            // Not a participant of its own configuration in force (joining, or a removal is
+            // logged): it must not be elected by peers that still count it (INV-9).
+            RoleState::Looking(_) if !observer && !self.core.votes() => {
+                ElectionState::Uninitialized
+            }
             RoleState::Looking(_) => ElectionState::Looking,
             RoleState::Leading(_) => ElectionState::Leading,
             RoleState::Learning(l) if l.observer => ElectionState::Observing,

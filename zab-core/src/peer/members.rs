@@ -96,10 +96,12 @@ impl Members {
         }
     }
 
-    /// A SNAP was installed: its configuration is committed and the log holds nothing after.
-    pub(crate) fn on_snapshot(&mut self, committed: Membership) {
+    /// The log was reset to a SNAP at `zxid` carrying `committed`: that configuration is the
+    /// committed one, and only configurations logged after the snapshot stay (the learner may
+    /// log the leader's next txns before the install is reported).
+    pub(crate) fn on_snapshot(&mut self, zxid: Zxid, committed: Membership) {
         self.committed = committed;
-        self.logged.clear();
+        self.logged.retain(|m| m.version > zxid);
     }
 
     /// Checks INV-1 against the applied point.

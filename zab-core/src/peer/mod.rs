@@ -14,6 +14,7 @@
 //! rejects clocks, ambient randomness and hash maps at lint time).
 //! INV-3: `step` returns `Err` only for fatal local conditions; a peer's bad message is
 //! dropped or makes this peer leave its role.
+//! INV-5: see `accepts_from`.
 //! INV-4: when the configuration moves (`membership` R1), the peer reacts at the end of the
 //! step, in one place: a learner whose own role in the configuration in force no longer
 //! matches the way it learns goes LOOKING (and rejoins as what it now is); a leader disconnects
@@ -127,7 +128,7 @@ impl Peer {
             }
             Input::SnapshotInstalled { zxid, membership } => {
                 self.core.log.snapshot_installed(zxid);
-                self.core.members.on_snapshot(membership);
+                self.core.members.on_snapshot(zxid, membership);
                 self.core.members_moved();
                 self.core.last_applied = zxid;
                 self.core.last_committed = zxid;
@@ -222,7 +223,7 @@ impl Peer {
     }
 
     fn on_message(&mut self, from: ServerId, msg: Message) -> Result<Next, StepError> {
-        if from == self.core.sid() || !self.core.cfg.members.contains_key(&from) {
+        if !self.accepts_from(from) {
             tracing::debug!(%from, "message from a stranger dropped");
             return Ok(Next::Stay);
         }
@@ -238,6 +239,22 @@ impl Peer {
             RoleState::Leading(l) => l.on_message(&mut self.core, from, msg),
             RoleState::Learning(l) => l.on_message(&mut self.core, from, msg),
         }
+    }
+
+    /// INV-5: a peer hears members of its configuration in force or its committed one, the
+    /// leader it learns from and, as a leader, its learners (a member whose removal is logged
+    /// but not committed still acks: its old configuration's quorum may need it); anything
+    /// else is a stranger's.
+    fn accepts_from(&self, from: ServerId) -> bool {
+        let members = &self.core.members;
+        from != self.core.sid()
+            && (members.has(from)
+                || members.committed().members.contains_key(&from)
+                || match &self.role {
+                    RoleState::Learning(l) => l.leader == from,
+                    RoleState::Leading(l) => l.handlers.contains_key(&from),
+                    RoleState::Looking(_) => false,
+                })
     }
 
     fn on_connection_lost(&mut self, peer: ServerId) -> Next {

@@ -92,6 +92,12 @@ impl Durability {
         }
     }
 
+    /// A membership change committed at `txn.zxid` was answered: it is held like an
+    /// acknowledged write from now on (`membership` INV-M2).
+    pub fn on_change_committed(&mut self, txn: &zab_core::Txn) {
+        self.acked.insert(txn.zxid, txn.data.clone());
+    }
+
     /// The first acknowledged write before `before` missing from the history (applied state,
     /// durable log or pending appends) of `node`.
     fn missing_acked(&self, node: NodeView<'_>, before: Zxid) -> Option<(Zxid, &Bytes)> {

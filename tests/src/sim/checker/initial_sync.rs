@@ -7,6 +7,10 @@
 //! which must come after a durable sync: the node's durable history then reaches at least its
 //! applied point.
 //!
+//! A member added as a follower (joining, `zab_core::membership` R5) is exempt: it learns as a
+//! follower on an empty disk by design, and no configuration counts it until the leader
+//! promotes it; the durability checker catches a joining member counted in a quorum.
+//!
 //! The effect of a violation (a quorum completed with a wiped vote) is caught by the
 //! durability checker (an acknowledged write lost); this one names the cause at once.
 
@@ -16,7 +20,7 @@ use super::{NodeView, Verdict};
 
 /// Checks one action of `node` before it runs (INV-1).
 pub fn on_action(node: NodeView<'_>, action: &Action) -> Verdict {
-    if !node.disk.needs_initial_sync {
+    if !node.disk.needs_initial_sync || node.joining {
         return Ok(());
     }
     let id = node.id;

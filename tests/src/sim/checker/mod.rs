@@ -10,6 +10,7 @@
 //! | [`serving`]     | a learner serves (applies, answers clients) only after UPTODATE     |
 //! | [`reads`]       | sync-then-read is linearizable                                      |
 //! | [`initial_sync`]| a wiped node never votes nor is counted before its first sync (B9)  |
+//! | [`membership`]  | committed configuration = applied history; a committed change is held like an acknowledged write; a removed node never votes nor leads |
 //! | (this module)   | TRUNC drops only never-committed txns, never below the applied point; |
 //! |                 | a SNAP sent is labelled with the sender's last applied zxid          |
 //!
@@ -19,6 +20,7 @@
 pub mod durability;
 pub mod initial_sync;
 pub mod leadership;
+pub mod membership;
 pub mod newleader_ack;
 pub mod order;
 pub mod reads;
@@ -40,6 +42,9 @@ pub struct NodeView<'a> {
     pub disk: &'a Disk,
     /// Its state machine: the applied txns.
     pub applied: &'a [Txn],
+    /// It is a joining member (added as a follower, not yet promoted) in its configuration
+    /// in force.
+    pub joining: bool,
 }
 
 impl NodeView<'_> {
@@ -77,6 +82,8 @@ pub struct Checker {
     pub reads: reads::Reads,
     /// Synced learners ack NEWLEADER once durable.
     pub newleader_ack: newleader_ack::NewLeaderAck,
+    /// Configurations, committed changes and removed nodes.
+    pub membership: membership::MembershipChecker,
 }
 
 impl Checker {
@@ -100,6 +107,9 @@ impl Checker {
                 self.durability
                     .on_client_write(node.id, *request_id, payload)?;
             }
+            Input::ChangeMembership { request_id, .. } => {
+                self.membership.on_change(node.id, *request_id)?;
+            }
             Input::ClientSync { request_id } => {
                 self.reads
                     .on_client_sync(node.id, *request_id, self.durability.max_acked())?;
@@ -112,6 +122,7 @@ impl Checker {
     /// `node` asks for `action`; called before the driver executes it.
     pub fn on_action(&mut self, node: NodeView<'_>, action: &Action) -> Verdict {
         initial_sync::on_action(node, action)?;
+        self.membership.on_action(node, action)?;
         match action {
             Action::Send { to, msg } => self.on_send(node, *to, msg),
             Action::AppendLog(txn) => self.order.on_logged(node.id, txn),
@@ -148,6 +159,18 @@ impl Checker {
                     self.serving.on_serve(node.id, "SyncDone")?;
                 }
                 self.reads.on_sync_done(node, *request_id, outcome)
+            }
+            Action::MembershipDone {
+                request_id,
+                outcome,
+            } => {
+                if let Some(txn) = self.membership.on_done(node, *request_id, outcome)? {
+                    self.durability.on_change_committed(&txn);
+                }
+                Ok(())
+            }
+            Action::MembershipChanged { committed, .. } => {
+                self.membership.on_committed(node, committed)
             }
             Action::RoleChanged { role, leader, .. } => {
                 self.serving.on_role(node.id, *role, *leader);
@@ -235,5 +258,6 @@ impl Checker {
         self.newleader_ack.on_crash(id);
         self.serving.on_crash(id);
         self.reads.on_crash(id);
+        self.membership.on_crash(id);
     }
 }

@@ -11,14 +11,16 @@
 //! order): a txn of the same epoch as its predecessor has the next counter, and the first txn
 //! of an epoch has counter 1 (a leader proposes its epoch's counters from 1 and commits them in
 //! order, so no committed history can skip one).
-//! INV-O3 (Integrity): only client-written payloads are logged or applied; one zxid names one
-//! payload everywhere (logs, proposals, applies); a payload is applied at most at one zxid.
+//! INV-O3 (Integrity): only client-written payloads are logged or applied (and configurations
+//! that decode, `membership` INV-M4); one zxid names one payload and kind everywhere (logs,
+//! proposals, applies); a client payload is applied at most at one zxid (a configuration may
+//! recur: adding and removing a server restores the one before).
 //! INV-O4: a SNAP never moves a node's state machine backwards.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use zab_core::{ServerId, Txn, Zxid};
+use zab_core::{ServerId, Txn, TxnKind, Zxid};
 
 use super::Verdict;
 
@@ -26,7 +28,7 @@ use super::Verdict;
 #[derive(Debug, Default)]
 pub struct Order {
     global: Vec<Txn>,
-    zxid_payload: BTreeMap<Zxid, Bytes>,
+    zxid_payload: BTreeMap<Zxid, (TxnKind, Bytes)>,
     payload_applied_at: BTreeMap<Bytes, Zxid>,
     written: BTreeSet<Bytes>,
 }
@@ -50,20 +52,26 @@ impl Order {
     }
 
     fn integrity(&mut self, id: ServerId, txn: &Txn, what: &str) -> Verdict {
-        if !self.written.contains(&txn.data) {
-            return Err(format!(
-                "Integrity: node {id} {what} {} with payload {:?} no client wrote",
-                txn.zxid, txn.data
-            ));
+        match txn.kind {
+            TxnKind::Membership => super::membership::decodes(id, txn, what)?,
+            TxnKind::App if !self.written.contains(&txn.data) => {
+                return Err(format!(
+                    "Integrity: node {id} {what} {} with payload {:?} no client wrote",
+                    txn.zxid, txn.data
+                ));
+            }
+            TxnKind::App => {}
         }
         match self.zxid_payload.get(&txn.zxid) {
-            Some(p) if *p != txn.data => Err(format!(
-                "Integrity: node {id} {what} zxid {} with payload {:?}, elsewhere it is {:?}",
-                txn.zxid, txn.data, p
+            Some((kind, p)) if *p != txn.data || *kind != txn.kind => Err(format!(
+                "Integrity: node {id} {what} zxid {} with {:?} payload {:?}, elsewhere it is \
+                 {kind:?} {p:?}",
+                txn.zxid, txn.kind, txn.data
             )),
             Some(_) => Ok(()),
             None => {
-                self.zxid_payload.insert(txn.zxid, txn.data.clone());
+                self.zxid_payload
+                    .insert(txn.zxid, (txn.kind, txn.data.clone()));
                 Ok(())
             }
         }
@@ -86,7 +94,7 @@ impl Order {
             }
         }
         match self.payload_applied_at.get(&txn.data) {
-            Some(z) if *z != txn.zxid => {
+            Some(z) if *z != txn.zxid && txn.kind == TxnKind::App => {
                 return Err(format!(
                     "Integrity: node {id} applies payload {:?} at {}, it was applied at {z}",
                     txn.data, txn.zxid
@@ -94,7 +102,9 @@ impl Order {
             }
             _ => {}
         }
-        self.payload_applied_at.insert(txn.data.clone(), txn.zxid);
+        if txn.kind == TxnKind::App {
+            self.payload_applied_at.insert(txn.data.clone(), txn.zxid);
+        }
         self.extend(id, applied.len(), txn)
     }
 

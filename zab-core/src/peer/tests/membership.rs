@@ -5,6 +5,7 @@
 use crate::durable::DurableState;
 use crate::io::{Action, Input};
 use crate::membership::{MemberRole, Membership, MembershipChange, MembershipError};
+use crate::message::{ElectionState, Message};
 use crate::types::{LearnerType, RequestId, Role, ServerId, Zxid};
 
 use super::{s, Cluster};
@@ -251,4 +252,51 @@ fn a_snap_carries_the_committed_configuration() {
         .any(|a| matches!(a, Action::EndSnapshot { .. }));
     assert!(snapped, "the wiped peer was synced by SNAP");
     assert!(c.committed(s(1)).members.contains_key(&s(4)));
+}
+
+#[test]
+fn peers_that_missed_a_removal_do_not_elect_the_server_being_removed() {
+    let mut c = established(5);
+    let old = c.leader().unwrap();
+    assert_eq!(old, s(5));
+    // Remove 4 while 1 and 2 are away: 3, 4 and the leader log it; the new configuration's
+    // quorum (3 of {1, 2, 3, 5}) is not there, so it stays uncommitted.
+    let away = [s(1), s(2)];
+    let saved: Vec<_> = away.iter().map(|sid| (*sid, c.durable(*sid))).collect();
+    for sid in away {
+        c.crash(sid);
+    }
+    c.change(old, 1, MembershipChange::Remove { sid: s(4) });
+    c.run_until(2_000, |c| {
+        c.nodes[&s(4)].peer.membership().members.get(&s(4)).is_none()
+            && c.nodes[&s(3)].peer.membership().members.get(&s(4)).is_none()
+    });
+    assert!(c.change_done(old, 1).is_none());
+    // The leader dies; 1 and 2 come back knowing nothing of the change. 4 has the longest
+    // log with the highest sid, but it is not a participant of its own configuration: it must
+    // not be elected, and {1, 2, 3} elect one of themselves.
+    let traced = c.nodes[&s(4)].trace.len();
+    c.crash(old);
+    for (sid, d) in saved {
+        c.start(sid, d);
+    }
+    c.run_until(20_000, |c| c.leader().is_some());
+    let new = c.leader().unwrap();
+    assert!([s(1), s(2), s(3)].contains(&new), "elected {new}");
+    // What keeps it so: 4 tells everyone it cannot be elected.
+    let states: Vec<ElectionState> = c.nodes[&s(4)].trace[traced..]
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                msg: Message::Notification(n),
+                ..
+            } => Some(n.state),
+            _ => None,
+        })
+        .collect();
+    assert!(!states.is_empty());
+    assert!(
+        states.iter().all(|st| *st == ElectionState::Uninitialized),
+        "{states:?}"
+    );
 }
