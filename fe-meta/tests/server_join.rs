@@ -307,6 +307,14 @@ async fn a_dropped_node_stops_and_its_data_dir_is_refused() {
     for part in parts {
         assert!(msg.contains(&part), "{part}: {msg}");
     }
+    // Without the REMOVED record (a crash right after the removal was applied), the removal
+    // in the data dir's log still refuses the start.
+    std::fs::remove_file(c.data_dir(1).join("REMOVED")).unwrap();
+    let err = Server::start(&path1).await.unwrap_err();
+    assert!(
+        matches!(&err, ServerError::Removed(r) if r.version == dropped.version),
+        "{err:?}"
+    );
     // The survivors go on.
     client(&addr3).await.create_db("after").await.unwrap();
     c.stop_all().await;

@@ -25,7 +25,7 @@
 //! INV-3: the wait for membership and for a reachable helper is bounded only by the caller
 //! (the process's shutdown); each retry logs one line.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -35,10 +35,10 @@ use zab_net::config::{parse_with, read_myid, ConfigError, ServerAddr};
 use zab_net::{Member, MemberRole, Membership, ServerId};
 
 use super::config::{ServerConfig, EXTRA_KEYS};
-use crate::client::{Client, ClientOptions};
-use crate::protocol::{ClusterConfig, MemberState};
 use super::meta_dir::MetaDir;
 use super::ServerError;
+use crate::client::{Client, ClientOptions};
+use crate::protocol::{ClusterConfig, MemberState};
 
 /// How often a joining node asks the helper again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(2);
@@ -387,25 +387,6 @@ fn check_addresses(m: &Membership) -> Result<(), JoinError> {
     Ok(())
 }
 
-/// A configuration from GET_CONFIG's rows (sid, role name, address text); the role names are
-/// [`MemberRole`]'s display names.
-pub fn membership_from_rows(
-    version: zab_net::Zxid,
-    rows: impl IntoIterator<Item = (u64, String, String)>,
-) -> Result<Membership, String> {
-    let mut members = BTreeMap::new();
-    for (sid, role, address) in rows {
-        let role = match role.to_ascii_lowercase().as_str() {
-            "participant" | "follower" => MemberRole::Participant,
-            "observer" => MemberRole::Observer,
-            "joining" => MemberRole::Joining,
-            other => return Err(format!("server {sid} has an unknown role `{other}`")),
-        };
-        members.insert(ServerId(sid), Member { role, address });
-    }
-    Ok(Membership { version, members })
-}
-
 /// The helper reached with the fe-meta client (GET_CONFIG).
 #[derive(Clone, Debug)]
 pub struct ClientHelper {
@@ -473,38 +454,51 @@ pub fn view_of(c: ClusterConfig) -> ClusterView {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::protocol::ConfigMember;
     use zab_net::Zxid;
 
     fn view() -> ClusterView {
-        let rows = [
-            (
-                1,
-                "participant".to_string(),
-                "10.0.0.1:2888:3888;10.0.0.1:9030".to_string(),
-            ),
-            (
-                2,
-                "participant".to_string(),
-                "10.0.0.2:2888:3888;10.0.0.2:9030".to_string(),
-            ),
-            (
-                4,
-                "joining".to_string(),
-                "10.0.0.4:2888:3888;10.0.0.4:9030".to_string(),
-            ),
-        ];
-        ClusterView {
+        let member = |sid, state, address: &str| ConfigMember {
+            sid,
+            state,
+            address: address.to_string(),
+        };
+        view_of(ClusterConfig {
             cluster_id: 77,
-            membership: membership_from_rows(Zxid(0x1_0000_0003), rows).unwrap(),
-            tick_ms: 200,
+            version: Zxid(0x1_0000_0003),
+            in_force_version: Zxid(0x1_0000_0003),
+            members: vec![
+                member(
+                    1,
+                    MemberState::Participant,
+                    "10.0.0.1:2888:3888;10.0.0.1:9030",
+                ),
+                member(
+                    2,
+                    MemberState::Participant,
+                    "10.0.0.2:2888:3888;10.0.0.2:9030",
+                ),
+                member(4, MemberState::Joining, "10.0.0.4:2888:3888;10.0.0.4:9030"),
+            ],
+            tick_time_ms: 200,
             init_limit: 10,
             sync_limit: 5,
-        }
+        })
+    }
+
+    #[test]
+    fn a_get_config_answer_is_the_view() {
+        let v = view();
+        assert_eq!(v.membership.version, Zxid(0x1_0000_0003));
+        assert_eq!(v.membership.role_of(ServerId(4)), Some(MemberRole::Joining));
+        assert_eq!(
+            (v.cluster_id, v.tick_ms, v.init_limit, v.sync_limit),
+            (77, 200, 10, 5)
+        );
     }
 
     #[test]
@@ -562,6 +556,5 @@ mod tests {
         assert_eq!(value_of(text, "tickTime").as_deref(), Some("7"));
         assert_eq!(configured_cluster_id("clusterId=0x10\n"), Some(16));
         assert_eq!(configured_cluster_id("clusterId=12\n"), Some(12));
-        assert!(membership_from_rows(Zxid(1), [(1, "boss".into(), "a:1:2".into())]).is_err());
     }
 }

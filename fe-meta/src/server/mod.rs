@@ -29,7 +29,8 @@
 //! [`run`] returns [`Stopped::Fatal`] after one error line ([`fatal`] INV-1, INV-2).
 //! INV-3: no library code here panics; every loop is bounded by a timeout or by shutdown.
 //! INV-4: a server that is not a member never serves: a data dir of a removed server refuses
-//! to start ([`ServerError::Removed`]), and a running server that applies its own removal
+//! to start ([`ServerError::Removed`]: its REMOVED record, a snapshot that carries the
+//! removal, or a removal in its log), and a running server that applies its own removal
 //! closes its client port and [`run`] returns [`Stopped::Removed`] ([`removal`] INV-1).
 //! INV-5: the configuration in force is the data dir's committed one; where zoo.cfg's
 //! `server.N` lines differ from it, one WARN line at start says so (the engine's, naming the
@@ -255,6 +256,45 @@ pub async fn prepare_start(
 /// no leader.
 const INITIAL_SYNC_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// How long an initialized node may find no leader before [`hint_no_leader`] says what
+/// that may mean, and how often it repeats it.
+const NO_LEADER_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// While an initialized node finds no leader, logs every [`NO_LEADER_HINT_EVERY`] what that
+/// may mean: a quorum is down, or this server was dropped while it was down (the members then
+/// ignore it, and nothing tells it). Ends on stop.
+async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(NO_LEADER_HINT_EVERY) => {}
+        }
+        let st = node.status();
+        if st.stopped || st.removed {
+            return;
+        }
+        if st.initialized && st.leader.is_none() {
+            warn!(
+                "no leader found for {NO_LEADER_HINT_EVERY:?}: a quorum of the members may be \
+                 down, or this server was dropped from the cluster while it was down (the \
+                 members then ignore it): check with `fe-meta show-frontends` on a member; a \
+                 dropped server is added again with an empty data dir and --helper"
+            );
+        }
+    }
+}
+
+/// The version of the configuration in this node's log (in force, maybe not committed) that
+/// does not list it, if any: a removal it logged before it stopped (the REMOVED record is
+/// written when a removal is applied; a crash can come first). Such a node never serves: the
+/// members ignore it.
+fn removed_by_log(node: &Node) -> Option<Zxid> {
+    let st = node.status();
+    let in_force = &st.membership;
+    (in_force.version != Zxid::ZERO && !in_force.members.contains_key(&st.sid))
+        .then_some(in_force.version)
+}
+
 /// While the data dir awaits its first sync (it was empty and the node was started without
 /// `--bootstrap`) and no leader is found, logs a hint every [`INITIAL_SYNC_HINT_EVERY`]: a
 /// brand-new cluster started that way never elects (PITFALLS B9). Ends once initialized, or
@@ -318,6 +358,10 @@ impl Server {
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts)
                 .await
                 .map_err(|e| node_refused(e, &cfg))?;
+            if let Some(version) = removed_by_log(&node) {
+                node.shutdown().await;
+                return Err(ServerError::Removed(removal_of(&cfg, version)));
+            }
             let identity = match identity {
                 Some(identity) => identity,
                 None => match meta.open(&check) {
@@ -411,9 +455,9 @@ async fn bind_client_port(addr: &str) -> Result<(TcpListener, SocketAddr), Serve
     Ok((listener, bound))
 }
 
-/// The server's tasks, each in the caller's span: the initial-sync hint, the leader's
-/// TIMESTAMPs, the staleness guard's synced mark, the fatal-stop and removal watchers, and
-/// the listener.
+/// The server's tasks, each in the caller's span: the initial-sync and no-leader hints, the
+/// leader's TIMESTAMPs, the staleness guard's synced mark, the fatal-stop and removal
+/// watchers, and the listener.
 fn spawn_tasks(
     shared: &Arc<Shared>,
     listener: TcpListener,
@@ -424,6 +468,7 @@ fn spawn_tasks(
     let node = &shared.node;
     vec![
         tokio::spawn(hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(hint_no_leader(node.clone(), stop.clone()).instrument(here.clone())),
         tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
         tokio::spawn(write::mark_synced_when_serving(shared.clone()).instrument(here.clone())),
         tokio::spawn(fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone())),
