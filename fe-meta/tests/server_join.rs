@@ -23,7 +23,6 @@ const LIMIT: Duration = Duration::from_secs(20);
 /// A server that is not in the cluster's zoo.cfg files: its ports, data dir and minimal
 /// zoo.cfg (dataDir, clientPort, its own line; the test-only forceSync/preAllocSize).
 struct Newcomer {
-    sid: u64,
     ports: (u16, u16, u16),
     dir: PathBuf,
     config: PathBuf,
@@ -36,7 +35,6 @@ impl Newcomer {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("myid"), format!("{sid}\n")).unwrap();
         let n = Newcomer {
-            sid,
             ports,
             dir: dir.clone(),
             config: c.root.path().join(format!("fe{sid}.cfg")),
@@ -59,14 +57,6 @@ impl Newcomer {
 
     fn client_addr(&self) -> String {
         format!("127.0.0.1:{}", self.ports.2)
-    }
-
-    /// Joins through `helper` (returns once it may start) and starts.
-    async fn join(&self, helper: &str) -> Server {
-        let (cfg, opts) = prepare_start(&self.config, &StartMode::Helper(helper.to_string()))
-            .await
-            .unwrap();
-        Server::start_with(cfg, opts).await.unwrap()
     }
 }
 
