@@ -10,7 +10,8 @@ use super::render::{self, Output};
 use super::{runtime, ClientArgs, ExitCode, Failure};
 use fe_meta::client::Client;
 use fe_meta::command::{BackendRef, Command};
-use fe_meta::state::catalog::{BackendState, Column, ColumnType};
+use fe_meta::protocol::parse_server_line;
+use fe_meta::state::catalog::{BackendState, Column, ColumnType, FrontendRole};
 
 /// A command sent to one node.
 #[derive(Debug, Subcommand)]
@@ -50,8 +51,41 @@ pub enum ClientCommand {
     },
     /// List the backends.
     ShowBackends(ReadArgs),
-    /// List the frontends (the fe-meta nodes) with role, leader, liveness and progress.
+    /// List the frontends (the members of the committed cluster configuration) with role,
+    /// leader, liveness and progress; a follower added but not yet synced shows as JOINING.
     ShowFrontends(ReadArgs),
+    /// Add a follower to the cluster: `server.N=HOST:QUORUM_PORT:ELECTION_PORT;CLIENT_HOST:CLIENT_PORT`
+    /// (zoo.cfg syntax). It joins as JOINING and votes once it has synced; then start it with
+    /// `fe-meta server --helper`. Answers once the change committed.
+    AddFollower {
+        /// The new member's zoo.cfg line, `server.N=HOST:QP:EP;[CLIENT_HOST:]CLIENT_PORT`.
+        line: String,
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
+    /// Add an observer (replicates, never votes): `server.N=HOST:QP:EP;CLIENT_HOST:CLIENT_PORT`.
+    AddObserver {
+        /// The new member's zoo.cfg line, `server.N=HOST:QP:EP;[CLIENT_HOST:]CLIENT_PORT`.
+        line: String,
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
+    /// Remove a frontend from the cluster, by server id (any role, the leader included).
+    DropFrontend {
+        /// The server id (its `server.N`).
+        sid: u64,
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
+    /// The node's committed cluster configuration: its version, the members and the timing.
+    ShowConfig {
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
     /// Create a database.
     CreateDb {
         /// Its name.
@@ -138,7 +172,7 @@ pub enum ClientCommand {
         #[command(flatten)]
         c: ClientArgs,
     },
-    /// The node's role, leader, epoch, progress and staleness.
+    /// The node's role, leader, epoch, progress, staleness and configuration version.
     Status {
         /// Where to connect.
         #[command(flatten)]
@@ -172,6 +206,10 @@ impl ClientCommand {
             | C::CreateTable { c, .. }
             | C::DropTable { c, .. }
             | C::SetVar { c, .. }
+            | C::AddFollower { c, .. }
+            | C::AddObserver { c, .. }
+            | C::DropFrontend { c, .. }
+            | C::ShowConfig { c }
             | C::Sync { c }
             | C::Status { c } => c,
             C::ShowBackends(r)
@@ -227,7 +265,26 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
             render::written("backend modified", w)
         }
         C::ShowBackends(r) => render::backends(client.show_backends(r.sync).await?),
-        C::ShowFrontends(r) => render::frontends(client.show_frontends(r.sync).await?),
+        C::ShowFrontends(r) => render::frontends(client.show_members(r.sync).await?),
+        C::AddFollower { line, .. } => {
+            let (sid, address) = server_line(&line, FrontendRole::Follower)?;
+            let changed = client
+                .add_frontend(sid, FrontendRole::Follower, &address)
+                .await?;
+            render::reconfigured(&format!("server {sid} added as a follower"), &changed)
+        }
+        C::AddObserver { line, .. } => {
+            let (sid, address) = server_line(&line, FrontendRole::Observer)?;
+            let changed = client
+                .add_frontend(sid, FrontendRole::Observer, &address)
+                .await?;
+            render::reconfigured(&format!("server {sid} added as an observer"), &changed)
+        }
+        C::DropFrontend { sid, .. } => {
+            let changed = client.drop_frontend(sid).await?;
+            render::reconfigured(&format!("server {sid} dropped"), &changed)
+        }
+        C::ShowConfig { .. } => render::config(&client.get_config().await?),
         C::CreateDb { name, .. } => {
             render::written("database created", client.create_db(&name).await?)
         }
@@ -257,7 +314,10 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         C::GetVar { name, r } => render::var(&name, client.get_var(&name, r.sync).await?),
         C::ShowVars(r) => render::vars(client.show_vars(r.sync).await?),
         C::Sync { .. } => render::synced(client.sync().await?),
-        C::Status { .. } => render::status(client.addr(), &client.status().await?),
+        C::Status { .. } => {
+            let status = client.status().await?;
+            render::status(client.addr(), &status, &client.get_config().await?)
+        }
         C::Digest(r) => render::digest(client.digest(r.sync).await?),
     })
 }
@@ -284,6 +344,11 @@ pub(super) fn parse_host_port(s: &str) -> Result<(String, u16), Failure> {
         .parse::<u16>()
         .map_err(|_| usage(format!("bad port in `{s}`: expected 1-65535")))?;
     Ok((host.to_owned(), port))
+}
+
+/// `server.N=value` of a new member, checked here before anything is sent.
+fn server_line(line: &str, role: FrontendRole) -> Result<(u64, String), Failure> {
+    parse_server_line(line, role).map_err(|e| usage(e.to_string()))
 }
 
 fn parse_backend(s: &str) -> Result<BackendRef, Failure> {
@@ -368,5 +433,10 @@ mod tests {
         assert!(parse_column("id").is_err());
         assert!(parse_column("id:NOPE").is_err());
         assert!(parse_column("id:INT:bogus").is_err());
+        let (sid, value) = server_line("server.4=h:1:2;3", FrontendRole::Follower).unwrap();
+        assert_eq!((sid, value.as_str()), (4, "h:1:2;3"));
+        let bad = server_line("server.4=h:1:2", FrontendRole::Follower).unwrap_err();
+        assert_eq!(bad.code, ExitCode::Usage);
+        assert!(bad.message.contains("no client port"), "{}", bad.message);
     }
 }

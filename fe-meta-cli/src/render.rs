@@ -8,8 +8,8 @@
 use fe_meta::Zxid;
 use serde_json::{json, Value};
 
-use fe_meta::client::{Read, Written};
-use fe_meta::protocol::{FrontendRow, StatusInfo};
+use fe_meta::client::{Members, Read, Reconfigured, Written};
+use fe_meta::protocol::{ClusterConfig, FrontendRow, StatusInfo};
 use fe_meta::state::catalog::{Backend, Column, Database, Table};
 
 /// A rendered answer.
@@ -97,17 +97,22 @@ pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
     }
 }
 
-pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
+/// SHOW FRONTENDS: the members of the committed configuration; a joining member's role
+/// reads JOINING in the table (`"joining": true` in JSON).
+pub(super) fn frontends(r: Read<Members>) -> Output {
     let endpoint = |f: &FrontendRow| format!("{}:{}", f.host, f.client_port);
     let rows: Vec<Vec<String>> = r
         .value
+        .rows
         .iter()
-        .map(|f| {
+        .map(|m| {
+            let f = &m.row;
+            let role = if m.joining { "JOINING" } else { f.role.name() };
             vec![
                 f.sid.to_string(),
                 f.name.clone(),
                 endpoint(f),
-                f.role.name().to_owned(),
+                role.to_owned(),
                 f.is_leader.to_string(),
                 f.alive.to_string(),
                 hex(f.replayed_journal_id),
@@ -117,14 +122,17 @@ pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
         .collect();
     let items: Vec<Value> = r
         .value
+        .rows
         .iter()
-        .map(|f| {
+        .map(|m| {
+            let f = &m.row;
             json!({"sid": f.sid, "name": f.name, "host": f.host, "client_port": f.client_port,
-                   "endpoint": endpoint(f), "role": f.role.name(), "is_leader": f.is_leader,
-                   "alive": f.alive, "replayed_journal_id": f.replayed_journal_id.0,
-                   "lag_ms": f.lag_ms})
+                   "endpoint": endpoint(f), "role": f.role.name(), "joining": m.joining,
+                   "is_leader": f.is_leader, "alive": f.alive,
+                   "replayed_journal_id": f.replayed_journal_id.0, "lag_ms": f.lag_ms})
         })
         .collect();
+    let joining = r.value.rows.iter().any(|m| m.joining);
     let headers = [
         "SID",
         "NAME",
@@ -135,9 +143,87 @@ pub(super) fn frontends(r: Read<Vec<FrontendRow>>) -> Output {
         "JOURNAL_ID",
         "LAG_MS",
     ];
+    let s = if rows.len() == 1 { "" } else { "s" };
+    let mut human = table(&headers, &rows);
+    human += &format!(
+        "({} frontend{s}, configuration version {}, journal id {})\n",
+        rows.len(),
+        hex(r.value.config_version),
+        hex(r.journal_id)
+    );
+    if joining {
+        human += "JOINING: added as a follower, not yet synced; it votes once the leader \
+                  promoted it\n";
+    }
     Output {
-        human: table(&headers, &rows) + &footer(rows.len(), "frontend", r.journal_id),
-        json: json!({ "journal_id": r.journal_id.0, "frontends": items }),
+        human,
+        json: json!({ "journal_id": r.journal_id.0, "config_version": r.value.config_version.0,
+                      "frontends": items }),
+    }
+}
+
+fn config_json(c: &ClusterConfig) -> Value {
+    let members: Vec<Value> = c
+        .members
+        .iter()
+        .map(|m| json!({"sid": m.sid, "state": m.state.name(), "address": m.address}))
+        .collect();
+    json!({"cluster_id": c.cluster_id, "version": c.version.0,
+           "in_force_version": c.in_force_version.0, "members": members,
+           "tick_time_ms": c.tick_time_ms, "init_limit": c.init_limit,
+           "sync_limit": c.sync_limit})
+}
+
+/// The members as zoo.cfg lines under a header line naming the version.
+fn config_text(c: &ClusterConfig) -> String {
+    let rows: Vec<Vec<String>> = c
+        .members
+        .iter()
+        .map(|m| {
+            vec![
+                m.sid.to_string(),
+                m.state.name().to_uppercase(),
+                format!("server.{}={}", m.sid, m.address),
+            ]
+        })
+        .collect();
+    let mut out = format!("configuration version {}", hex(c.version));
+    if c.in_force_version != c.version {
+        out += &format!(
+            " (in force here: {}, a change not committed yet)",
+            hex(c.in_force_version)
+        );
+    }
+    out.push('\n');
+    out + &table(&["SID", "STATE", "ZOO.CFG LINE"], &rows)
+}
+
+/// SHOW CONFIG.
+pub(super) fn config(c: &ClusterConfig) -> Output {
+    let human = format!(
+        "{}cluster id {:#x}  tickTime {} ms  initLimit {}  syncLimit {}\n",
+        config_text(c),
+        c.cluster_id,
+        c.tick_time_ms,
+        c.init_limit,
+        c.sync_limit
+    );
+    Output {
+        human,
+        json: config_json(c),
+    }
+}
+
+/// A committed membership change: what was done, the new version and the members.
+pub(super) fn reconfigured(what: &str, r: &Reconfigured) -> Output {
+    let human = format!(
+        "{what}: committed as configuration version {}\n{}",
+        hex(r.version),
+        config_text(&r.config)
+    );
+    Output {
+        human,
+        json: json!({ "version": r.version.0, "config": config_json(&r.config) }),
     }
 }
 
@@ -272,9 +358,17 @@ pub(super) fn status_row(endpoint: &str, s: &StatusInfo) -> Vec<String> {
 /// Headers of [`status_row`].
 pub(super) const STATUS_HEADERS: [&str; 5] = ["SID", "ENDPOINT", "ROLE", "LEADER", "JOURNAL_ID"];
 
-pub(super) fn status(endpoint: &str, s: &StatusInfo) -> Output {
+/// STATUS, with the configuration version from GET_CONFIG (and the one in force when a change
+/// is in flight).
+pub(super) fn status(endpoint: &str, s: &StatusInfo, c: &ClusterConfig) -> Output {
+    let in_force = if c.in_force_version == c.version {
+        String::new()
+    } else {
+        format!(" (in force {})", hex(c.in_force_version))
+    };
     let human = format!(
-        "{}epoch {}  entries {}  staleness {}  cluster id {:#x}  version {}\n",
+        "{}epoch {}  entries {}  staleness {}  cluster id {:#x}  version {}\n\
+         configuration version {}{in_force}\n",
         table(&STATUS_HEADERS, &[status_row(endpoint, s)]),
         s.epoch,
         s.entry_count,
@@ -282,11 +376,12 @@ pub(super) fn status(endpoint: &str, s: &StatusInfo) -> Output {
             .map_or("-".to_owned(), |ms| format!("{ms} ms")),
         s.cluster_id,
         s.version,
+        hex(c.version),
     );
-    Output {
-        human,
-        json: status_json(endpoint, s),
-    }
+    let mut json = status_json(endpoint, s);
+    json["config_version"] = json!(c.version.0);
+    json["in_force_config_version"] = json!(c.in_force_version.0);
+    Output { human, json }
 }
 
 #[cfg(test)]

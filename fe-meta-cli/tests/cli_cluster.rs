@@ -1,6 +1,8 @@
 //! The `fe-meta` binary end to end: `local-cluster` in a temp dir on free loopback ports, the
 //! client commands against it (a write through one node seen on another, `--json` output,
-//! exit codes per error kind), a second run reusing the folder, a killed node reported while
+//! exit codes per error kind, membership changes with `add-follower` / `add-observer` /
+//! `drop-frontend` seen in `show-config`, `show-frontends` and `status`), a second run
+//! reusing the folder, a killed node reported while
 //! the other two take writes, and clean stops on SIGTERM and SIGINT that leave no process behind.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
@@ -185,6 +187,7 @@ fn local_cluster_serves_the_cli_and_stops_cleanly() {
     assert_eq!(*a, format!("127.0.0.1:{base}"));
     writes_through_one_node_are_read_on_another(a, b);
     error_kinds_have_their_exit_codes(a, b, base);
+    membership_changes_through_the_cli(a, b, base);
     stop(c, Signal::SIGTERM, &dir);
 
     // A second run reuses the folder: same ports, same data.
@@ -243,6 +246,73 @@ fn writes_through_one_node_are_read_on_another(a: &str, b: &str) {
     assert_eq!(rows.iter().filter(|r| r["is_leader"] == true).count(), 1);
     let st = json(a, &["status"]);
     assert!(["leader", "follower"].contains(&st["mode"].as_str().unwrap()));
+}
+
+/// A follower and an observer added through one node (neither started: the follower stays
+/// joining) show in every view with the new configuration version; dropped again, the
+/// configuration is the original three; malformed lines are usage errors, a drop of a
+/// non-member is INVALID_ARGUMENT.
+fn membership_changes_through_the_cli(a: &str, b: &str, base: u16) {
+    let before = json(b, &["show-config"]);
+    assert_eq!(before["members"].as_array().unwrap().len(), 3);
+    assert_eq!(before["tick_time_ms"].as_u64().map(|t| t > 0), Some(true));
+
+    // Ports nothing listens on: the new members are never started.
+    let [q, e, p] = [base + 300, base + 301, base + 302];
+    let follower = format!("server.8=127.0.0.1:{q}:{e};127.0.0.1:{p}");
+    let added = json(a, &["add-follower", &follower]);
+    let version = added["version"].as_u64().unwrap();
+    assert!(version > before["version"].as_u64().unwrap());
+    let members = added["config"]["members"].as_array().unwrap();
+    let eight = members.iter().find(|m| m["sid"] == 8).unwrap();
+    assert_eq!(eight["state"], "joining");
+    assert_eq!(eight["address"], follower.trim_start_matches("server.8="));
+    let observer = format!(
+        "server.7=127.0.0.1:{}:{};127.0.0.1:{}",
+        base + 303,
+        base + 304,
+        base + 305
+    );
+    let added = json(b, &["add-observer", &observer]);
+    let version = added["version"].as_u64().unwrap();
+
+    let shown = json(a, &["show-frontends", "--sync"]);
+    assert_eq!(shown["config_version"].as_u64(), Some(version));
+    let rows = shown["frontends"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    let row = |sid: u64| rows.iter().find(|r| r["sid"] == sid).unwrap();
+    assert_eq!(
+        (row(8)["joining"].clone(), row(8)["alive"].clone()),
+        (true.into(), false.into())
+    );
+    assert_eq!(
+        (row(7)["role"].clone(), row(7)["joining"].clone()),
+        ("OBSERVER".into(), false.into())
+    );
+    let table = String::from_utf8_lossy(&cli(a, &["show-frontends"]).stdout).into_owned();
+    assert!(table.contains("JOINING"), "{table}");
+    let st = json(a, &["status"]);
+    assert_eq!(st["config_version"].as_u64(), Some(version));
+    let text = String::from_utf8_lossy(&cli(b, &["show-config"]).stdout).into_owned();
+    assert!(
+        text.contains(&follower) && text.contains("JOINING"),
+        "{text}"
+    );
+
+    for sid in ["8", "7"] {
+        let dropped = json(b, &["drop-frontend", sid]);
+        assert!(dropped["version"].as_u64().unwrap() > version);
+    }
+    let after = json(a, &["show-config"]);
+    assert_eq!(after["members"], before["members"]);
+
+    let code = |args: &[&str], server: &str| cli(server, args).status.code();
+    assert_eq!(code(&["drop-frontend", "9"], a), Some(14));
+    assert_eq!(code(&["add-follower", "bogus"], a), Some(2));
+    let no_client = format!("server.9=127.0.0.1:{q}:{e}");
+    let err = cli(a, &["add-follower", &no_client]);
+    assert_eq!(err.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&err.stderr).contains("no client port"));
 }
 
 /// Server errors exit with 10 + their status, usage errors with 2, connection errors with 3;

@@ -9,8 +9,9 @@ use bytes::BytesMut;
 use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
     classify_start, decode_request, decode_response, encode_frame, encode_request, encode_response,
-    ConnectionStart, ErrorReply, FrameDecoder, FrontendRow, Mode, ProtocolError, ReadOptions,
-    Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody, Status, StatusInfo,
+    ClusterConfig, ConfigMember, ConnectionStart, ErrorReply, FrameDecoder, FrontendChange,
+    FrontendRow, MemberRow, MemberState, Mode, ProtocolError, ReadOptions, Request, RequestBody,
+    RequestKind, RequestMeta, Response, ResponseBody, Status, StatusInfo,
 };
 use fe_meta::state::catalog::{Database, SessionTag};
 use fe_meta::Zxid;
@@ -55,6 +56,12 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
             )),
         opts().prop_map(RequestBody::ShowBackends),
         opts().prop_map(RequestBody::ShowFrontends),
+        Just(RequestBody::GetConfig),
+        (any::<u64>(), common::role(), common::any_text()).prop_map(|(sid, role, address)| {
+            RequestBody::ChangeMembership(FrontendChange::Add { sid, role, address })
+        }),
+        any::<u64>().prop_map(|sid| RequestBody::ChangeMembership(FrontendChange::Drop { sid })),
+        opts().prop_map(RequestBody::ShowMembers),
         n().prop_map(|name| RequestBody::Write(Command::CreateDb { name })),
         n().prop_map(|name| RequestBody::Write(Command::DropDb { name })),
         (n(), n())
@@ -133,6 +140,36 @@ fn frontend_row() -> impl Strategy<Value = FrontendRow> {
         )
 }
 
+fn member_state() -> impl Strategy<Value = MemberState> {
+    (0u8..3).prop_map(|t| MemberState::from_tag(t).unwrap())
+}
+
+fn cluster_config() -> impl Strategy<Value = ClusterConfig> {
+    let member =
+        (any::<u64>(), member_state(), common::any_text()).prop_map(|(sid, state, address)| {
+            ConfigMember {
+                sid,
+                state,
+                address,
+            }
+        });
+    (
+        any::<[u64; 4]>(),
+        small_vec(member),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(n, members, init_limit, sync_limit)| ClusterConfig {
+            cluster_id: n[0],
+            version: Zxid(n[1]),
+            in_force_version: Zxid(n[2]),
+            members,
+            tick_time_ms: n[3],
+            init_limit,
+            sync_limit,
+        })
+}
+
 fn small_vec<S: Strategy>(s: S) -> proptest::collection::VecStrategy<S> {
     proptest::collection::vec(s, 0..4)
 }
@@ -182,6 +219,24 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
             .boxed(),
         RequestKind::SHOW_FRONTENDS => (j, small_vec(frontend_row()))
             .prop_map(|(journal_id, rows)| ResponseBody::Frontends { journal_id, rows })
+            .boxed(),
+        RequestKind::GET_CONFIG => cluster_config().prop_map(ResponseBody::Config).boxed(),
+        RequestKind::ADD_FRONTEND | RequestKind::DROP_FRONTEND => (j, cluster_config())
+            .prop_map(|(version, config)| ResponseBody::Reconfigured { version, config })
+            .boxed(),
+        RequestKind::SHOW_MEMBERS => (
+            j,
+            any::<u64>().prop_map(Zxid),
+            small_vec(
+                (frontend_row(), any::<bool>())
+                    .prop_map(|(row, joining)| MemberRow { row, joining }),
+            ),
+        )
+            .prop_map(|(journal_id, config_version, rows)| ResponseBody::Members {
+                journal_id,
+                config_version,
+                rows,
+            })
             .boxed(),
         RequestKind::SHOW_DATABASES => (j, small_vec((any::<u64>(), common::name())))
             .prop_map(|(journal_id, dbs)| ResponseBody::Databases {
@@ -411,18 +466,129 @@ fn write_kinds_are_answered_with_written() {
             created_id: None,
         };
         assert_eq!(written.answers(kind), kind.is_write(), "{kind}");
+        let reconfigured = ResponseBody::Reconfigured {
+            version: Zxid(1),
+            config: sample_config(),
+        };
+        assert_eq!(
+            reconfigured.answers(kind),
+            kind.is_membership_change(),
+            "{kind}"
+        );
+        assert!(!(kind.is_write() && kind.is_membership_change()), "{kind}");
     }
+    assert!(RequestKind::ADD_FRONTEND.is_membership_change());
+    assert!(RequestKind::DROP_FRONTEND.is_membership_change());
+    assert!(!RequestKind::GET_CONFIG.is_membership_change());
+}
+
+fn sample_config() -> ClusterConfig {
+    ClusterConfig {
+        cluster_id: 0xfe,
+        version: Zxid(0x1_0000_0003),
+        in_force_version: Zxid(0x1_0000_0003),
+        members: vec![
+            ConfigMember {
+                sid: 1,
+                state: MemberState::Participant,
+                address: "h1:1:2;3".into(),
+            },
+            ConfigMember {
+                sid: 4,
+                state: MemberState::Joining,
+                address: "h4:1:2;3".into(),
+            },
+        ],
+        tick_time_ms: 100,
+        init_limit: 10,
+        sync_limit: 5,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The membership kinds of `docs/PROTOCOL.md` §4 and §5.4, byte for byte: GET_CONFIG,
+/// ADD_FRONTEND, DROP_FRONTEND and a GET_CONFIG answer; their configuration converts to the
+/// node's `Membership` and back.
+#[test]
+fn membership_kinds_bytes() {
+    let frame = |body: RequestBody| {
+        let mut out = Vec::new();
+        let req = Request {
+            id: 2,
+            meta: RequestMeta::default(),
+            body,
+        };
+        encode_frame(&encode_request(&req), &mut out);
+        hex(&out)
+    };
+    assert_eq!(
+        frame(RequestBody::GetConfig),
+        "00 00 00 0b 01 00 00 00 00 00 00 00 02 00 04"
+    );
+    let add = RequestBody::ChangeMembership(FrontendChange::Add {
+        sid: 4,
+        role: fe_meta::state::catalog::FrontendRole::Observer,
+        address: "h:1:2;3".into(),
+    });
+    assert_eq!(
+        frame(add),
+        [
+            "00 00 00 1f 01 00 00 00 00 00 00 00 02 00 15", // header, kind 21
+            "00 00 00 00 00 00 00 04 01",                   // sid 4, observer
+            "00 00 00 07 68 3a 31 3a 32 3b 33",             // "h:1:2;3"
+        ]
+        .join(" ")
+    );
+    assert_eq!(
+        frame(RequestBody::ChangeMembership(FrontendChange::Drop {
+            sid: 4
+        })),
+        "00 00 00 13 01 00 00 00 00 00 00 00 02 00 16 00 00 00 00 00 00 00 04"
+    );
+    let config = ClusterConfig {
+        cluster_id: 7,
+        version: Zxid(0x1_0000_0002),
+        in_force_version: Zxid(0x1_0000_0002),
+        members: vec![ConfigMember {
+            sid: 1,
+            state: MemberState::Joining,
+            address: "a:1:2;3".into(),
+        }],
+        tick_time_ms: 100,
+        init_limit: 10,
+        sync_limit: 5,
+    };
+    let resp = Response {
+        id: 2,
+        kind: RequestKind::GET_CONFIG,
+        result: Ok(ResponseBody::Config(config.clone())),
+    };
+    let mut out = Vec::new();
+    encode_frame(&encode_response(&resp), &mut out);
+    let expect = [
+        "00 00 00 4d 01 00 00 00 00 00 00 00 02 00 04 00 00", // header, status 0
+        "00 00 00 00 00 00 00 07",                            // cluster id
+        "00 00 00 01 00 00 00 02 00 00 00 01 00 00 00 02",    // version, in force
+        "00 00 00 01 00 00 00 00 00 00 00 01 02",             // 1 member: sid 1, joining
+        "00 00 00 07 61 3a 31 3a 32 3b 33",                   // "a:1:2;3"
+        "00 00 00 00 00 00 00 64 00 00 00 0a 00 00 00 05",    // tickTime, limits
+    ]
+    .join(" ");
+    assert_eq!(hex(&out), expect);
+    let membership = config.membership();
+    assert_eq!(membership.version, Zxid(0x1_0000_0002));
+    assert_eq!(ClusterConfig::members_of(&membership), config.members);
 }
 
 /// The worked example of `docs/PROTOCOL.md` §9, byte for byte.
 #[test]
 fn protocol_md_example_bytes() {
-    let hex = |b: &[u8]| {
-        b.iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     let mut req = Vec::new();
     let create = Request {
         id: 1,

@@ -9,7 +9,9 @@
 //! - [`transport`]: listeners, lazy dialing with backoff, one connection per pair and channel,
 //!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel.
 //! - [`node`]: the running node — [`Node::start`] with a [`StateMachine`], [`Node::submit`],
-//!   [`Node::sync`], [`Node::watch`]; the driver task that runs `zab_core::Peer` with the
+//!   [`Node::sync`], [`Node::watch`], membership changes ([`Node::add_member`],
+//!   [`Node::remove_member`], [`Node::change_membership`]; joining with
+//!   [`NodeOptions::join_membership`]); the driver task that runs `zab_core::Peer` with the
 //!   transport and `zab_store`.
 //!
 //! The vocabulary an embedder needs is re-exported here, so an application depends on this

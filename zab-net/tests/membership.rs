@@ -88,7 +88,7 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
     assert!(matches!(again, Err(NodeError::Invalid(_))), "{again:?}");
 
     let join = st.committed_membership.clone();
-    c.start_joining(ServerId(4), listen, join).await;
+    c.start_joining(ServerId(4), listen, Some(join)).await;
     let promoted = |s: &NodeStatus| role_of(s, 4) == Some(MemberRole::Participant);
     c.wait_status(leader, "server 4 promoted", promoted, STABLE)
         .await;
@@ -109,6 +109,8 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
     let promotion = c.status(leader).committed_membership.version;
     assert!(promotion > added);
     for sid in 1..=3 {
+        c.wait_status(ServerId(sid), "server 4 promoted", promoted, STABLE)
+            .await;
         let applied = c.kvs[&ServerId(sid)].state().memberships.clone();
         assert_eq!(applied, vec![added, promotion], "server {sid}");
     }
@@ -136,10 +138,15 @@ async fn a_removed_member_goes_silent_and_its_data_dir_cannot_rejoin() {
     c.snap_count = 1;
     c.start_all().await;
     let leader = c.wait_stable(STABLE).await;
-    c.put_many(leader, "a", 5, 5).await;
     let gone = c.followers(leader)[0];
-    // Let the snapshots of those writes finish, so the removal's own is not skipped.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // One write at a time, each snapshot done before the next apply, so that no snapshot is
+    // running when the removal is applied (a running one would make it skip its own).
+    for i in 1..=3u64 {
+        c.put(leader, &format!("a{i}"), "x").await.unwrap();
+        let done = move |s: &NodeStatus| s.snapshots_taken >= i;
+        c.wait_status(gone, "the write's snapshot", done, STABLE)
+            .await;
+    }
     let taken = c.status(gone).snapshots_taken;
 
     let version = c.node(leader).remove_member(gone).await.unwrap();
@@ -219,5 +226,54 @@ async fn a_restart_keeps_the_committed_configuration_over_a_stale_zoo_cfg() {
     assert!(!st.serving, "{st:?}");
     assert!(has_it(&st), "not known before the sync: {st:?}");
     c.wait_stable(STABLE).await;
+    c.shutdown().await;
+}
+
+/// A joining server that stops before its first sync keeps the configuration it was given:
+/// restarted without it, it still knows the cluster, and syncs once the members are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_server_restarted_before_its_first_sync_still_knows_the_cluster() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let listen = Cluster::free_addrs();
+    let text = format!(
+        "127.0.0.1:{}:{}",
+        listen.quorum.port(),
+        listen.election.port()
+    );
+    let addr = ServerAddr::parse_value(&text).unwrap();
+    let added = c
+        .node(leader)
+        .add_member(ServerId(4), LearnerType::Participant, &addr)
+        .await
+        .unwrap();
+    let z = c.put(leader, "a", "1").await.unwrap();
+    let join = c.status(leader).committed_membership.clone();
+    let originals = c.sids();
+    for sid in &originals {
+        c.stop(*sid).await;
+    }
+
+    // Nobody to sync from: it starts, knows the cluster, and does not vote.
+    c.start_joining(ServerId(4), listen, Some(join.clone()))
+        .await;
+    let st = c.status(ServerId(4));
+    assert_eq!(st.committed_membership, join, "{st:?}");
+    assert!(!st.initialized, "{st:?}");
+    c.stop(ServerId(4)).await;
+    c.start_joining(ServerId(4), listen, None).await;
+    let st = c.status(ServerId(4));
+    assert_eq!(st.committed_membership.version, added, "{st:?}");
+    assert!(!st.initialized, "{st:?}");
+
+    for sid in &originals {
+        c.start(*sid).await;
+    }
+    let promoted = |s: &NodeStatus| role_of(s, 4) == Some(MemberRole::Participant);
+    c.wait_status(ServerId(4), "server 4 promoted", promoted, STABLE)
+        .await;
+    c.wait_applied(ServerId(4), z, STABLE).await;
+    assert_eq!(c.kvs[&ServerId(4)].get("a").as_deref(), Some("1"));
     c.shutdown().await;
 }

@@ -12,7 +12,9 @@
 //! default.
 
 use bytes::BufMut;
-use zab_net::{MemberRole, Membership, Zxid};
+use thiserror::Error;
+use zab_net::config::ServerAddr;
+use zab_net::{LearnerType, Member, MemberRole, Membership, ServerId, Zxid};
 
 use super::rows::{decode_frontend_row, encode_frontend_row, FrontendRow};
 use crate::state::catalog::FrontendRole;
@@ -66,6 +68,16 @@ impl MemberState {
         match self {
             MemberState::Observer => FrontendRole::Observer,
             MemberState::Participant | MemberState::Joining => FrontendRole::Follower,
+        }
+    }
+}
+
+impl From<MemberState> for MemberRole {
+    fn from(state: MemberState) -> MemberRole {
+        match state {
+            MemberState::Participant => MemberRole::Participant,
+            MemberState::Observer => MemberRole::Observer,
+            MemberState::Joining => MemberRole::Joining,
         }
     }
 }
@@ -126,6 +138,25 @@ impl ClusterConfig {
             .collect()
     }
 
+    /// The committed configuration as the ZAB node takes it (`NodeOptions::join_membership`
+    /// of a node that joins the cluster).
+    pub fn membership(&self) -> Membership {
+        Membership {
+            version: self.version,
+            members: self
+                .members
+                .iter()
+                .map(|m| {
+                    let member = Member {
+                        role: m.state.into(),
+                        address: m.address.clone(),
+                    };
+                    (ServerId(m.sid), member)
+                })
+                .collect(),
+        }
+    }
+
     /// The member `sid`, if it is one.
     pub fn member(&self, sid: u64) -> Option<&ConfigMember> {
         self.members.iter().find(|m| m.sid == sid)
@@ -150,6 +181,70 @@ pub enum FrontendChange {
         /// The member to remove.
         sid: u64,
     },
+}
+
+/// A `server.N=value` line that cannot name a new member (see [`parse_server_line`]).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ServerLineError {
+    /// Not of the form `server.N=value`.
+    #[error(
+        "expected `server.N=HOST:QUORUM_PORT:ELECTION_PORT;[CLIENT_HOST:]CLIENT_PORT`, found \
+         `{0}`"
+    )]
+    Shape(String),
+    /// `N` is not a server id.
+    #[error("bad server id `{id}` in `{line}`: expected a positive integer")]
+    Sid {
+        /// The id text.
+        id: String,
+        /// The line.
+        line: String,
+    },
+    /// The value does not parse (the reason says where).
+    #[error("{0}")]
+    Address(String),
+    /// The value has no client address.
+    #[error(
+        "`{0}` has no client port: add `;[CLIENT_HOST:]CLIENT_PORT` (the other nodes forward \
+         writes there)"
+    )]
+    NoClientPort(String),
+    /// The value says `:observer` but a follower is being added.
+    #[error("`{0}` says `observer`: add it with add-observer, or drop `:observer`")]
+    ObserverAsFollower(String),
+}
+
+/// Parses `server.N=value` naming a new member of `role` (ZooKeeper's zoo.cfg syntax): its sid
+/// and its canonical address text. The value must parse as a `server.N` value, carry a client
+/// port, and not say `:observer` for a follower.
+pub fn parse_server_line(line: &str, role: FrontendRole) -> Result<(u64, String), ServerLineError> {
+    let shape = || ServerLineError::Shape(line.to_string());
+    let (key, value) = line.trim().split_once('=').ok_or_else(shape)?;
+    let id = key.trim().strip_prefix("server.").ok_or_else(shape)?;
+    let sid = match id.parse::<u64>() {
+        Ok(sid) if sid > 0 => sid,
+        _ => {
+            return Err(ServerLineError::Sid {
+                id: id.to_string(),
+                line: line.to_string(),
+            })
+        }
+    };
+    let mut addr =
+        ServerAddr::parse_value(value).map_err(|e| ServerLineError::Address(e.to_string()))?;
+    if addr.client.is_none() {
+        return Err(ServerLineError::NoClientPort(value.trim().to_string()));
+    }
+    match (role, addr.learner_type) {
+        (FrontendRole::Follower, LearnerType::Observer) => {
+            return Err(ServerLineError::ObserverAsFollower(
+                value.trim().to_string(),
+            ))
+        }
+        (FrontendRole::Observer, _) => addr.learner_type = LearnerType::Observer,
+        _ => {}
+    }
+    Ok((sid, addr.to_value()))
 }
 
 /// One row of SHOW_MEMBERS: a SHOW FRONTENDS row and whether the member is joining.
@@ -248,4 +343,32 @@ pub(super) fn decode_member_row(r: &mut Reader<'_>) -> Result<MemberRow, WireErr
         row: decode_frontend_row(r)?,
         joining: r.bool("joining")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn server_lines_name_the_sid_and_a_canonical_address() {
+        let f = FrontendRole::Follower;
+        let o = FrontendRole::Observer;
+        assert_eq!(
+            parse_server_line("server.4=10.0.0.4:2888:3888;10.0.0.4:9030", f),
+            Ok((4, "10.0.0.4:2888:3888;10.0.0.4:9030".to_string()))
+        );
+        assert_eq!(
+            parse_server_line(" server.6 = h:1:2;3 ", o),
+            Ok((6, "h:1:2:observer;3".to_string()))
+        );
+        let err = |line: &str, role| parse_server_line(line, role).unwrap_err().to_string();
+        assert!(err("4=h:1:2;3", f).contains("expected `server.N="));
+        assert!(err("server.4", f).contains("expected `server.N="));
+        assert!(err("server.x=h:1:2;3", f).contains("bad server id `x`"));
+        assert!(err("server.0=h:1:2;3", f).contains("bad server id `0`"));
+        assert!(err("server.4=h:1;3", f).contains("bad server address"));
+        assert!(err("server.4=h:1:2", f).contains("no client port"));
+        assert!(err("server.4=h:1:2:observer;3", f).contains("add-observer"));
+    }
 }

@@ -24,7 +24,8 @@ use std::fmt;
 use thiserror::Error;
 
 pub use config::{
-    ClusterConfig, ConfigMember, FrontendChange, MemberRow, MemberState, ADDRESS_LEN_MAX,
+    parse_server_line, ClusterConfig, ConfigMember, FrontendChange, MemberRow, MemberState,
+    ServerLineError, ADDRESS_LEN_MAX,
 };
 pub use fourlw::{
     refuse_unknown_word, render as render_four_letter_word, ClientStats, FourLetterWord, Mode,

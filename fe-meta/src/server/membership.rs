@@ -9,8 +9,9 @@
 //! INV-1: an address that does not parse never fails a request by itself: that member is shown
 //! without a client address and cannot be forwarded to (a NOT_LEADER that says so).
 //! INV-2: a change is proposed only on the serving leader, after its deadline check, with an
-//! address that parses, has a client port, and does not contradict the asked role; everything
-//! else is INVALID_ARGUMENT and nothing is proposed.
+//! address that parses, has a client port, does not contradict the asked role, and shares no
+//! endpoint (quorum, election or client `host:port`, as written) with another member of the
+//! configuration in force; everything else is INVALID_ARGUMENT and nothing is proposed.
 //! INV-3: a change is answered `Reconfigured` only once the node reports it committed and
 //! applied here; the node's errors map to statuses in [`membership_error_reply`] (one change
 //! at a time: CONFLICT).
@@ -127,6 +128,29 @@ pub fn checked_address(
     Ok(addr)
 }
 
+/// The member of `membership` other than `sid` that already uses one of `addr`'s endpoints
+/// (quorum, election or client `host:port`, compared as written), and which (INV-2).
+pub fn endpoint_clash(membership: &Membership, sid: u64, addr: &ServerAddr) -> Option<String> {
+    let endpoints = |a: &ServerAddr| {
+        let mut all = vec![a.quorum_endpoint(), a.election_endpoint()];
+        all.extend(a.client_endpoint());
+        all
+    };
+    let wanted = endpoints(addr);
+    membership
+        .members
+        .iter()
+        .filter(|(other, _)| other.0 != sid)
+        .find_map(|(other, m)| {
+            let theirs = endpoints(&ServerAddr::parse_value(&m.address).ok()?);
+            let shared = wanted.iter().find(|e| theirs.contains(e))?;
+            Some(format!(
+                "server {} already uses {shared} (its address is {})",
+                other.0, m.address
+            ))
+        })
+}
+
 impl Shared {
     /// This node's GET_CONFIG answer: its committed configuration and the cluster's timing.
     pub fn cluster_config(&self) -> ClusterConfig {
@@ -157,6 +181,12 @@ impl Shared {
         let result = match change {
             FrontendChange::Add { sid, role, address } => {
                 let addr = checked_address(*sid, *role, address)?;
+                let in_force = self.node.status().membership;
+                if !in_force.members.contains_key(&ServerId(*sid)) {
+                    if let Some(why) = endpoint_clash(&in_force, *sid, &addr) {
+                        return Err(ErrorReply::new(Status::InvalidArgument, why));
+                    }
+                }
                 info!(sid, address = %addr.to_value(), "adding a member");
                 self.node
                     .add_member(ServerId(*sid), addr.learner_type, &addr)
@@ -258,6 +288,25 @@ mod tests {
             assert_eq!(e.status, Status::InvalidArgument, "{bad}");
             assert!(e.message.contains(says), "{bad}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn an_address_that_shares_an_endpoint_with_another_member_is_found() {
+        let m = membership(&[
+            (1, MemberRole::Participant, "h1:10:11;h1:12"),
+            (2, MemberRole::Observer, "h2:10:11:observer;13"),
+        ]);
+        let parse = |v: &str| ServerAddr::parse_value(v).unwrap();
+        let clash = endpoint_clash(&m, 7, &parse("h1:10:20:observer;30")).unwrap();
+        assert!(clash.contains("server 1 already uses h1:10"), "{clash}");
+        let clash = endpoint_clash(&m, 7, &parse("h9:1:2;h2:13")).unwrap();
+        assert!(clash.contains("server 2 already uses h2:13"), "{clash}");
+        assert_eq!(endpoint_clash(&m, 7, &parse("h1:20:21;h1:22")), None);
+        assert_eq!(
+            endpoint_clash(&m, 1, &parse("h1:10:11;h1:12")),
+            None,
+            "itself"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -45,6 +45,9 @@ pub struct Cluster {
     /// longer without its peers giving up on it.
     pub sync_limit: u32,
     pub servers: BTreeMap<u64, Server>,
+    /// Servers with ports but not in the bootstrap configuration ([`Cluster::reserve`]): they
+    /// join a running cluster after being added.
+    pub joiners: BTreeSet<u64>,
 }
 
 impl Cluster {
@@ -60,7 +63,24 @@ impl Cluster {
             extra: extra.to_string(),
             sync_limit: 5,
             servers: BTreeMap::new(),
+            joiners: BTreeSet::new(),
         }
+    }
+
+    /// Ports for server `sid`, which is no bootstrap member: its zoo.cfg line is the
+    /// `server.N` value returned, to be added with ADD_FRONTEND before it starts
+    /// ([`Cluster::start_joining`]).
+    pub fn reserve(&mut self, sid: u64) -> String {
+        self.ports
+            .insert(sid, (free_port(), free_port(), free_port()));
+        self.joiners.insert(sid);
+        self.server_value(sid)
+    }
+
+    /// The `server.N` value of `sid`: `127.0.0.1:q:e;127.0.0.1:c`.
+    pub fn server_value(&self, sid: u64) -> String {
+        let (q, e, c) = self.ports[&sid];
+        format!("127.0.0.1:{q}:{e};127.0.0.1:{c}")
     }
 
     pub fn data_dir(&self, sid: u64) -> PathBuf {
@@ -80,8 +100,10 @@ impl Cluster {
             self.ports[&sid].2,
             self.extra
         );
-        for (s, (q, e, c)) in &self.ports {
-            t += &format!("server.{s}=127.0.0.1:{q}:{e};127.0.0.1:{c}\n");
+        for s in self.ports.keys() {
+            if !self.joiners.contains(s) || *s == sid {
+                t += &format!("server.{s}={}\n", self.server_value(*s));
+            }
         }
         let path = self.root.path().join(format!("fe{sid}.cfg"));
         std::fs::write(&path, t).unwrap();
@@ -101,6 +123,17 @@ impl Cluster {
         let server = Server::start_with(cfg, NodeOptions::default())
             .await
             .unwrap();
+        self.servers.insert(sid, server);
+    }
+
+    /// Starts the reserved server `sid` with an empty data dir, joining the cluster whose
+    /// committed configuration (from GET_CONFIG on a member) is `config`.
+    pub async fn start_joining(&mut self, sid: u64, config: &fe_meta::protocol::ClusterConfig) {
+        let path = self.write_config(sid, config.cluster_id);
+        let cfg = ServerConfig::load(&path).unwrap();
+        let mut opts = NodeOptions::default();
+        opts.join_membership = Some(config.membership());
+        let server = Server::start_with(cfg, opts).await.unwrap();
         self.servers.insert(sid, server);
     }
 

@@ -1,6 +1,7 @@
 //! What an embedding application implements and sees: the [`StateMachine`] it replicates, the
-//! [`NodeStatus`] it can watch, the errors of [`super::Node::submit`] / [`super::Node::sync`],
-//! and the [`NodeOptions`] that tests and tools tune.
+//! [`NodeStatus`] it can watch (with the configuration in force and the committed one), the
+//! errors of [`super::Node::submit`] / [`super::Node::sync`] and of
+//! [`super::Node::change_membership`], and the [`NodeOptions`] that tests and tools tune.
 //!
 //! INV-1: for each committed txn, in zxid order, on the node's driver task, exactly one of
 //! `StateMachine::apply` (the application's operations) or `StateMachine::apply_membership`

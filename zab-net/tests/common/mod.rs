@@ -266,10 +266,16 @@ impl Cluster {
         last
     }
 
-    /// Starts `sid` as a new member joining the running cluster: an empty data dir, a zoo.cfg
-    /// that lists only itself at `listen` (real ports, so the members reach it through its
-    /// address text), and the cluster's configuration `join` learned from a member.
-    pub async fn start_joining(&mut self, sid: ServerId, listen: PeerAddrs, join: Membership) {
+    /// Starts `sid` as a new member joining the running cluster: a zoo.cfg that lists only
+    /// itself at `listen` (real ports, so the members reach it through its address text), and
+    /// the cluster's configuration `join` learned from a member (`None`: a restart that relies
+    /// on what its data dir kept).
+    pub async fn start_joining(
+        &mut self,
+        sid: ServerId,
+        listen: PeerAddrs,
+        join: Option<Membership>,
+    ) {
         let text = format!(
             "tickTime=100\ninitLimit=20\nsyncLimit=5\nforceSync=no\npreAllocSize={}\n\
              snapCount={}\ndataDir={}\nserver.{}=127.0.0.1:{}:{}\n",
@@ -284,7 +290,7 @@ impl Cluster {
         let kv = Kv::default();
         let mut opts = self.opts.clone();
         opts.bootstrap = false;
-        opts.join_membership = Some(join);
+        opts.join_membership = join;
         opts.listen = Some(listen);
         // The original members' zoo.cfg ports are placeholders: reach them where they listen.
         opts.peer_addrs = self.addrs.clone();
