@@ -204,7 +204,9 @@ pub async fn run(
         Some(Ok(version)) => {
             warn!(
                 sid,
-                "this server was removed from the cluster by configuration version {version}:                  closing the client port and exiting with status {REMOVED_EXIT_STATUS} (do not                  restart it with this data dir)"
+                "this server was removed from the cluster by configuration version {version}: \
+                 closing the client port and exiting with status {REMOVED_EXIT_STATUS} (do not \
+                 restart it with this data dir)"
             );
             // The answers in flight (the drop-frontend that removed a leader) go out first.
             tokio::time::sleep(removal::ANSWER_GRACE).await;
@@ -281,6 +283,26 @@ async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
                  dropped server is added again with an empty data dir and --helper"
             );
         }
+    }
+}
+
+/// INV-5: where zoo.cfg's `server.N` lines differ from the configuration the node runs with,
+/// one WARN line. The engine logs it when the data dir's snapshot (or a joining node's kept
+/// configuration) holds the committed configuration: then the committed configuration is not
+/// zoo.cfg's. Otherwise (the configuration is only in the log after the snapshot, or the
+/// zoo.cfg agrees) the engine is silent and this says it, against the configuration in force.
+fn warn_stale_zoo_cfg(node: &Node, cfg: &ServerConfig) {
+    let st = node.status();
+    let zoo_cfg = config::bootstrap_membership(&cfg.node);
+    if st.committed_membership != zoo_cfg {
+        return; // the engine compared them (and logged a difference)
+    }
+    if let Some(diff) = config::differences(&zoo_cfg, &st.membership) {
+        warn!(
+            "zoo.cfg's server lines differ from the configuration in the data dir's log \
+             ({diff}); the data dir's configuration (version {}) wins",
+            st.membership.version
+        );
     }
 }
 
@@ -362,6 +384,7 @@ impl Server {
                 node.shutdown().await;
                 return Err(ServerError::Removed(removal_of(&cfg, version)));
             }
+            warn_stale_zoo_cfg(&node, &cfg);
             let identity = match identity {
                 Some(identity) => identity,
                 None => match meta.open(&check) {
