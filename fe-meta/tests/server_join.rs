@@ -1,7 +1,8 @@
 //! Joining a running cluster with `--helper` and leaving it: a node added first joins, syncs,
 //! serves and is promoted; a node started before it is added waits, then joins; a node listed
 //! with another address, or told another cluster id, is refused; a running node that is
-//! dropped stops (`Stopped::Removed`) and its data dir then refuses to start.
+//! dropped stops (`Stopped::Removed`) and its data dir then refuses to start; a dropped leader
+//! answers the drop first.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -307,5 +308,51 @@ async fn a_dropped_node_stops_and_its_data_dir_is_refused() {
     );
     // The survivors go on.
     client(&addr3).await.create_db("after").await.unwrap();
+    c.stop_all().await;
+}
+
+/// The leader dropped through itself: it answers the drop, then stops
+/// (`Stopped::Removed`); the two others elect a leader and take writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_leader_answers_then_stops() {
+    let mut c = Cluster::new(3, "");
+    c.start(1).await;
+    c.start(2).await;
+    // Server 3 leads a fresh cluster (the highest sid wins a tie).
+    let path3 = c.write_config(3, CLUSTER_ID);
+    let (_stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        run(&path3, StartMode::Bootstrap, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    let addr3 = format!("127.0.0.1:{}", c.ports[&3].2);
+    let start = Instant::now();
+    loop {
+        if let Ok(c3) = Client::connect(&addr3).await {
+            if c3.sync().await.is_ok() {
+                break;
+            }
+        }
+        assert!(start.elapsed() < LIMIT, "server 3 never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c.servers[&1].node_status().leader.map(|l| l.0), Some(3));
+
+    let dropped = client(&addr3).await.drop_frontend(3).await.unwrap();
+    assert!(dropped.config.member(3).is_none());
+    let stopped = tokio::time::timeout(LIMIT, running)
+        .await
+        .expect("the dropped leader did not stop")
+        .unwrap()
+        .unwrap();
+    assert_eq!(stopped, Stopped::Removed(dropped.version));
+    let addr1 = c.addr(1).to_string();
+    let start = Instant::now();
+    while client(&addr1).await.create_db("after").await.is_err() {
+        assert!(start.elapsed() < LIMIT, "no write after the leader left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     c.stop_all().await;
 }
