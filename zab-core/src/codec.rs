@@ -43,9 +43,8 @@ pub const MAX_MESSAGE_LEN: usize = MAX_DATA_LEN + 64;
 
 /// Message type tags of [`FORMAT_VERSION`], with the body that follows each.
 pub mod tag {
-    /// leader:u64 zxid:u64 peer_epoch:u32 round:u64 state:u8 (0 looking, 1 following,
-    /// 2 leading, 3 observing)
-    pub const NOTIFICATION: u8 = 1;
+    /// Retired: a notification without the sender's configuration version.
+    pub const NOTIFICATION_WITHOUT_CONFIG: u8 = 1;
     /// accepted_epoch:u32 protocol_version:u32
     pub const FOLLOWER_INFO: u8 = 2;
     /// accepted_epoch:u32 protocol_version:u32
@@ -92,6 +91,11 @@ pub mod tag {
     pub const INFORM_MEMBERSHIP: u8 = 23;
     /// zxid:u64 membership_version:u64 membership:bytes (`Membership::encode`)
     pub const SNAP: u8 = 24;
+    /// leader:u64 zxid:u64 peer_epoch:u32 round:u64 state:u8 (0 looking, 1 following,
+    /// 2 leading, 3 observing, 4 uninitialized) config_version:u64
+    pub const NOTIFICATION: u8 = 25;
+    /// version:u64 membership:bytes (`Membership::encode`)
+    pub const MEMBERSHIP: u8 = 26;
 }
 
 /// Why bytes did not decode into a [`Message`].
@@ -181,6 +185,12 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
             buf.put_u32(n.vote.peer_epoch.0);
             buf.put_u64(n.round);
             buf.put_u8(election_state_byte(n.state));
+            buf.put_u64(n.config_version.0);
+        }
+        Message::Membership(m) => {
+            buf.put_u8(tag::MEMBERSHIP);
+            buf.put_u64(m.version.0);
+            put_data(buf, &m.encode());
         }
         Message::FollowerInfo {
             accepted_epoch,
@@ -254,7 +264,8 @@ pub fn encode_to_bytes(msg: &Message) -> Result<Bytes, EncodeError> {
 /// The number of bytes [`encode`] writes for `msg`.
 pub fn encoded_len(msg: &Message) -> usize {
     let body = match msg {
-        Message::Notification(_) => 8 + 8 + 4 + 8 + 1,
+        Message::Notification(_) => 8 + 8 + 4 + 8 + 1 + 8,
+        Message::Membership(m) => 8 + 4 + m.encode().len(),
         Message::FollowerInfo { .. }
         | Message::ObserverInfo { .. }
         | Message::LeaderInfo { .. } => 4 + 4,
@@ -311,6 +322,8 @@ fn check_sizes(msg: &Message) -> Result<(), EncodeError> {
         Message::Proposal(txn) => ("proposal.data", txn.data.len()),
         Message::Inform(txn) => ("inform.data", txn.data.len()),
         Message::Request { payload, .. } => ("request.payload", payload.len()),
+        Message::Membership(m) => ("membership.data", m.encode().len()),
+        Message::Snap { membership, .. } => ("snap.membership", membership.encode().len()),
         _ => return Ok(()),
     };
     if len > MAX_DATA_LEN {

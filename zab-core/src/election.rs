@@ -11,13 +11,13 @@
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
-//! INV-8: ... or when the leader itself reports LEADING with an epoch above this peer's
+//! INV-8: ... or when the leader itself reports LEADING with an epoch at or above this peer's
 //! currentEpoch, from any member (joining members included). A peer whose configuration is
 //! behind the leader's (it missed a change, or holds one the leader truncated) may count too
-//! few of the supporters as participants to see a quorum; an epoch above its own was
-//! established after it last followed, so the claim is not stale, and following it is how the
-//! peer learns the configuration it missed. Following a leader never decides anything: the
-//! leader's own quorums do.
+//! few of the supporters as participants to see a quorum, and would stay LOOKING for good.
+//! Following a leader never decides anything (the leader's own quorums do), so this is safe;
+//! a claim can only be stale if a later epoch deposed that leader, and then the leader steps
+//! down within syncLimit and this peer looks again.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -202,7 +202,7 @@ impl Election {
         let leader_claims = self.established.get(&key.0).is_some_and(|m| {
             m.state == ElectionState::Leading && (m.vote.leader, m.vote.peer_epoch) == key
         });
-        if leader_claims && (cfg.is_quorum(same.iter()) || key.1 > my_epoch) {
+        if leader_claims && (cfg.is_quorum(same.iter()) || key.1 >= my_epoch) {
             Tally::Join {
                 leader: key.0,
                 round: n.round,
@@ -244,6 +244,7 @@ mod tests {
             vote: v,
             round,
             state: ElectionState::Looking,
+            config_version: Zxid::ZERO,
         }
     }
 
@@ -306,6 +307,7 @@ mod tests {
             vote: vote(1, 9, 2),
             round: 7,
             state: ElectionState::Following,
+            config_version: Zxid::ZERO,
         };
         let t = e.on_notification(&c, &mut round, &mut v, init, ServerId(2), fol, 0);
         assert_eq!(t, Tally::Nothing);

@@ -29,6 +29,13 @@
 //!   configuration without itself goes silent for good (no vote, no notification, no epoch)
 //!   and its driver reports it removed; every member drops what a server outside its
 //!   configuration in force sends.
+//! - R7 (catching up while LOOKING): a notification carries the version of its sender's
+//!   committed configuration; a peer that knows a newer committed one answers with it, and a
+//!   LOOKING peer adopts a committed configuration newer than its own and elects again under
+//!   it. A member that was down while servers were added and removed could otherwise not even
+//!   reach the leader those servers elected. Adopting is safe: the configuration is committed
+//!   (a quorum of it and of its predecessor hold it), it is what the peer would apply anyway,
+//!   and configurations logged after it stay in force as R1 says.
 //!
 //! # Why quorums overlap (safety of R1–R3)
 //! Let C and C' be consecutive configurations whose participants differ by one server s (R2),

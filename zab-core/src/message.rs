@@ -7,6 +7,7 @@
 //! | ours            | ZooKeeper packet      | Zab paper / Zab.tla |
 //! |-----------------|-----------------------|---------------------|
 //! | `Notification`  | FLE notification      | (phase 0)           |
+//! | `Membership`    | (config in FLE notification) | —            |
 //! | `FollowerInfo`  | FOLLOWERINFO          | CEPOCH              |
 //! | `ObserverInfo`  | OBSERVERINFO          | CEPOCH (non-voting) |
 //! | `LeaderInfo`    | LEADERINFO            | NEWEPOCH            |
@@ -71,6 +72,9 @@ pub struct Notification {
     pub round: u64,
     /// The sender's state.
     pub state: ElectionState,
+    /// The version of the sender's committed configuration: a receiver that knows a newer
+    /// one answers with `Message::Membership` (`crate::membership` R7).
+    pub config_version: Zxid,
 }
 
 /// Why a forwarded or local write did not commit.
@@ -121,6 +125,9 @@ pub enum Message {
         /// The learner's last logged zxid (from disk, never from memory).
         last_zxid: Zxid,
     },
+    /// A member's committed configuration, sent on the election channel to a peer whose
+    /// notification carried an older version (`crate::membership` R7).
+    Membership(Membership),
     /// Leader → learner: the following proposals/commits bring you from your last zxid up to
     /// `last_zxid` (an empty DIFF when nothing follows).
     Diff {

@@ -94,9 +94,10 @@ fn message() -> impl Strategy<Value = Message> {
             zxid(),
             epoch(),
             any::<u64>(),
-            election_state()
+            election_state(),
+            zxid()
         )
-            .prop_map(|(leader, zxid, peer_epoch, round, state)| {
+            .prop_map(|(leader, zxid, peer_epoch, round, state, config_version)| {
                 Message::Notification(Notification {
                     vote: Vote {
                         leader: ServerId(leader),
@@ -105,8 +106,10 @@ fn message() -> impl Strategy<Value = Message> {
                     },
                     round,
                     state,
+                    config_version,
                 })
             }),
+        membership().prop_map(Message::Membership),
         (epoch(), any::<u32>()).prop_map(|(accepted_epoch, protocol_version)| {
             Message::FollowerInfo {
                 accepted_epoch,

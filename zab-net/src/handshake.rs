@@ -45,10 +45,13 @@ pub enum Channel {
 }
 
 impl Channel {
-    /// The channel a message travels on: notifications on election, everything else on quorum.
+    /// The channel a message travels on: notifications (and the configuration a member sends
+    /// a peer whose notification showed an older one) on election, everything else on quorum.
     pub fn of(msg: &zab_core::Message) -> Channel {
         match msg {
-            zab_core::Message::Notification(_) => Channel::Election,
+            zab_core::Message::Notification(_) | zab_core::Message::Membership(_) => {
+                Channel::Election
+            }
             _ => Channel::Quorum,
         }
     }

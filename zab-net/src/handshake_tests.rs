@@ -209,8 +209,14 @@ fn channel_of_message() {
         },
         round: 1,
         state: ElectionState::Looking,
+        config_version: Zxid::ZERO,
     });
     assert_eq!(Channel::of(&n), Channel::Election);
+    let m = zab_core::Membership::bootstrap(
+        &[(ServerId(1), zab_core::LearnerType::Participant)].into(),
+        &Default::default(),
+    );
+    assert_eq!(Channel::of(&Message::Membership(m)), Channel::Election);
     assert_eq!(Channel::of(&Message::UpToDate), Channel::Quorum);
 }
 

@@ -275,5 +275,17 @@ async fn a_joining_server_restarted_before_its_first_sync_still_knows_the_cluste
         .await;
     c.wait_applied(ServerId(4), z, STABLE).await;
     assert_eq!(c.kvs[&ServerId(4)].get("a").as_deref(), Some("1"));
+
+    // Synced by DIFF, no snapshot yet: restarted again, its log and the kept configuration
+    // make it the cluster's member (not a cluster of one, as its zoo.cfg alone would).
+    c.stop(ServerId(4)).await;
+    c.start_joining(ServerId(4), listen, None).await;
+    let st = c.status(ServerId(4));
+    assert!(st.committed_membership.version >= added, "{st:?}");
+    c.wait_stable(STABLE).await;
+    let z = put_anywhere(&c, "b", "2").await;
+    c.wait_applied(ServerId(4), z, STABLE).await;
+    let st = c.status(ServerId(4));
+    assert!(promoted(&st) && st.initialized, "{st:?}");
     c.shutdown().await;
 }

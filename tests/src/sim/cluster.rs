@@ -322,12 +322,13 @@ impl Cluster {
         let links = self
             .net
             .ready_links()
-            .filter(|(_, to, _)| self.nodes[to].is_live())
+            // a server that is added but not started yet is not live
+            .filter(|(_, to, _)| self.nodes.get(to).is_some_and(|n| n.is_live()))
             .collect();
         let notices = self
             .net
             .ready_notices()
-            .filter(|id| self.nodes[id].is_live())
+            .filter(|id| self.nodes.get(id).is_some_and(|n| n.is_live()))
             .collect();
         let fsyncs = live
             .iter()

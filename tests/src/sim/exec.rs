@@ -8,7 +8,7 @@
 
 use bytes::BytesMut;
 use rand::Rng;
-use zab_core::{Action, Input, Message, Role, ServerId, StepError, Zxid};
+use zab_core::{Action, Input, Membership, Message, Role, ServerId, StepError, TxnKind, Zxid};
 
 use super::cluster::Cluster;
 use super::core::Peer;
@@ -111,7 +111,11 @@ impl Cluster {
             Action::Send { to, msg } => self.send(id, to, msg),
             Action::Disconnect { peer } => self.net.disconnect(id, peer),
             Action::SendLogRange { to, after, upto } => self.send_log_range(id, to, after, upto),
-            Action::SendSnapshot { to, zxid } => self.send_snapshot(id, to, zxid),
+            Action::SendSnapshot {
+                to,
+                zxid,
+                membership,
+            } => self.send_snapshot(id, to, zxid, membership),
             Action::WriteDone {
                 request_id,
                 outcome,
@@ -140,7 +144,32 @@ impl Cluster {
                     self.leaders_with_pending_tail += 1;
                 }
             }
-            local => self.execute_on_disk(id, local),
+            local => {
+                let removal = matches!(&local, Action::Apply(t) if t.kind == TxnKind::Membership)
+                    && self.nodes[&id]
+                        .committed
+                        .as_ref()
+                        .is_some_and(|m| !m.members.contains_key(&id));
+                self.execute_on_disk(id, local);
+                if removal {
+                    self.persist_removal(id);
+                }
+            }
+        }
+    }
+
+    /// The node applied its own removal: like zab-net's driver, it makes that durable at once
+    /// with a snapshot carrying the configuration, so a restart is refused (`StepError::Removed`).
+    fn persist_removal(&mut self, id: ServerId) {
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| unreachable!());
+        let snap = Snapshot::of(&node.applied).carrying(node.committed.clone());
+        let (zxid, bytes) = (snap.zxid, snap.bytes());
+        node.since_snapshot = 0;
+        let retain = self.opts.snap_retain;
+        let purged = node.disk.take_snapshot(snap, retain, usize::MAX);
+        self.feed(id, Input::SnapshotSaved { zxid, bytes });
+        if let Some(first_zxid) = purged {
+            self.feed(id, Input::LogPurged { first_zxid });
         }
     }
 
@@ -172,16 +201,24 @@ impl Cluster {
     }
 
     /// `SendSnapshot`: SNAP, then `id`'s applied state in one to three chunks (drawn from the
-    /// run's rng).
-    fn send_snapshot(&mut self, id: ServerId, to: ServerId, zxid: Zxid) {
+    /// run's rng). The snapshot carries the configuration the action names, which must be the
+    /// one the node last reported committed.
+    fn send_snapshot(&mut self, id: ServerId, to: ServerId, zxid: Zxid, membership: Membership) {
         let node = &self.nodes[&id];
+        if node.committed.as_ref() != Some(&membership) {
+            self.fail(&format!(
+                "{id}: SendSnapshot at {zxid} names configuration {membership}, but the last \
+                 committed one reported is {:?}",
+                node.committed.as_ref().map(|m| m.version)
+            ));
+        }
         let bytes = Snapshot::of(&node.applied)
-            .carrying(node.committed.clone())
+            .carrying(Some(membership.clone()))
             .encode();
         let chunks = self.rng.gen_range(1..=3usize);
         let size = bytes.len().div_ceil(chunks).max(1);
         self.syncs.on_snapshot(id, to);
-        self.send(id, to, Message::Snap { zxid });
+        self.send(id, to, Message::Snap { zxid, membership });
         let mut rest = bytes;
         loop {
             let data = rest.split_to(size.min(rest.len()));
@@ -300,7 +337,7 @@ fn execute_local(node: &mut SimNode, action: Action) -> Result<(), String> {
             }
         }
         Action::TruncateLog { zxid } => disk.truncate(zxid),
-        Action::BeginSnapshot { zxid } => disk.incoming = Some((zxid, BytesMut::new())),
+        Action::BeginSnapshot { zxid, .. } => disk.incoming = Some((zxid, BytesMut::new())),
         Action::SnapshotChunk(b) => match &mut disk.incoming {
             Some((_, buf)) => buf.extend_from_slice(&b),
             None => return Err(format!("node {id}: SnapshotChunk without BeginSnapshot")),

@@ -94,10 +94,12 @@ impl SimNode {
             id: self.id,
             disk: &self.disk,
             applied: &self.applied,
-            joining: self
-                .peer
-                .as_ref()
-                .is_some_and(|p| p.membership().role_of(self.id) == Some(MemberRole::Joining)),
+            joining: self.peer.as_ref().is_some_and(|p| {
+                matches!(
+                    p.membership().role_of(self.id),
+                    Some(MemberRole::Joining) | None
+                )
+            }),
         }
     }
 

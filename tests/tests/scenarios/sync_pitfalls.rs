@@ -145,7 +145,7 @@ fn c9_snap_under_write_load_is_contiguous() {
     let snap = c.events()[mark..]
         .iter()
         .find_map(|e| match e.msg {
-            Message::Snap { zxid } if e.to == f => Some(zxid),
+            Message::Snap { zxid, .. } if e.to == f => Some(zxid),
             _ => None,
         })
         .unwrap();

@@ -88,7 +88,16 @@ impl<'a> Reader<'a> {
     /// `membership_version:u64 membership:bytes` of a SNAP.
     fn membership(&mut self) -> Result<Membership, DecodeError> {
         let version = self.zxid("snap.membership_version")?;
-        let bytes = self.data("snap.membership")?;
+        self.membership_body(version, "snap.membership")
+    }
+
+    /// `membership:bytes` of a configuration at `version`.
+    fn membership_body(
+        &mut self,
+        version: Zxid,
+        field: &'static str,
+    ) -> Result<Membership, DecodeError> {
+        let bytes = self.data(field)?;
         Membership::decode(version, &bytes).map_err(|e| DecodeError::BadMembership {
             reason: e.to_string(),
         })
@@ -168,7 +177,17 @@ fn decode_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
                     })
                 }
             };
-            Message::Notification(Notification { vote, round, state })
+            let config_version = r.zxid("notification.config_version")?;
+            Message::Notification(Notification {
+                vote,
+                round,
+                state,
+                config_version,
+            })
+        }
+        tag::MEMBERSHIP => {
+            let version = r.zxid("membership.version")?;
+            Message::Membership(r.membership_body(version, "membership.data")?)
         }
         tag::FOLLOWER_INFO => Message::FollowerInfo {
             accepted_epoch: r.epoch("follower_info.accepted_epoch")?,

@@ -48,6 +48,7 @@ fn leader() -> Peer {
         vote,
         round: 1,
         state: ElectionState::Looking,
+        config_version: Zxid::ZERO,
     };
     p.step(Input::Message {
         from: ServerId(1),

@@ -39,6 +39,7 @@ fn leader(epoch: u32) -> Peer {
         vote,
         round: 1,
         state: ElectionState::Looking,
+        config_version: Zxid::ZERO,
     };
     p.step(Input::Message {
         from: s(1),
@@ -294,6 +295,7 @@ fn looking_from_voter(round: u64) -> Message {
         },
         round,
         state: ElectionState::Looking,
+        config_version: Zxid::ZERO,
     })
 }
 

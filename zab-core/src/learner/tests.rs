@@ -50,6 +50,7 @@ fn follower(d: DurableState) -> Peer {
             vote,
             round: 1,
             state: ElectionState::Looking,
+            config_version: Zxid::ZERO,
         };
         let msg = Message::Notification(n);
         p.step(Input::Message {

@@ -166,6 +166,7 @@ impl Core {
             vote: self.vote,
             round: self.round,
             state,
+            config_version: self.members.committed().version,
         }
     }
 

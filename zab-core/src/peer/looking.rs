@@ -24,6 +24,12 @@
 //! peers whose configuration still lists it as a participant must neither count its vote nor
 //! elect it, since it would never lead (it does not vote for itself) and they would re-elect it
 //! round after round.
+//! INV-10: LOOKING notifications go to every participant and every joining member of the
+//! configuration in force: a member that missed the promotion of a joining member learns the
+//! leader only from the leader's own answer (INV-4 of `election` needs its LEADING claim).
+//! INV-11: a LOOKING participant does not answer a LOOKING member that is joining in its
+//! configuration (unless it says it is uninitialized): that member may be a participant of
+//! its own newer configuration, and the two would answer each other's votes for ever.
 //! INV-3: while LOOKING, notifications are resent on a timer that doubles up to `tick_ms`
 //! (plus up to a quarter of it as jitter, from the generator seeded by `Config::jitter_seed`,
 //! `jitter` INV-1) until a decision.
@@ -81,14 +87,23 @@ impl Peer {
         }
     }
 
-    /// Sends our notification to every other participant.
+    /// Sends our notification to every other participant, and to joining members: another
+    /// peer's newer configuration may have promoted one, and it may lead (INV-10).
     pub(super) fn broadcast_notification(&mut self) {
         if self.is_removed() {
             return;
         }
         let n = self.core.notification(self.my_state());
         let me = self.core.sid();
-        let targets: Vec<ServerId> = self.core.cfg.participants().filter(|s| *s != me).collect();
+        let targets: Vec<ServerId> = self
+            .core
+            .members
+            .in_force()
+            .members
+            .iter()
+            .filter(|(sid, m)| **sid != me && m.role != crate::membership::MemberRole::Observer)
+            .map(|(sid, _)| *sid)
+            .collect();
         for to in targets {
             self.core.send(to, Message::Notification(n));
         }
@@ -158,9 +173,15 @@ impl Peer {
         );
         // Answer a LOOKING sender that is behind (an older round, or a worse vote in our
         // round: INV-7), or that cannot vote (an observer or an uninitialized peer learning);
-        // those never answer, so two LOOKING peers cannot ping-pong forever (INV-5).
+        // those never answer, so two LOOKING peers cannot ping-pong forever (INV-5). A member
+        // joining in our configuration is not answered as a non-voter: its own (newer)
+        // configuration may have promoted it, and then it answers our vote as a voter would,
+        // and we it, for ever (INV-11).
         let i_vote = self.core.votes();
-        let cannot_vote = !sender_votes || n.state == ElectionState::Uninitialized;
+        let joining = self.core.members.in_force().role_of(from)
+            == Some(crate::membership::MemberRole::Joining);
+        let cannot_vote =
+            (!sender_votes && !joining) || n.state == ElectionState::Uninitialized;
         let looking = matches!(
             n.state,
             ElectionState::Looking | ElectionState::Uninitialized

@@ -1,7 +1,8 @@
 //! The configurations a peer holds: the newest committed one, and the ones logged after it.
 //!
-//! INV-1: `logged` holds, ascending by version, exactly the configuration txns of the log above
-//! the applied point; each version is above `committed.version`.
+//! INV-1: `logged` holds, ascending by version, the configuration txns of the log above the
+//! applied point and above `committed.version` (a committed configuration adopted from a member,
+//! `membership` R7, may be newer than the applied point; the log's older ones are then history).
 //! INV-2: the configuration in force (`membership` R1) is the newest of `logged`, else
 //! `committed`; it changes only with an append, a truncation, an apply or a snapshot install.
 
@@ -102,6 +103,13 @@ impl Members {
     pub(crate) fn on_snapshot(&mut self, zxid: Zxid, committed: Membership) {
         self.committed = committed;
         self.logged.retain(|m| m.version > zxid);
+    }
+
+    /// `committed`, newer than ours, is a member's committed configuration (`membership`
+    /// R7): it becomes ours, with only the logged configurations newer than it.
+    pub(crate) fn adopt(&mut self, committed: Membership) {
+        self.logged.retain(|m| m.version > committed.version);
+        self.committed = committed;
     }
 
     /// Checks INV-1 against the applied point.

@@ -228,8 +228,12 @@ impl Peer {
             return Ok(Next::Stay);
         }
         if let Message::Notification(n) = msg {
+            self.share_membership(from, n.config_version);
             self.on_notification(from, n)?;
             return Ok(Next::Stay);
+        }
+        if let Message::Membership(m) = msg {
+            return Ok(self.on_membership(from, m));
         }
         match &mut self.role {
             RoleState::Looking(_) => {
@@ -239,6 +243,31 @@ impl Peer {
             RoleState::Leading(l) => l.on_message(&mut self.core, from, msg),
             RoleState::Learning(l) => l.on_message(&mut self.core, from, msg),
         }
+    }
+
+    /// A member's notification carried an older committed configuration than ours: tell it
+    /// ours (`membership` R7). A removed peer tells nobody anything.
+    fn share_membership(&mut self, to: ServerId, their_version: Zxid) {
+        let committed = self.core.members.committed();
+        if their_version < committed.version && !self.is_removed() {
+            let m = Message::Membership(committed.clone());
+            self.core.send(to, m);
+        }
+    }
+
+    /// A member told us its committed configuration. While LOOKING, a newer one than ours is
+    /// adopted (R7) and the election starts over under it; in a role, the leader keeps this
+    /// peer's configuration current, so the message is dropped.
+    fn on_membership(&mut self, from: ServerId, m: Membership) -> Next {
+        if !matches!(self.role, RoleState::Looking(_))
+            || m.version <= self.core.members.committed().version
+        {
+            return Next::Stay;
+        }
+        tracing::info!(%from, version = %m.version, "adopting a newer committed configuration");
+        self.core.members.adopt(m);
+        self.core.members_moved();
+        Next::Leave("adopted a newer committed configuration")
     }
 
     /// INV-5: a peer hears members of its configuration in force or its committed one, the

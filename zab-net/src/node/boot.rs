@@ -146,7 +146,9 @@ fn settle_membership(
         );
         return Err(NetError::Core(StepError::NotAMember(start.sid)));
     }
-    if durable.snapshot_zxid != Zxid::ZERO || !durable.log_index.is_empty() {
+    let empty = durable.snapshot_zxid == Zxid::ZERO && durable.log_index.is_empty();
+    if kept.is_none() && !empty {
+        // Data from before configurations were replicated: its zoo.cfg is its configuration.
         warn!(
             "the data dir holds data without a configuration (snapshot {}); the configuration \
              given to join is not used",
@@ -155,8 +157,10 @@ fn settle_membership(
         return Ok(durable);
     }
     if let Some(join) = newer {
-        // The marker first: a crash between the two leaves a dir that still syncs first.
-        dd.epochs.set_needs_initial_sync(true)?;
+        if kept.is_none() {
+            // The marker first: a crash between the two leaves a dir that syncs before voting.
+            dd.epochs.set_needs_initial_sync(true)?;
+        }
         join_file::write(dir, join, cfg.force_sync).map_err(join_err)?;
         info!(
             "joining the cluster with its configuration version {} (servers {:?}), kept in \

@@ -17,7 +17,6 @@ use zab_core::{StepError, Zxid};
 use zab_store::StoreError;
 
 use super::api::ApplyError;
-use super::snap_prefix::PrefixError;
 
 /// A condition that stops the node (driver INV-3).
 #[derive(Debug, Error)]
@@ -70,12 +69,6 @@ pub(crate) enum Fatal {
     /// A chunk of a SNAP from the leader could not be written to its temp file.
     #[error("writing the SNAP's snapshot file: {0}")]
     SnapWrite(#[source] std::io::Error),
-    /// The configuration at the head of a SNAP from the leader is unusable.
-    #[error("the SNAP from the leader: {0}")]
-    SnapPrefix(#[source] PrefixError),
-    /// A SNAP from the leader ended before the configuration it must carry.
-    #[error("the SNAP at {0} ended without the configuration a leader always sends")]
-    SnapWithoutMembership(Zxid),
     /// A received snapshot file has no configuration (a leader always sends one).
     #[error("the installed SNAP at {0} carries no configuration (a leader always sends one)")]
     InstalledWithoutMembership(Zxid),

@@ -8,7 +8,8 @@
 //! with their answers), `board` (the published status), `fatal` (why the driver stops),
 //! `log_link` (the txn log thread), `out` / `out_state` / `stream` (per-peer FIFOs, their
 //! state machine, flow-controlled streams), `snap` / `snap_prefix` (snapshots taken, SNAPs
-//! received, the configuration a SNAP carries), `peers` (where the members in force listen).
+//! received; a configuration as bytes, for the join file), `peers` (where the members in force
+//! listen).
 //!
 //! # Membership
 //! The configuration is replicated state (zab-core `membership`): zoo.cfg's `server.N` lines

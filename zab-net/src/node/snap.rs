@@ -5,7 +5,7 @@
 //! Every snapshot carries a committed configuration (zab-store's configuration section): a
 //! background one the configuration committed at its zxid (the driver reports each
 //! `MembershipChanged` with [`Snapper::set_committed`] in action order), a received SNAP the
-//! one its stream starts with (`snap_prefix`).
+//! one its `Snap` header names (`BeginSnapshot`).
 //!
 //! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
 //! it is named after, and is written on a blocking thread; commits go on meanwhile.
@@ -18,21 +18,20 @@
 //! log record's size (payload + record header); once the bytes since the last snapshot reach
 //! the (per-node randomised, like the count) size threshold, a snapshot is due even if far
 //! fewer than snapCount txns were applied, so restart replay is bounded in bytes too.
-//! INV-5: a received SNAP's file is created only once the configuration at the head of its
-//! stream is read; a stream that ends before it, or whose configuration is bad, is a fatal
-//! error, never a snapshot without one.
+//! INV-5: a received SNAP's file carries the configuration of the leader's `Snap` header (the
+//! core's `BeginSnapshot` names it); the codec refuses a header whose configuration does not
+//! decode, so there is never a received snapshot without one.
 
 use rand::Rng;
 use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use zab_core::{Membership, Zxid};
+use zab_core::{Member, Membership, ServerId, Zxid};
 use zab_store::{LogWriter, SnapDir, SnapshotWriter, StoreError};
 
 use super::api::SnapshotSource;
 use super::fatal::Fatal;
-use super::snap_prefix::PrefixReader;
 
 /// The size of a txn log record's header (zab-store's record format), counted with the
 /// payload towards `snapSizeLimitInKb`.
@@ -89,16 +88,8 @@ pub(super) struct Snapper {
     done_tx: mpsc::UnboundedSender<SnapDone>,
     /// The configuration committed at the last applied txn: what a snapshot carries.
     committed: Membership,
-    /// The SNAP being received, if any.
-    receiving: Option<(Zxid, Receiving)>,
-}
-
-/// How far a received SNAP's stream is (INV-5).
-enum Receiving {
-    /// Reading the configuration at the head of the stream.
-    Prefix(PrefixReader),
-    /// Writing the state machine's bytes to the snapshot file.
-    Body(SnapshotWriter),
+    /// The SNAP being received, if any: its zxid and temp file.
+    receiving: Option<(Zxid, SnapshotWriter)>,
 }
 
 /// Where the snapshots go and what they are told.
@@ -181,9 +172,9 @@ impl Snapper {
         self.committed = committed;
     }
 
-    /// The configuration committed at the last applied txn.
-    pub(super) fn committed(&self) -> &Membership {
-        &self.committed
+    /// The members of the configuration committed at the last applied txn.
+    pub(super) fn committed_members(&self) -> &std::collections::BTreeMap<ServerId, Member> {
+        &self.committed.members
     }
 
     /// Writes `source` as `snapshot.<zxid>` on a blocking thread, then purges (INV-1).
@@ -216,35 +207,29 @@ impl Snapper {
         }
     }
 
-    /// Starts receiving a SNAP at `zxid`; its temp file is created once the configuration at
-    /// the head of the stream is read (INV-5).
-    pub(super) async fn begin_receive(&mut self, zxid: Zxid) {
+    /// Starts receiving a SNAP at `zxid` carrying `membership` (from the leader's `Snap`
+    /// header): its temp file is created at once, with that configuration (INV-5).
+    pub(super) async fn begin_receive(
+        &mut self,
+        zxid: Zxid,
+        membership: &Membership,
+    ) -> Result<(), Fatal> {
         self.wait_idle().await;
-        self.receiving = Some((zxid, Receiving::Prefix(PrefixReader::default())));
+        let w = self
+            .snaps
+            .create(zxid, self.cluster_id, Some(membership))
+            .map_err(Fatal::SnapCreate)?;
+        self.receiving = Some((zxid, w));
+        Ok(())
     }
 
-    /// Takes a chunk of the SNAP: the configuration at its head, then the temp file's body.
+    /// Takes a chunk of the SNAP: bytes of the temp file's body.
     pub(super) fn receive_chunk(&mut self, data: &[u8]) -> Result<(), Fatal> {
         use std::io::Write;
-        let Some((zxid, receiving)) = self.receiving.as_mut() else {
+        let Some((_, w)) = self.receiving.as_mut() else {
             return Err(Fatal::ChunkWithoutSnap);
         };
-        let body = match receiving {
-            Receiving::Body(w) => return w.write_all(data).map_err(Fatal::SnapWrite),
-            Receiving::Prefix(reader) => match reader.feed(data).map_err(Fatal::SnapPrefix)? {
-                None => return Ok(()),
-                Some((membership, used)) => {
-                    let mut w = self
-                        .snaps
-                        .create(*zxid, self.cluster_id, Some(&membership))
-                        .map_err(Fatal::SnapCreate)?;
-                    w.write_all(&data[used..]).map_err(Fatal::SnapWrite)?;
-                    w
-                }
-            },
-        };
-        *receiving = Receiving::Body(body);
-        Ok(())
+        w.write_all(data).map_err(Fatal::SnapWrite)
     }
 
     /// The SNAP at `zxid` is complete: its temp file, to be made durable (INV-3, INV-5).
@@ -255,8 +240,7 @@ impl Snapper {
                 ended: zxid,
                 receiving,
             }),
-            Some((_, Receiving::Prefix(_))) => Err(Fatal::SnapWithoutMembership(zxid)),
-            Some((_, Receiving::Body(w))) => Ok(w),
+            Some((_, w)) => Ok(w),
         }
     }
 

@@ -1,18 +1,14 @@
-//! The committed configuration at the head of a SNAP stream. A leader's SNAP carries the state
-//! machine's bytes *and* the configuration committed at the snapshot's zxid (zab-core io.rs:
-//! a snapshot carries the committed configuration of the last `MembershipChanged` before it);
-//! the wire message `Snap { zxid }` has no room for it, so the driver sends it first in the
-//! chunk bytes, in the layout of a snapshot file's configuration section (zab-store
-//! `snapshot`):
+//! A configuration as a length-prefixed byte section, in the layout of a snapshot file's
+//! configuration section (zab-store `snapshot`); the join file (`join_file`) stores a joining
+//! node's configuration this way:
 //!
 //! ```text
 //! len:u32            length of what follows (at most MAX_MEMBERSHIP_SECTION_LEN)
 //! version:u64        the configuration's version (the zxid that committed it)
 //! Membership::encode()
 //! ```
-//! then the state machine's bytes. The learner reads the prefix with a [`PrefixReader`] as
-//! chunks arrive, creates the snapshot file with the configuration, and writes the rest of
-//! the stream as the file's body.
+//! A [`PrefixReader`] reads the section from bytes that arrive in pieces and says where it
+//! ended.
 //!
 //! INV-1: `encode` then a `PrefixReader` fed the bytes cut anywhere gives back the same
 //! configuration and exactly the bytes after the prefix.

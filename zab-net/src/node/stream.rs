@@ -20,7 +20,6 @@ use zab_core::{Membership, Message, Zxid};
 use zab_store::{LogReader, StoreError};
 
 use super::api::SnapshotSource;
-use super::snap_prefix;
 use crate::transport::{PeerSender, SendError};
 
 /// Batches buffered between a stream's producer and its sender task (a SNAP chunk is a batch
@@ -131,8 +130,8 @@ pub(super) fn produce_range(reader: &LogReader, after: Zxid, upto: Zxid, tx: &Tx
     }
 }
 
-/// `Snap { zxid }`, then the committed configuration (`snap_prefix`) and the view's bytes as
-/// `SnapChunk`s of `chunk` bytes (blocking; INV-1).
+/// `Snap { zxid, membership }`, then the view's bytes as `SnapChunk`s of `chunk` bytes
+/// (blocking; INV-1).
 pub(super) fn produce_snapshot(
     zxid: Zxid,
     membership: &Membership,
@@ -140,7 +139,11 @@ pub(super) fn produce_snapshot(
     chunk: usize,
     tx: Tx,
 ) {
-    if tx.blocking_send(Ok(vec![Message::Snap { zxid }])).is_err() {
+    let membership = membership.clone();
+    if tx
+        .blocking_send(Ok(vec![Message::Snap { zxid, membership }]))
+        .is_err()
+    {
         return;
     }
     let mut w = ChunkWriter {
@@ -148,9 +151,7 @@ pub(super) fn produce_snapshot(
         buf: Vec::with_capacity(chunk),
         chunk: chunk.max(1),
     };
-    let written = w
-        .write_all(&snap_prefix::encode(membership))
-        .and_then(|()| source.write_to(&mut w));
+    let written = source.write_to(&mut w);
     let last = match written {
         Ok(()) => {
             let data = Bytes::from(std::mem::take(&mut w.buf));

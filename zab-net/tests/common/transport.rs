@@ -80,6 +80,7 @@ pub fn notification(round: u64) -> Message {
         },
         round,
         state: ElectionState::Looking,
+        config_version: Zxid::ZERO,
     })
 }
 

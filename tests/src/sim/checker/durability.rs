@@ -183,7 +183,7 @@ impl Durability {
             Message::Diff { .. } | Message::Trunc { .. } => {
                 t.in_sync = true;
             }
-            Message::Snap { zxid } => {
+            Message::Snap { zxid, .. } => {
                 t.in_sync = true;
                 t.sync_committed = t.sync_committed.max(*zxid);
             }

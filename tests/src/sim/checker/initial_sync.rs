@@ -9,7 +9,8 @@
 //!
 //! A member added as a follower (joining, `zab_core::membership` R5) is exempt: it learns as a
 //! follower on an empty disk by design, and no configuration counts it until the leader
-//! promotes it; the durability checker catches a joining member counted in a quorum.
+//! promotes it; so is one whose own configuration no longer lists it (removed while it
+//! synced). The durability checker catches such a member counted in a quorum.
 //!
 //! The effect of a violation (a quorum completed with a wiped vote) is caught by the
 //! durability checker (an acknowledged write lost); this one names the cause at once.

@@ -42,8 +42,9 @@ pub struct NodeView<'a> {
     pub disk: &'a Disk,
     /// Its state machine: the applied txns.
     pub applied: &'a [Txn],
-    /// It is a joining member (added as a follower, not yet promoted) in its configuration
-    /// in force.
+    /// Its configuration in force counts it in no quorum and it follows by design: it is a
+    /// joining member (added as a follower, not yet promoted), or the configuration no longer
+    /// lists it (a joining member whose removal it logged while syncing).
     pub joining: bool,
 }
 

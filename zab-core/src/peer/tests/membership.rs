@@ -268,8 +268,18 @@ fn peers_that_missed_a_removal_do_not_elect_the_server_being_removed() {
     }
     c.change(old, 1, MembershipChange::Remove { sid: s(4) });
     c.run_until(2_000, |c| {
-        c.nodes[&s(4)].peer.membership().members.get(&s(4)).is_none()
-            && c.nodes[&s(3)].peer.membership().members.get(&s(4)).is_none()
+        c.nodes[&s(4)]
+            .peer
+            .membership()
+            .members
+            .get(&s(4))
+            .is_none()
+            && c.nodes[&s(3)]
+                .peer
+                .membership()
+                .members
+                .get(&s(4))
+                .is_none()
     });
     assert!(c.change_done(old, 1).is_none());
     // The leader dies; 1 and 2 come back knowing nothing of the change. 4 has the longest
@@ -299,4 +309,37 @@ fn peers_that_missed_a_removal_do_not_elect_the_server_being_removed() {
         states.iter().all(|st| *st == ElectionState::Uninitialized),
         "{states:?}"
     );
+}
+
+#[test]
+fn a_member_that_was_down_through_changes_learns_the_configuration_and_follows_a_new_server() {
+    let mut c = established(3);
+    let down = s(1);
+    let saved = c.durable(down);
+    c.crash(down);
+    grow(&mut c, 4, 1);
+    c.run_until(5_000, |c| {
+        c.committed(s(3)).role_of(s(4)) == Some(MemberRole::Participant)
+            && c.nodes[&s(4)].peer.role() == Role::Following
+    });
+    // The leader dies and 1 comes back knowing only {1, 2, 3}. Of the configuration
+    // {1, 2, 3, 4} only 1, 2 and 4 are up: 1 is needed for a quorum, and without learning
+    // the newer configuration from 2 it could neither count 4 nor reach it.
+    c.crash(s(3));
+    c.start(down, saved);
+    c.run_until(20_000, |c| {
+        c.leader().is_some() && c.nodes[&down].peer.is_serving()
+    });
+    assert_eq!(
+        c.committed(down).role_of(s(4)),
+        Some(MemberRole::Participant)
+    );
+    c.write(s(4), 9, "after");
+    c.run_until(2_000, |c| {
+        c.nodes[&down]
+            .applied
+            .iter()
+            .any(|t| &t.data[..] == b"after")
+    });
+    c.check_prefix();
 }

@@ -32,9 +32,12 @@ impl Driver {
                 let s = Stream::Range { after, upto };
                 self.out.stream(&self.transport, to, s);
             }
-            Action::SendSnapshot { to, zxid } => {
+            Action::SendSnapshot {
+                to,
+                zxid,
+                membership,
+            } => {
                 let source = self.sm_mut()?.snapshot();
-                let membership = self.snapper.committed().clone();
                 info!(peer = to.0, %zxid, "streaming a SNAP");
                 let s = Stream::Snapshot {
                     zxid,
@@ -43,11 +46,19 @@ impl Driver {
                 };
                 self.out.stream(&self.transport, to, s);
             }
-            Action::BeginSnapshot { zxid } => self.snapper.begin_receive(zxid).await,
+            Action::BeginSnapshot { zxid, membership } => {
+                self.snapper.begin_receive(zxid, &membership).await?
+            }
             Action::SnapshotChunk(data) => self.snapper.receive_chunk(&data)?,
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
-            Action::Apply(txn) => self.apply(txn)?,
+            Action::Apply(txn) => {
+                let (zxid, kind) = (txn.zxid, txn.kind);
+                self.apply(txn)?;
+                if kind == TxnKind::Membership && self.removed_by_committed() {
+                    self.persist_removal(zxid).await?;
+                }
+            }
             Action::WriteDone {
                 request_id,
                 outcome,
@@ -129,7 +140,7 @@ impl Driver {
     /// members in force, later snapshots carry the committed one.
     async fn on_membership_changed(&mut self, in_force: Membership, committed: Membership) {
         let peers = self.peer_book.peers_of(&in_force).await;
-        self.set_transport_peers(&peers);
+        self.transport.set_peers(&peers);
         let sid = self.board.sid();
         info!(
             in_force = %in_force.version,
@@ -146,6 +157,27 @@ impl Driver {
             );
         }
         self.snapper.set_committed(committed);
+    }
+
+    /// True when the committed configuration does not list this server.
+    fn removed_by_committed(&self) -> bool {
+        !self
+            .snapper
+            .committed_members()
+            .contains_key(&self.board.sid())
+    }
+
+    /// This server applied its own removal at `zxid`: a snapshot carrying that configuration
+    /// is written and made durable before anything else runs, so a restart of this data dir
+    /// is refused (`StepError::Removed`) instead of running, unaware, with the log's copy of
+    /// the change (which a restarted peer cannot know is committed).
+    async fn persist_removal(&mut self, zxid: Zxid) -> Result<(), Fatal> {
+        self.snapper.wait_idle().await;
+        let source = self.sm_mut()?.snapshot();
+        self.snapper.start(zxid, source, self.log.writer().clone());
+        self.snapper.wait_idle().await;
+        info!(%zxid, "the removal of this server is durable: a restart will be refused");
+        Ok(())
     }
 
     /// Applies a committed txn: the application's operation, or a configuration (whose

@@ -28,7 +28,7 @@
 mod execute;
 mod install;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -47,7 +47,7 @@ use super::peers::PeerBook;
 use super::pending::{Pending, Reply, StopReason};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
-use crate::transport::{Event, PeerAddrs, Transport};
+use crate::transport::{Event, Transport};
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
 const WAKE_BATCH: usize = 256;
@@ -315,11 +315,6 @@ impl Driver {
                 }
             }
         }
-    }
-
-    /// The transport reaches exactly these peers from now on (peers::INV-1..3).
-    fn set_transport_peers(&mut self, peers: &BTreeMap<ServerId, PeerAddrs>) {
-        self.transport.set_peers(peers);
     }
 
     fn queue_write(&mut self, payload: bytes::Bytes, reply: Reply) {
