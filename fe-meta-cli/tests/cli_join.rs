@@ -224,7 +224,7 @@ fn a_node_joins_with_a_helper_and_leaves_with_status_6() {
     std::fs::write(&config, format!("{minimal}{keys}")).unwrap();
     let mut node4 = start_server("fe4 (restart)", &config, None);
     let stale = [
-        "zoo.cfg's server lines differ from the",
+        "zoo.cfg's server.N lines differ from the cluster's configuration in the data dir",
         "only in the data dir: [1, 2, 3]",
     ];
     node4.wait_line(&stale);

@@ -32,9 +32,9 @@
 //! to start ([`ServerError::Removed`]: its REMOVED record, a snapshot that carries the
 //! removal, or a removal in its log), and a running server that applies its own removal
 //! closes its client port and [`run`] returns [`Stopped::Removed`] ([`removal`] INV-1).
-//! INV-5: the configuration in force is the data dir's committed one; where zoo.cfg's
-//! `server.N` lines differ from it, one WARN line at start says so (the engine's, naming the
-//! servers) and the node runs with the committed one.
+//! INV-5: the configuration in force is the data dir's (committed, and any newer one in its
+//! log); where zoo.cfg's `server.N` lines differ from it, one fe-meta WARN line at start names
+//! the servers, and the node runs with the data dir's.
 
 pub mod config;
 mod conn;
@@ -286,22 +286,20 @@ async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
     }
 }
 
-/// INV-5: where zoo.cfg's `server.N` lines differ from the configuration the node runs with,
-/// one WARN line. The engine logs it when the data dir's snapshot (or a joining node's kept
-/// configuration) holds the committed configuration: then the committed configuration is not
-/// zoo.cfg's. Otherwise (the configuration is only in the log after the snapshot, or the
-/// zoo.cfg agrees) the engine is silent and this says it, against the configuration in force.
+/// INV-5: where zoo.cfg's `server.N` lines differ from the configuration the node runs with
+/// (the one in force: the data dir's committed configuration and any newer one in its log),
+/// one WARN line names the servers. The engine logs a line of its own only when a snapshot
+/// holds the configuration; this one is logged whatever holds it.
 fn warn_stale_zoo_cfg(node: &Node, cfg: &ServerConfig) {
-    let st = node.status();
+    let in_force = node.status().membership;
     let zoo_cfg = config::bootstrap_membership(&cfg.node);
-    if st.committed_membership != zoo_cfg {
-        return; // the engine compared them (and logged a difference)
-    }
-    if let Some(diff) = config::differences(&zoo_cfg, &st.membership) {
+    if let Some(diff) = config::differences(&zoo_cfg, &in_force) {
         warn!(
-            "zoo.cfg's server lines differ from the configuration in the data dir's log \
-             ({diff}); the data dir's configuration (version {}) wins",
-            st.membership.version
+            "zoo.cfg's server.N lines differ from the cluster's configuration in the data dir \
+             ({diff}): running with the data dir's configuration version {} (zoo.cfg's server \
+             lines only seed a brand-new cluster; membership changes with add-follower, \
+             add-observer and drop-frontend)",
+            in_force.version
         );
     }
 }
