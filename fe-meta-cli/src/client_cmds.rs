@@ -1,8 +1,9 @@
 //! The client commands: parse their arguments, send one request to `--server`, print the
 //! answer as a table (default) or one JSON document (`--json`).
 //!
-//! INV: argument errors are caught here before anything is sent (exit 2, like clap's own);
-//! everything the server decides is reported with the server's message and status.
+//! INV: argument errors are caught here before the client connects (exit 2, like clap's own,
+//! whether or not the server is up); everything the server decides is reported with the
+//! server's message and status.
 
 use clap::Subcommand;
 
@@ -221,10 +222,30 @@ impl ClientCommand {
             | C::GetVar { r, .. } => &r.c,
         }
     }
+
+    /// The argument errors this command's parsers find (INV), before anything connects.
+    fn check_arguments(&self) -> Result<(), Failure> {
+        use ClientCommand as C;
+        match self {
+            C::AddBackend { addr, .. } => parse_host_port(addr).map(drop),
+            C::DropBackend { backend, .. } => parse_backend(backend).map(drop),
+            C::ModifyBackend { backend, state, .. } => {
+                parse_backend(backend)?;
+                state.as_deref().map(parse_state).transpose().map(drop)
+            }
+            C::CreateTable { columns, .. } => {
+                columns.iter().try_for_each(|c| parse_column(c).map(drop))
+            }
+            C::AddFollower { line, .. } => server_line(line, FrontendRole::Follower).map(drop),
+            C::AddObserver { line, .. } => server_line(line, FrontendRole::Observer).map(drop),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Runs one client command and prints its answer.
 pub(super) fn run(cmd: ClientCommand) -> Result<(), Failure> {
+    cmd.check_arguments()?;
     let args = cmd.client_args().clone();
     let rt = runtime()?;
     let out = rt.block_on(async {

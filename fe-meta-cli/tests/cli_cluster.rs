@@ -309,6 +309,9 @@ fn membership_changes_through_the_cli(a: &str, b: &str, base: u16) {
     let code = |args: &[&str], server: &str| cli(server, args).status.code();
     assert_eq!(code(&["drop-frontend", "9"], a), Some(14));
     assert_eq!(code(&["add-follower", "bogus"], a), Some(2));
+    // Checked before connecting: a usage error even where nothing listens.
+    let closed = format!("127.0.0.1:{}", base + 9);
+    assert_eq!(code(&["add-observer", "server.9=h:1:2"], &closed), Some(2));
     let no_client = format!("server.9=127.0.0.1:{q}:{e}");
     let err = cli(a, &["add-follower", &no_client]);
     assert_eq!(err.status.code(), Some(2));

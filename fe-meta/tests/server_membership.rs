@@ -1,8 +1,8 @@
 //! Membership changes through the client port of in-process 3-node clusters: a follower added
 //! through a follower (forwarded to the leader) shows as joining, joins with the configuration
 //! GET_CONFIG gave, is promoted and serves; every node's GET_CONFIG agrees after each change; a
-//! member is dropped; a second change while one is in flight is refused with CONFLICT; invalid
-//! changes are refused with INVALID_ARGUMENT and change nothing.
+//! member is dropped, the leader too (it hands over); a second change while one is in flight is
+//! refused with CONFLICT; invalid changes are refused with INVALID_ARGUMENT and change nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -286,6 +286,33 @@ async fn a_second_change_while_one_is_in_flight_is_a_conflict() {
         config.member(5).is_none(),
         "the refused change was not proposed"
     );
+    let agreed = configs_agree(&c).await;
+    assert_eq!(agreed.version, version);
+    c.stop_all().await;
+}
+
+/// The leader dropped through a follower: the follower gets the committed change, the leader
+/// hands over, and the two left elect a leader and take writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_leader_dropped_through_a_follower_hands_over() {
+    let mut c = Cluster::new(3, EXTRA);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+
+    let answer = call(c.addr(follower), drop_fe(leader)).await.unwrap();
+    let (version, config) = reconfigured(answer);
+    assert!(config.member(leader).is_none(), "{config:?}");
+    c.stop(leader).await;
+    let next = c.wait_stable(STABLE).await;
+    assert_ne!(next, leader);
+    let create = RequestBody::Write(Command::CreateDb {
+        name: "after_the_leader".into(),
+    });
+    match call(c.addr(follower), create).await.unwrap() {
+        ResponseBody::Written { journal_id, .. } => assert!(journal_id > version),
+        other => panic!("{other:?}"),
+    }
     let agreed = configs_agree(&c).await;
     assert_eq!(agreed.version, version);
     c.stop_all().await;

@@ -153,6 +153,8 @@ pub struct ServerStats {
     pub syncs_received: SyncCounters,
     /// The fatal error the node stopped on (the process is exiting), if any.
     pub fatal: Option<String>,
+    /// The version of the node's committed cluster configuration (0: zoo.cfg's bootstrap one).
+    pub config_version: Zxid,
 }
 
 /// The text answer to `word`.
@@ -242,6 +244,7 @@ fn mntr(s: &ServerStats) -> String {
     kv("fe_meta_zxid", &s.zxid);
     kv("fe_meta_applied_journal_id", &s.zxid.0);
     kv("fe_meta_zab_initialized", &u8::from(s.initialized));
+    kv("fe_meta_config_version", &s.config_version);
     if let Some(ms) = s.staleness_ms {
         kv("fe_meta_staleness_ms", &ms);
     }
@@ -286,6 +289,7 @@ mod tests {
             syncs_received: SyncCounters::default(),
             initialized: true,
             fatal: None,
+            config_version: Zxid(0x3_0000_0002),
         }
     }
 
@@ -328,7 +332,8 @@ mod tests {
                 && mntr.contains("fe_meta_sync_sent_trunc\t1\n")
                 && mntr.contains("fe_meta_sync_sent_snap\t2\n")
                 && mntr.contains("fe_meta_sync_received_snap\t0\n")
-                && mntr.contains("fe_meta_zab_initialized\t1\n"),
+                && mntr.contains("fe_meta_zab_initialized\t1\n")
+                && mntr.contains("fe_meta_config_version\t0x300000002\n"),
             "{mntr}"
         );
         assert!(srvr.contains("Zab initialized: 1\n"), "{srvr}");

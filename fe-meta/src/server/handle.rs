@@ -293,6 +293,7 @@ impl Shared {
             syncs_sent: st.syncs_sent,
             syncs_received: st.syncs_received,
             initialized: st.initialized,
+            config_version: st.committed_membership.version,
             fatal: st.fatal,
         }
     }

@@ -346,6 +346,6 @@ mod tests {
             },
             Some("h:1".into()),
         );
-        assert_eq!(hint.to_string().contains("server 2 at h:1"), true, "{hint}");
+        assert!(hint.to_string().contains("server 2 at h:1"), "{hint}");
     }
 }
