@@ -30,6 +30,12 @@ pub enum ExitCode {
     NodeFatal,
     /// 5: an answer that does not decode.
     Protocol,
+    /// 6: `fe-meta server`: this server is not a member of the cluster any more — it was
+    /// removed while running (it closed its client port and exited), or its data dir is that
+    /// of a removed server (it refused to start; the message says how to add it again). A
+    /// supervisor must not restart it with this data dir
+    /// ([`fe_meta::server::REMOVED_EXIT_STATUS`]).
+    Removed,
     /// 10 + the status code: the server answered with this status (TIMEOUT also when the
     /// client gave up waiting).
     Status(Status),
@@ -45,6 +51,7 @@ impl ExitCode {
             ExitCode::Connection => 3,
             ExitCode::NodeFatal => fe_meta::server::FATAL_EXIT_STATUS,
             ExitCode::Protocol => 5,
+            ExitCode::Removed => fe_meta::server::REMOVED_EXIT_STATUS,
             ExitCode::Status(s) => {
                 STATUS_BASE.saturating_add(u8::try_from(s.code()).unwrap_or(u8::MAX - STATUS_BASE))
             }
@@ -75,6 +82,9 @@ Exit codes:
   4   server: the node stopped on a fatal error (disk full, I/O error, ...); the ERROR line
       says what failed, which file, and what to do; fix it and start the node again
   5   malformed answer from the server
+  6   server: this server was removed from the cluster (while running, or its data dir is
+      that of a removed server); do not restart it with this data dir: wipe it, add the
+      server again on a member and start it with --helper
 ",
     );
     for s in Status::ALL {

@@ -91,8 +91,16 @@ pub enum Command {
         /// Without it, a node with an empty data dir (new or wiped) first syncs from the
         /// leader as a non-voting learner and votes only once it holds the cluster's data.
         /// Ignored (with an info line) when the data dir already holds data.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "helper")]
         bootstrap: bool,
+        /// Join a running cluster through this member's client address (HOST:CLIENT_PORT):
+        /// zoo.cfg needs only dataDir, clientPort and this server's own server.N line (and
+        /// dataDir/myid); the cluster id, the configuration and tickTime/initLimit/syncLimit
+        /// come from the member. Add this server on a member first (add-follower /
+        /// add-observer); started before that, it waits and says so. A data dir that already
+        /// belongs to the cluster starts from its own configuration.
+        #[arg(long, value_name = "HOST:CLIENT_PORT")]
+        helper: Option<String>,
     },
     /// Run a cluster of nodes on loopback as child processes, data under --dir (a second run
     /// reuses the folder, its data and its ports); Ctrl-C stops it.
@@ -114,7 +122,11 @@ pub fn main() -> std::process::ExitCode {
 /// Runs a parsed command line; failures have been reported on stderr.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Server { config, bootstrap } => server_cmd::run(&config, bootstrap),
+        Command::Server {
+            config,
+            bootstrap,
+            helper,
+        } => server_cmd::run(&config, server_cmd::start_mode(bootstrap, helper)),
         Command::LocalCluster(args) => local_cluster::run(&args),
         Command::Client(cmd) => client_cmds::run(cmd),
         Command::Bench(args) => bench::run(&args),

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use zab_net::config::{load, read_myid, ConfigError, NodeConfig, ServerAddr};
-use zab_net::{LearnerType, ServerId};
+use zab_net::{LearnerType, Membership, ServerId};
 
 use super::ServerError;
 use crate::state::catalog::FrontendRole;
@@ -141,6 +141,44 @@ impl ServerConfig {
     }
 }
 
+/// zoo.cfg's `server.N` lines as a configuration (version 0: the bootstrap one).
+pub fn bootstrap_membership(node: &NodeConfig) -> Membership {
+    let types = node
+        .servers
+        .iter()
+        .map(|(sid, s)| (*sid, s.learner_type))
+        .collect();
+    Membership::bootstrap(&types, &node.bootstrap_addresses())
+}
+
+/// Where zoo.cfg's configuration `zoo_cfg` and the data dir's `data` differ, in words (the
+/// servers only in one, and those whose role or address differs); `None` when they agree.
+pub fn differences(zoo_cfg: &Membership, data: &Membership) -> Option<String> {
+    let only_in = |a: &Membership, b: &Membership| -> Vec<u64> {
+        a.members
+            .keys()
+            .filter(|s| !b.members.contains_key(s))
+            .map(|s| s.0)
+            .collect()
+    };
+    let changed: Vec<u64> = zoo_cfg
+        .members
+        .iter()
+        .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
+        .map(|(s, _)| s.0)
+        .collect();
+    let parts: Vec<String> = [
+        ("only in zoo.cfg", only_in(zoo_cfg, data)),
+        ("only in the data dir", only_in(data, zoo_cfg)),
+        ("role or address differs", changed),
+    ]
+    .into_iter()
+    .filter(|(_, sids)| !sids.is_empty())
+    .map(|(what, sids)| format!("{what}: {sids:?}"))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// The configured `clusterId`, which must be there and non-zero.
 fn cluster_id(node: &NodeConfig) -> Result<u64, ServerError> {
     match node.cluster_id {
@@ -242,6 +280,22 @@ mod tests {
         .unwrap();
         assert_eq!(c.client_listen, "127.0.0.1:7000");
         assert_eq!(c.tolerance_ms, 2000);
+    }
+
+    #[test]
+    fn differences_name_the_servers() {
+        let zoo = bootstrap_membership(&parse_with(BASE, EXTRA_KEYS).unwrap());
+        assert_eq!(differences(&zoo, &zoo), None);
+        let mut data = zoo.clone();
+        data.members.remove(&ServerId(3));
+        let mut four = data.members[&ServerId(1)].clone();
+        four.address = "10.0.0.4:1:2".into();
+        data.members.insert(ServerId(4), four);
+        data.members.get_mut(&ServerId(2)).unwrap().address = "127.0.0.1:1:2".into();
+        assert_eq!(
+            differences(&zoo, &data).as_deref(),
+            Some("only in zoo.cfg: [3]; only in the data dir: [4]; role or address differs: [2]")
+        );
     }
 
     #[test]

@@ -15,8 +15,16 @@
 //! INV-2: a node whose `ROLE` (FOLLOWER / OBSERVER; the leader's is FOLLOWER too) or sid differs
 //! from its configuration refuses to start; the message names the file, both values and what
 //! to do.
-//! INV-3: both files are replaced atomically (temp file, fsync, rename, fsync of the dir), so
+//! INV-3: the files are replaced atomically (temp file, fsync, rename, fsync of the dir), so
 //! a crash leaves the old file or the new one, never a torn one.
+//! INV-4: once `REMOVED` exists (written when the running node applied the configuration that
+//! removed it) the data dir never starts again ([`MetaDirError::Removed`]): it is the durable
+//! record of the removal even when no snapshot of the node carries it yet. Only wiping the
+//! data dir clears it.
+//!
+//! A node joining with `--helper` checks the files first ([`MetaDir::verify`]) and writes
+//! them ([`MetaDir::open`]) only once the node started, i.e. once the configuration it joined
+//! with is durable: a data dir with VERSION always knows its cluster's configuration.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -30,6 +38,8 @@ use crate::state::catalog::FrontendRole;
 pub const VERSION_FILE: &str = "VERSION";
 /// The role file's name.
 pub const ROLE_FILE: &str = "ROLE";
+/// The removal record's name (INV-4).
+pub const REMOVED_FILE: &str = "REMOVED";
 
 /// Why the data dir's identity is unusable.
 #[derive(Debug, Error)]
@@ -103,6 +113,16 @@ pub enum MetaDirError {
         /// The configured sid.
         configured: u64,
     },
+    /// The running node applied its own removal (INV-4).
+    #[error(
+        "{path}: this server was removed from the cluster by configuration version {version:#x}"
+    )]
+    Removed {
+        /// The REMOVED file.
+        path: PathBuf,
+        /// The configuration that removed it.
+        version: u64,
+    },
 }
 
 /// What the configuration says about this node.
@@ -158,21 +178,15 @@ impl MetaDir {
         &self.dir
     }
 
-    /// Checks the files against `check`, creating missing ones (see INV-1, INV-2).
+    /// Checks the files against `check`, creating missing ones (see INV-1, INV-2, INV-4).
     pub fn open(&self, check: &StartCheck) -> Result<MetaIdentity, MetaDirError> {
         fs::create_dir_all(&self.dir).map_err(|source| MetaDirError::Io {
             path: self.dir.clone(),
             source,
         })?;
+        let found_role = self.verify(check)?;
         let version_path = self.dir.join(VERSION_FILE);
         let (cluster_id, bootstrapped) = match (self.read_cluster_id()?, check.cluster_id) {
-            (Some(found), Some(expected)) if found != expected => {
-                return Err(MetaDirError::ClusterIdMismatch {
-                    path: version_path,
-                    found,
-                    expected,
-                })
-            }
             (Some(found), _) => (found, false),
             (None, Some(expected)) => {
                 self.write_cluster_id(expected)?;
@@ -185,24 +199,8 @@ impl MetaDir {
             }
             (None, None) => return Err(MetaDirError::NoClusterId { path: version_path }),
         };
-        let role_path = self.dir.join(ROLE_FILE);
-        match self.read_role()? {
-            Some((found, _)) if found != check.role => {
-                return Err(MetaDirError::RoleMismatch {
-                    path: role_path,
-                    found: found.name(),
-                    configured: check.role.name(),
-                })
-            }
-            Some((_, sid)) if sid != check.sid => {
-                return Err(MetaDirError::SidMismatch {
-                    path: role_path,
-                    found: sid,
-                    configured: check.sid,
-                })
-            }
-            Some(_) => {}
-            None => self.write_role(check.role, check.sid)?,
+        if !found_role {
+            self.write_role(check.role, check.sid)?;
         }
         Ok(MetaIdentity {
             cluster_id,
@@ -210,6 +208,62 @@ impl MetaDir {
             sid: check.sid,
             bootstrapped,
         })
+    }
+
+    /// Checks the files that exist against `check` without writing anything (INV-1, INV-2,
+    /// INV-4); whether ROLE exists.
+    pub fn verify(&self, check: &StartCheck) -> Result<bool, MetaDirError> {
+        if let Some(version) = self.read_removed()? {
+            return Err(MetaDirError::Removed {
+                path: self.dir.join(REMOVED_FILE),
+                version,
+            });
+        }
+        if let (Some(found), Some(expected)) = (self.read_cluster_id()?, check.cluster_id) {
+            if found != expected {
+                return Err(MetaDirError::ClusterIdMismatch {
+                    path: self.dir.join(VERSION_FILE),
+                    found,
+                    expected,
+                });
+            }
+        }
+        let role_path = self.dir.join(ROLE_FILE);
+        match self.read_role()? {
+            Some((found, _)) if found != check.role => Err(MetaDirError::RoleMismatch {
+                path: role_path,
+                found: found.name(),
+                configured: check.role.name(),
+            }),
+            Some((_, sid)) if sid != check.sid => Err(MetaDirError::SidMismatch {
+                path: role_path,
+                found: sid,
+                configured: check.sid,
+            }),
+            Some(_) => Ok(true),
+            None => Ok(false),
+        }
+    }
+
+    /// The version of the configuration that removed this server, if REMOVED exists.
+    pub fn read_removed(&self) -> Result<Option<u64>, MetaDirError> {
+        let path = self.dir.join(REMOVED_FILE);
+        let Some(pairs) = read_pairs(&path, &["version"])? else {
+            return Ok(None);
+        };
+        let raw = required(&path, &pairs, "version")?;
+        raw.parse::<u64>()
+            .map(Some)
+            .map_err(|_| malformed(&path, 0, format!("version {raw:?} is not a u64")))
+    }
+
+    /// Writes REMOVED atomically (INV-4).
+    pub fn write_removed(&self, version: u64) -> Result<(), MetaDirError> {
+        let text = format!(
+            "# fe-meta: this server was removed from the cluster by the configuration below; \
+             this data dir cannot rejoin. Wipe it to add the server again.\nversion={version}\n"
+        );
+        write_atomic(&self.dir, REMOVED_FILE, &text)
     }
 
     /// The cluster id in VERSION, if the file exists.

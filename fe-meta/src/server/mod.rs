@@ -1,8 +1,10 @@
 //! The fe-meta server: a ZAB node running the metadata state machine, and the client port.
 //!
 //! ```text
-//! fe-meta server --config zoo.cfg [--bootstrap]
-//!   ServerConfig::load ─▶ MetaDir::open (VERSION = clusterId, ROLE = the server.N role)
+//! fe-meta server --config zoo.cfg [--bootstrap | --helper HOST:CLIENT_PORT]
+//!   ServerConfig::load (with --helper: join::prepare completes zoo.cfg from a member and
+//!   waits until this server is in the configuration) ─▶ MetaDir::open (VERSION = clusterId,
+//!   ROLE = the server.N role; a joining node writes them once the node started)
 //!   ─▶ Node::start_with(MetaState) ─▶ client listener (conn) ─▶ Shared::handle per request
 //!         writes: leader plans + submits (write) · others forward once to the leader (peer)
 //!                 and wait until they applied the returned journal id
@@ -10,8 +12,9 @@
 //!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
 //! ```
 //!
-//! Use [`run`] from a binary (it returns when the shutdown future completes, or when the node
-//! stops on a fatal error: [`Stopped::Fatal`], after which the process must exit), or
+//! Use [`run`] from a binary (it returns when the shutdown future completes, when the node
+//! stops on a fatal error ([`Stopped::Fatal`]) or when this server was removed from the
+//! cluster ([`Stopped::Removed`]); after the last two the process must exit), or
 //! [`Server::start`] / [`Server::start_with`] in-process (tests), then [`Server::shutdown`].
 //! Configuration keys: [`config`]. Logs go through `tracing`, every task inside a `fe_meta`
 //! span carrying the node's `sid`; the binary installs the subscriber.
@@ -25,16 +28,25 @@
 //! stops the node; from then on nothing is answered from the catalog, the listener closes and
 //! [`run`] returns [`Stopped::Fatal`] after one error line ([`fatal`] INV-1, INV-2).
 //! INV-3: no library code here panics; every loop is bounded by a timeout or by shutdown.
+//! INV-4: a server that is not a member never serves: a data dir of a removed server refuses
+//! to start ([`ServerError::Removed`]: its REMOVED record, a snapshot that carries the
+//! removal, or a removal in its log), and a running server that applies its own removal
+//! closes its client port and [`run`] returns [`Stopped::Removed`] ([`removal`] INV-1).
+//! INV-5: the configuration in force is the data dir's (committed, and any newer one in its
+//! log); where zoo.cfg's `server.N` lines differ from it, one fe-meta WARN line at start names
+//! the servers, and the node runs with the data dir's.
 
 pub mod config;
 mod conn;
 pub mod fatal;
 mod handle;
+pub mod join;
 pub mod machine;
 mod membership;
 pub mod meta_dir;
 mod peer;
 mod pending;
+pub mod removal;
 pub mod session;
 pub mod staleness;
 mod stats;
@@ -50,6 +62,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
+use zab_core::StepError;
 use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus};
 use zab_net::{ServerId, Zxid};
@@ -57,6 +70,8 @@ use zab_net::{ServerId, Zxid};
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
 pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
+pub use join::{ClusterView, Helper, JoinError};
+pub use removal::{Removal, REMOVED_EXIT_STATUS};
 
 use crate::error::MetaError;
 use crate::server::meta_dir::{MetaDir, MetaDirError, StartCheck};
@@ -78,6 +93,13 @@ pub enum ServerError {
     /// The ZAB node did not start.
     #[error("starting the ZAB node: {0}")]
     Node(#[from] NetError),
+    /// Joining with a helper is refused.
+    #[error(transparent)]
+    Join(#[from] JoinError),
+    /// This server was removed from the cluster; its data dir cannot rejoin
+    /// ([`REMOVED_EXIT_STATUS`]).
+    #[error("{0}")]
+    Removed(Removal),
     /// The client port could not be bound.
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
@@ -127,36 +149,71 @@ pub enum Stopped {
     /// The node stopped on a fatal error (logged at ERROR); the process should exit with
     /// [`FATAL_EXIT_STATUS`] so that a supervisor restarts it once the cause is fixed.
     Fatal(FatalStop),
+    /// This server applied the configuration (this version) that removed it from the cluster
+    /// (logged at WARN); the process should exit with [`REMOVED_EXIT_STATUS`] and not be
+    /// restarted with this data dir.
+    Removed(Zxid),
+}
+
+/// How `fe-meta server` starts its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartMode {
+    /// From zoo.cfg alone; an empty data dir first syncs from a leader as a learner.
+    Plain,
+    /// `--bootstrap`: an empty data dir is a member of a brand-new cluster
+    /// ([`ServerConfig::bootstrap`]).
+    Bootstrap,
+    /// `--helper HOST:CLIENT_PORT`: join the cluster of that member ([`join`]).
+    Helper(String),
 }
 
 /// How long the stop after a fatal error may take before [`run`] returns anyway (the node's
 /// threads may be stuck on the failed disk).
 const FATAL_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Runs the server of `config_path` until `shutdown` completes or the node stops on a fatal
-/// error, then stops it. `bootstrap`: an empty data dir is a member of a new cluster
-/// ([`ServerConfig::bootstrap`]).
+/// Runs the server of `config_path` until `shutdown` completes, the node stops on a fatal
+/// error, or this server is removed from the cluster; then stops it. A wait for membership
+/// ([`StartMode::Helper`]) also ends with `shutdown` ([`Stopped::Requested`]).
 pub async fn run(
     config_path: &Path,
-    bootstrap: bool,
+    mode: StartMode,
     shutdown: impl Future<Output = ()>,
-) -> Result<Stopped, MetaError> {
-    let mut cfg = ServerConfig::load(config_path)?;
-    cfg.bootstrap = bootstrap;
+) -> Result<Stopped, ServerError> {
+    tokio::pin!(shutdown);
+    let (cfg, opts) = tokio::select! {
+        () = &mut shutdown => return Ok(Stopped::Requested),
+        prepared = prepare_start(config_path, &mode) => prepared?,
+    };
     let (sid, data_dir, data_log_dir) = (
         cfg.sid,
         cfg.node.data_dir.clone(),
         cfg.node.data_log_dir.clone(),
     );
-    let server = Server::start_with(cfg, NodeOptions::default()).await?;
+    let server = Server::start_with(cfg, opts).await?;
     let node = server.shared.node.clone();
-    let reason = tokio::select! {
+    let ended = tokio::select! {
         () = shutdown => None,
-        Some(reason) = fatal::wait_fatal(&node) => Some(reason),
+        Some(reason) = fatal::wait_fatal(&node) => Some(Err(reason)),
+        Some(version) = removal::wait_removed(&node) => Some(Ok(version)),
     };
-    let Some(reason) = reason else {
-        server.shutdown().await;
-        return Ok(Stopped::Requested);
+    let reason = match ended {
+        None => {
+            server.shutdown().await;
+            return Ok(Stopped::Requested);
+        }
+        Some(Ok(version)) => {
+            warn!(
+                sid,
+                "this server was removed from the cluster by configuration version {version}: \
+                 closing the client port and exiting with status {REMOVED_EXIT_STATUS} (do not \
+                 restart it with this data dir)"
+            );
+            // The answers in flight (the drop-frontend that removed a leader) go out first.
+            tokio::time::sleep(removal::ANSWER_GRACE).await;
+            server.shutdown().await;
+            return Ok(Stopped::Removed(version));
+        }
+        Some(Err(reason)) => reason,
     };
     let stop = FatalStop::new(reason, &data_dir, &data_log_dir);
     error!(sid, "{stop}");
@@ -172,9 +229,91 @@ pub async fn run(
     Ok(Stopped::Fatal(stop))
 }
 
+/// The configuration and node options `mode` starts the server of `config_path` with (what
+/// [`run`] passes to [`Server::start_with`]); with [`StartMode::Helper`] it returns once this
+/// server may join ([`join`]).
+pub async fn prepare_start(
+    config_path: &Path,
+    mode: &StartMode,
+) -> Result<(ServerConfig, NodeOptions), ServerError> {
+    let mut opts = NodeOptions::default();
+    let cfg = match mode {
+        StartMode::Plain => ServerConfig::load(config_path)?,
+        StartMode::Bootstrap => {
+            let mut cfg = ServerConfig::load(config_path)?;
+            cfg.bootstrap = true;
+            cfg
+        }
+        StartMode::Helper(helper) => {
+            let text = join::read_text(config_path)?;
+            let start = join::prepare(&text, &join::ClientHelper::new(helper)).await?;
+            opts.join_membership = start.join_membership;
+            start.cfg
+        }
+    };
+    Ok((cfg, opts))
+}
+
 /// How often a node whose data dir awaits its first sync repeats the hint while it finds
 /// no leader.
 const INITIAL_SYNC_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long an initialized node may find no leader before [`hint_no_leader`] says what
+/// that may mean, and how often it repeats it.
+const NO_LEADER_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// While an initialized node finds no leader, logs every [`NO_LEADER_HINT_EVERY`] what that
+/// may mean: a quorum is down, or this server was dropped while it was down (the members then
+/// ignore it, and nothing tells it). Ends on stop.
+async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(NO_LEADER_HINT_EVERY) => {}
+        }
+        let st = node.status();
+        if st.stopped || st.removed {
+            return;
+        }
+        if st.initialized && st.leader.is_none() {
+            warn!(
+                "no leader found for {NO_LEADER_HINT_EVERY:?}: a quorum of the members may be \
+                 down, or this server was dropped from the cluster while it was down (the \
+                 members then ignore it): check with `fe-meta show-frontends` on a member; a \
+                 dropped server is added again with an empty data dir and --helper"
+            );
+        }
+    }
+}
+
+/// INV-5: where zoo.cfg's `server.N` lines differ from the configuration the node runs with
+/// (the one in force: the data dir's committed configuration and any newer one in its log),
+/// one WARN line names the servers. The engine logs a line of its own only when a snapshot
+/// holds the configuration; this one is logged whatever holds it.
+fn warn_stale_zoo_cfg(node: &Node, cfg: &ServerConfig) {
+    let in_force = node.status().membership;
+    let zoo_cfg = config::bootstrap_membership(&cfg.node);
+    if let Some(diff) = config::differences(&zoo_cfg, &in_force) {
+        warn!(
+            "zoo.cfg's server.N lines differ from the cluster's configuration in the data dir \
+             ({diff}): running with the data dir's configuration version {} (zoo.cfg's server \
+             lines only seed a brand-new cluster; membership changes with add-follower, \
+             add-observer and drop-frontend)",
+            in_force.version
+        );
+    }
+}
+
+/// The version of the configuration in this node's log (in force, maybe not committed) that
+/// does not list it, if any: a removal it logged before it stopped (the REMOVED record is
+/// written when a removal is applied; a crash can come first). Such a node never serves: the
+/// members ignore it.
+fn removed_by_log(node: &Node) -> Option<Zxid> {
+    let st = node.status();
+    let in_force = &st.membership;
+    (in_force.version != Zxid::ZERO && !in_force.members.contains_key(&st.sid))
+        .then_some(in_force.version)
+}
 
 /// While the data dir awaits its first sync (it was empty and the node was started without
 /// `--bootstrap`) and no leader is found, logs a hint every [`INITIAL_SYNC_HINT_EVERY`]: a
@@ -220,14 +359,40 @@ impl Server {
                 cluster_id: Some(cfg.cluster_id),
                 may_bootstrap: false,
             };
-            let identity = MetaDir::new(cfg.node.data_dir.clone()).open(&check)?;
+            let meta = MetaDir::new(cfg.node.data_dir.clone());
+            // A joining node writes VERSION and ROLE only once its configuration is durable
+            // (meta_dir docs): a data dir with VERSION always knows its cluster.
+            let joining = opts.join_membership.is_some();
+            let identity = if joining {
+                meta.verify(&check).map_err(|e| removal_refused(e, &cfg))?;
+                None
+            } else {
+                Some(meta.open(&check).map_err(|e| removal_refused(e, &cfg))?)
+            };
             let (listener, client_addr) = bind_client_port(&cfg.client_listen).await?;
             let catalog = Arc::new(SharedCatalog::default());
             let progress = Arc::new(Progress::new(cfg.tolerance_ms));
             let machine = machine::state_machine(catalog.clone(), progress.clone());
             opts.request_timeout = cfg.write_timeout;
             opts.bootstrap = cfg.bootstrap;
-            let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts).await?;
+            let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts)
+                .await
+                .map_err(|e| node_refused(e, &cfg))?;
+            if let Some(version) = removed_by_log(&node) {
+                node.shutdown().await;
+                return Err(ServerError::Removed(removal_of(&cfg, version)));
+            }
+            warn_stale_zoo_cfg(&node, &cfg);
+            let identity = match identity {
+                Some(identity) => identity,
+                None => match meta.open(&check) {
+                    Ok(identity) => identity,
+                    Err(e) => {
+                        node.shutdown().await;
+                        return Err(e.into());
+                    }
+                },
+            };
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
             info!(
@@ -247,7 +412,7 @@ impl Server {
                 frontends: handle::FrontendCache::default(),
             });
             let stop = CancellationToken::new();
-            let tasks = spawn_tasks(&shared, listener, &stop);
+            let tasks = spawn_tasks(&shared, listener, meta, &stop);
             Ok(Server {
                 shared,
                 client_addr,
@@ -311,20 +476,64 @@ async fn bind_client_port(addr: &str) -> Result<(TcpListener, SocketAddr), Serve
     Ok((listener, bound))
 }
 
-/// The server's tasks, each in the caller's span: the initial-sync hint, the leader's
-/// TIMESTAMPs, the staleness guard's synced mark, the fatal-stop watcher, and the listener.
+/// The server's tasks, each in the caller's span: the initial-sync and no-leader hints, the
+/// leader's TIMESTAMPs, the staleness guard's synced mark, the fatal-stop and removal
+/// watchers, and the listener.
 fn spawn_tasks(
     shared: &Arc<Shared>,
     listener: TcpListener,
+    meta: MetaDir,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let here = tracing::Span::current();
     let node = &shared.node;
     vec![
         tokio::spawn(hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(hint_no_leader(node.clone(), stop.clone()).instrument(here.clone())),
         tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
         tokio::spawn(write::mark_synced_when_serving(shared.clone()).instrument(here.clone())),
         tokio::spawn(fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(
+            removal::close_on_removed(node.clone(), meta, stop.clone()).instrument(here.clone()),
+        ),
         tokio::spawn(conn::run_listener(shared.clone(), listener, stop.clone()).instrument(here)),
     ]
+}
+
+/// The refusal of a removed server's data dir, with how to add it again (REMOVED exists).
+fn removal_refused(e: MetaDirError, cfg: &ServerConfig) -> ServerError {
+    match e {
+        MetaDirError::Removed { version, .. } => {
+            ServerError::Removed(removal_of(cfg, Zxid(version)))
+        }
+        other => ServerError::MetaDir(other),
+    }
+}
+
+/// The node's start error; the engine's refusal of a removed server's data dir (a snapshot
+/// carries the removal) becomes [`ServerError::Removed`].
+fn node_refused(e: NetError, cfg: &ServerConfig) -> ServerError {
+    match e {
+        NetError::Core(StepError::Removed { version, .. }) => {
+            ServerError::Removed(removal_of(cfg, version))
+        }
+        other => ServerError::Node(other),
+    }
+}
+
+fn removal_of(cfg: &ServerConfig, version: Zxid) -> Removal {
+    let server_value = cfg.node.servers.get(&ServerId(cfg.sid)).map_or_else(
+        || "HOST:QUORUM_PORT:ELECTION_PORT;CLIENT_PORT".to_string(),
+        |s| {
+            let mut plain = s.clone();
+            plain.learner_type = zab_net::LearnerType::Participant;
+            plain.to_value()
+        },
+    );
+    Removal {
+        sid: cfg.sid,
+        version,
+        data_dir: cfg.node.data_dir.clone(),
+        server_value,
+    }
 }

@@ -24,7 +24,7 @@ use zab_net::Role;
 /// A port free right now, taken below the kernel's ephemeral range (32768+) so that no
 /// outgoing connection of a concurrently running test can grab it between this check and the
 /// server's bind; a process-wide counter keeps the tests of one binary apart.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let base = 20_000 + (std::process::id() % 100) as u16 * 100;
     for _ in 0..10_000 {
