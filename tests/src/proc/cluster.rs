@@ -134,6 +134,16 @@ impl ProcCluster {
         Ok(())
     }
 
+    /// Adds a node created after the start (`members`).
+    pub(crate) fn insert_node(&mut self, node: ProcNode) {
+        self.nodes.insert(node.sid(), node);
+    }
+
+    /// Takes node `sid` out of the cluster (`members`); the caller stops it.
+    pub(crate) fn remove_node(&mut self, sid: u64) -> Result<ProcNode, ProcError> {
+        self.nodes.remove(&sid).ok_or(ProcError::NoNode(sid))
+    }
+
     /// The test's name.
     pub fn name(&self) -> &str {
         &self.name

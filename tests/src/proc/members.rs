@@ -9,7 +9,7 @@
 //! helper, which is what the test shows.
 
 use fe_meta::client::{Reconfigured, Written};
-use fe_meta::protocol::FrontendRole;
+use fe_meta::state::catalog::FrontendRole;
 
 use super::binary;
 use super::cluster::ProcCluster;
@@ -80,15 +80,25 @@ impl ProcCluster {
         Ok(())
     }
 
-    /// Stops server `sid` if it runs and forgets it: the cluster dropped it, so the end checks
-    /// no longer expect it. Returns its exit status if it had exited by itself.
-    pub fn forget(&mut self, sid: u64) -> Result<Option<i32>, ProcError> {
+    /// Forgets server `sid`, which the cluster dropped, so the end checks no longer expect
+    /// it: waits up to `within` for it to exit by itself (a dropped server does) and returns
+    /// its exit status; one still running then is killed (`None`).
+    pub async fn forget(
+        &mut self,
+        sid: u64,
+        within: std::time::Duration,
+    ) -> Result<Option<i32>, ProcError> {
         let mut node = self.remove_node(sid)?;
-        if node.is_running() {
-            node.kill9()?;
+        if !node.is_running() {
             return Ok(None);
         }
-        node.exit_status()
+        match node.wait_exit(within).await {
+            Ok(code) => Ok(code),
+            Err(_) => {
+                node.kill9()?;
+                Ok(None)
+            }
+        }
     }
 }
 

@@ -122,9 +122,21 @@ pub enum ProcError {
     /// An end-of-test check failed.
     #[error(transparent)]
     Check(#[from] CheckFailure),
+    /// A client request to a node failed.
+    #[error("node {sid}: {source}")]
+    Client {
+        /// The node asked.
+        sid: u64,
+        /// The error.
+        source: fe_meta::client::ClientError,
+    },
 }
 
 impl ProcError {
+    pub(crate) fn client(sid: u64) -> impl FnOnce(fe_meta::client::ClientError) -> ProcError {
+        move |source| ProcError::Client { sid, source }
+    }
+
     pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProcError {
         let what = what.into();
         move |source| ProcError::Io { what, source }
