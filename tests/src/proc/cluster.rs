@@ -136,6 +136,9 @@ impl ProcCluster {
 
     /// Adds a node created after the start (`members`).
     pub(crate) fn insert_node(&mut self, node: ProcNode) {
+        if let Some(m) = &mut self.monitor {
+            m.watch(node.sid(), node.client_addr());
+        }
         self.nodes.insert(node.sid(), node);
     }
 

@@ -23,8 +23,13 @@ pub const MAX_SID: u64 = (BLOCK_LEN / 3) as u64;
 impl ProcCluster {
     /// The ports of server `sid` (INV-1).
     pub fn ports_of(&self, sid: u64) -> Result<NodePorts, ProcError> {
-        assert!((1..=MAX_SID).contains(&sid), "sid {sid} outside 1..={MAX_SID}");
-        let base = self.node(1)?.ports().client;
+        assert!(
+            (1..=MAX_SID).contains(&sid),
+            "sid {sid} outside 1..={MAX_SID}"
+        );
+        let any = self.sids().into_iter().next().ok_or(ProcError::NoNode(1))?;
+        let n = self.node(any)?;
+        let base = n.ports().client - 3 * (n.sid() as u16 - 1);
         let p = base + 3 * (sid as u16 - 1);
         Ok(NodePorts {
             client: p,
@@ -45,7 +50,10 @@ impl ProcCluster {
     /// Asks node `via` to add server `sid` as a follower; returns the change's answer.
     pub async fn add_follower(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
         let value = self.server_value(sid)?;
-        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        let c = self
+            .client(via, None)
+            .await
+            .map_err(ProcError::client(via))?;
         c.add_frontend(sid, FrontendRole::Follower, &value)
             .await
             .map_err(ProcError::client(via))
@@ -53,7 +61,10 @@ impl ProcCluster {
 
     /// Asks node `via` to drop server `sid`; returns the change's answer.
     pub async fn drop_frontend(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
-        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        let c = self
+            .client(via, None)
+            .await
+            .map_err(ProcError::client(via))?;
         c.drop_frontend(sid).await.map_err(ProcError::client(via))
     }
 
@@ -105,4 +116,55 @@ impl ProcCluster {
 /// The journal id of a write's answer.
 pub fn journal_id(w: &Written) -> u64 {
     w.journal_id.0
+}
+
+impl ProcCluster {
+    /// Waits until exactly one of `sids` reports itself leader, established in its epoch (it
+    /// applied an entry of it), and every other of `sids` follows it in that epoch; returns it.
+    /// Unlike [`ProcCluster::leader`], servers outside `sids` (one waiting to be added, one
+    /// dropped) are not asked.
+    pub async fn leader_among(
+        &self,
+        sids: &[u64],
+        within: std::time::Duration,
+    ) -> Result<u64, ProcError> {
+        let start = std::time::Instant::now();
+        let mut last = String::new();
+        while start.elapsed() < within {
+            let mut seen = Vec::new();
+            for sid in sids {
+                seen.push((*sid, self.status(*sid).await));
+            }
+            let leader = seen.iter().find_map(|(sid, st)| {
+                st.as_ref()
+                    .filter(|st| {
+                        st.mode == fe_meta::protocol::Mode::Leader
+                            && st.epoch > 0
+                            && u64::from(st.applied_journal_id.epoch().0) == st.epoch
+                    })
+                    .map(|st| (*sid, st.epoch))
+            });
+            if let Some((l, epoch)) = leader {
+                let all = seen.iter().all(|(_, st)| {
+                    st.as_ref()
+                        .is_some_and(|st| st.leader_sid == Some(l) && st.epoch == epoch)
+                });
+                if all {
+                    return Ok(l);
+                }
+            }
+            last = format!(
+                "{:?}",
+                seen.iter()
+                    .map(|(s, st)| (s, st.as_ref().map(|st| (st.mode, st.leader_sid, st.epoch))))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Err(ProcError::Timeout {
+            what: format!("one leader followed by servers {sids:?}"),
+            within,
+            detail: format!(": {last}"),
+        })
+    }
 }

@@ -21,7 +21,8 @@
 //! wipe, file paths), [`cluster`] (the nodes, the slot that serializes clusters, leader
 //! discovery, convergence, four-letter words), [`monitor`] (background journal-id poller),
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
-//! times), [`checks`] (the end-of-test checks every scenario runs), [`small_fs`] (a
+//! times), [`lin_load`] (clients recorded for the linearizability check), [`checks`] (the
+//! end-of-test checks every scenario runs), [`small_fs`] (a
 //! size-limited tmpfs for a node's disk to fill up), [`netlab`] (per-node network namespaces
 //! for partitions), [`members`] (servers added with `--helper` and dropped while the cluster
 //! runs).
@@ -46,6 +47,7 @@ pub mod binary;
 pub mod checks;
 pub mod cluster;
 pub mod ledger;
+pub mod lin_load;
 pub mod load;
 pub mod members;
 pub mod monitor;

@@ -60,6 +60,12 @@ impl Monitor {
         lock(&self.report).clone()
     }
 
+    /// Starts polling a node added after the start (`members`).
+    pub fn watch(&mut self, sid: u64, addr: String) {
+        let task = tokio::spawn(poll(sid, addr, self.report.clone()));
+        self.tasks.push(task);
+    }
+
     /// Forgets node `sid`'s highest journal id: its data dir was wiped, so it starts over.
     pub fn forget(&self, sid: u64) {
         lock(&self.report).highest.remove(&sid);
