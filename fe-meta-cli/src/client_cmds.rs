@@ -287,20 +287,8 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         }
         C::ShowBackends(r) => render::backends(client.show_backends(r.sync).await?),
         C::ShowFrontends(r) => render::frontends(client.show_members(r.sync).await?),
-        C::AddFollower { line, .. } => {
-            let (sid, address) = server_line(&line, FrontendRole::Follower)?;
-            let changed = client
-                .add_frontend(sid, FrontendRole::Follower, &address)
-                .await?;
-            render::reconfigured(&format!("server {sid} added as a follower"), &changed)
-        }
-        C::AddObserver { line, .. } => {
-            let (sid, address) = server_line(&line, FrontendRole::Observer)?;
-            let changed = client
-                .add_frontend(sid, FrontendRole::Observer, &address)
-                .await?;
-            render::reconfigured(&format!("server {sid} added as an observer"), &changed)
-        }
+        C::AddFollower { line, .. } => add_frontend(client, &line, FrontendRole::Follower).await?,
+        C::AddObserver { line, .. } => add_frontend(client, &line, FrontendRole::Observer).await?,
         C::DropFrontend { sid, .. } => {
             let changed = client.drop_frontend(sid).await?;
             render::reconfigured(&format!("server {sid} dropped"), &changed)
@@ -341,6 +329,20 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         }
         C::Digest(r) => render::digest(client.digest(r.sync).await?),
     })
+}
+
+/// add-follower / add-observer: adds the server of the `server.N=...` `line` as `role`.
+async fn add_frontend(client: &Client, line: &str, role: FrontendRole) -> Result<Output, Failure> {
+    let (sid, address) = server_line(line, role)?;
+    let changed = client.add_frontend(sid, role, &address).await?;
+    let as_role = match role {
+        FrontendRole::Follower => "a follower",
+        FrontendRole::Observer => "an observer",
+    };
+    Ok(render::reconfigured(
+        &format!("server {sid} added as {as_role}"),
+        &changed,
+    ))
 }
 
 fn usage(message: String) -> Failure {

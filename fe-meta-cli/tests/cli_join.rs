@@ -170,33 +170,74 @@ fn start_server(name: &str, config: &Path, helper: Option<&str>) -> Proc {
     Proc::spawn(name, &mut cmd)
 }
 
-#[test]
-fn a_node_joins_with_a_helper_and_leaves_with_status_6() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = free_base_port();
-    let cluster = Proc::spawn(
+/// `fe-meta local-cluster` of three servers in `dir`, client ports from `base`.
+fn start_local_cluster(dir: &Path, base: u16) -> Proc {
+    Proc::spawn(
         "local-cluster",
         Command::new(BIN)
             .args(["local-cluster", "--nodes", "3", "--wait-secs", "40"])
             .arg("--dir")
-            .arg(tmp.path().join("lc"))
+            .arg(dir)
             .arg("--base-port")
             .arg(base.to_string()),
-    );
-    let helper = format!("127.0.0.1:{base}");
-    cluster.wait_line(&[&format!("127.0.0.1:{}", base + 2)]);
-    wait_state(&helper, 3, "participant");
+    )
+}
 
-    // Server 4: zoo.cfg with dataDir, clientPort and its own line only.
-    let dir: PathBuf = tmp.path().join("fe4");
+/// The cluster-wide zoo.cfg keys as `server`'s show-config prints them, as zoo.cfg lines.
+fn cluster_keys(server: &str) -> String {
+    let (_, out) = cli(&["show-config", "--json", "--server", server]);
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    format!(
+        "tickTime={}\ninitLimit={}\nsyncLimit={}\nclusterId={}\n",
+        shown["tick_time_ms"], shown["init_limit"], shown["sync_limit"], shown["cluster_id"]
+    )
+}
+
+/// Runs `fe-meta sync` against `server` until it succeeds; `what` names it in the failure.
+fn wait_serving(server: &str, what: &str) {
+    let deadline = Instant::now() + LIMIT;
+    while cli(&["sync", "--server", server]).0 != 0 {
+        assert!(Instant::now() < deadline, "{what} never served");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The server that joins: its `server.4=...` line, its minimal zoo.cfg text and its client
+/// address.
+struct Server4 {
+    line: String,
+    minimal: String,
+    me: String,
+}
+
+/// Server 4's data dir under `root` (with its myid), and a zoo.cfg with dataDir, clientPort
+/// and its own line only; its ports are `base` + 103, + 203 and + 3.
+fn server_4(root: &Path, base: u16) -> Server4 {
+    let dir: PathBuf = root.join("fe4");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("myid"), "4\n").unwrap();
     let (q, e, c) = (base + 103, base + 203, base + 3);
     let line = format!("server.4=127.0.0.1:{q}:{e};127.0.0.1:{c}");
     let minimal = format!("dataDir={}\nclientPort={c}\n{line}\n", dir.display());
+    Server4 {
+        line,
+        minimal,
+        me: format!("127.0.0.1:{c}"),
+    }
+}
+
+#[test]
+fn a_node_joins_with_a_helper_and_leaves_with_status_6() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = free_base_port();
+    let cluster = start_local_cluster(&tmp.path().join("lc"), base);
+    let helper = format!("127.0.0.1:{base}");
+    cluster.wait_line(&[&format!("127.0.0.1:{}", base + 2)]);
+    wait_state(&helper, 3, "participant");
+
+    let Server4 { line, minimal, me } = server_4(tmp.path(), base);
     let config = tmp.path().join("fe4.cfg");
     std::fs::write(&config, &minimal).unwrap();
-    let me = format!("127.0.0.1:{c}");
 
     // Started before it is added: it waits and names the command.
     let mut node4 = start_server("fe4", &config, Some(&helper));
@@ -215,12 +256,7 @@ fn a_node_joins_with_a_helper_and_leaves_with_status_6() {
     // as show-config prints them): one line says where it differs from the committed
     // configuration, and it runs with the committed one.
     assert!(node4.terminate().success());
-    let (_, out) = cli(&["show-config", "--json", "--server", &helper]);
-    let shown: Value = serde_json::from_str(&out).unwrap();
-    let keys = format!(
-        "tickTime={}\ninitLimit={}\nsyncLimit={}\nclusterId={}\n",
-        shown["tick_time_ms"], shown["init_limit"], shown["sync_limit"], shown["cluster_id"]
-    );
+    let keys = cluster_keys(&helper);
     std::fs::write(&config, format!("{minimal}{keys}")).unwrap();
     let mut node4 = start_server("fe4 (restart)", &config, None);
     let stale = [
@@ -230,11 +266,7 @@ fn a_node_joins_with_a_helper_and_leaves_with_status_6() {
     node4.wait_line(&stale);
     node4.wait_line(&["fe-meta server started"]);
     assert_eq!(node4.count_lines(&stale[..1]), 1, "one line, not more");
-    let deadline = Instant::now() + LIMIT;
-    while cli(&["sync", "--server", &me]).0 != 0 {
-        assert!(Instant::now() < deadline, "the restarted node never served");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_serving(&me, "the restarted node");
 
     // Dropped while running: one line, then exit status 6.
     assert_eq!(cli(&["drop-frontend", "4", "--server", &helper]).0, 0);

@@ -65,6 +65,20 @@ async fn client(addr: &str) -> Client {
     Client::connect(addr).await.unwrap()
 }
 
+/// Polls `addr` (server `sid`'s client port) until it answers a SYNC.
+async fn wait_serving(addr: &str, sid: u64) {
+    let start = Instant::now();
+    loop {
+        if let Ok(c) = Client::connect(addr).await {
+            if c.sync().await.is_ok() {
+                return;
+            }
+        }
+        assert!(start.elapsed() < LIMIT, "server {sid} never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Polls `addr`'s GET_CONFIG until server `sid` has `state` there.
 async fn wait_member_state(addr: &str, sid: u64, state: MemberState) {
     let start = Instant::now();
@@ -251,16 +265,7 @@ async fn a_dropped_node_stops_and_its_data_dir_is_refused() {
     let addr3 = c.addr(3).to_string();
     let addr1 = format!("127.0.0.1:{}", c.ports[&1].2);
     // Server 1 serves before it is dropped.
-    let start = Instant::now();
-    loop {
-        if let Ok(c1) = Client::connect(&addr1).await {
-            if c1.sync().await.is_ok() {
-                break;
-            }
-        }
-        assert!(start.elapsed() < LIMIT, "server 1 never served");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_serving(&addr1, 1).await;
 
     let dropped = client(&addr3).await.drop_frontend(1).await.unwrap();
     assert!(dropped.config.member(1).is_none());
@@ -330,16 +335,7 @@ async fn a_dropped_leader_answers_then_stops() {
         .await
     });
     let addr3 = format!("127.0.0.1:{}", c.ports[&3].2);
-    let start = Instant::now();
-    loop {
-        if let Ok(c3) = Client::connect(&addr3).await {
-            if c3.sync().await.is_ok() {
-                break;
-            }
-        }
-        assert!(start.elapsed() < LIMIT, "server 3 never served");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_serving(&addr3, 3).await;
     assert_eq!(c.servers[&1].node_status().leader.map(|l| l.0), Some(3));
 
     // Right after the election the leader may answer QUORUM_UNAVAILABLE ("may or may not

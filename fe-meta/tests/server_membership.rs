@@ -103,6 +103,26 @@ async fn members(addr: SocketAddr) -> (Zxid, Vec<MemberRow>) {
     }
 }
 
+/// Server 4, added as a follower at configuration `version` and not started yet:
+/// SHOW_MEMBERS at `follower` marks it joining (not started: not alive), and only it;
+/// SHOW_FRONTENDS at `leader` lists it.
+async fn assert_server_4_listed_joining(c: &Cluster, follower: u64, leader: u64, version: Zxid) {
+    let (shown, rows) = members(c.addr(follower)).await;
+    assert_eq!(shown, version);
+    let row4 = rows.iter().find(|r| r.row.sid == 4).unwrap();
+    assert!(row4.joining && !row4.row.alive, "{row4:?}");
+    assert_eq!(row4.row.role, FrontendRole::Follower);
+    assert_eq!(row4.row.client_port, c.ports[&4].2);
+    assert!(rows.iter().filter(|r| r.row.sid != 4).all(|r| !r.joining));
+    let body = RequestBody::ShowFrontends(ReadOptions { sync: false });
+    match call(c.addr(leader), body).await.unwrap() {
+        ResponseBody::Frontends { rows, .. } => {
+            assert_eq!(rows.iter().map(|r| r.sid).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_added_through_a_follower_joins_is_promoted_and_serves() {
     let mut c = Cluster::new(3, EXTRA);
@@ -140,21 +160,7 @@ async fn a_follower_added_through_a_follower_joins_is_promoted_and_serves() {
     let agreed = configs_agree(&c).await;
     assert_eq!(agreed.version, version);
 
-    // SHOW_MEMBERS marks it joining (not started: not alive); SHOW_FRONTENDS lists it.
-    let (shown, rows) = members(c.addr(follower)).await;
-    assert_eq!(shown, version);
-    let row4 = rows.iter().find(|r| r.row.sid == 4).unwrap();
-    assert!(row4.joining && !row4.row.alive, "{row4:?}");
-    assert_eq!(row4.row.role, FrontendRole::Follower);
-    assert_eq!(row4.row.client_port, c.ports[&4].2);
-    assert!(rows.iter().filter(|r| r.row.sid != 4).all(|r| !r.joining));
-    let body = RequestBody::ShowFrontends(ReadOptions { sync: false });
-    match call(c.addr(leader), body).await.unwrap() {
-        ResponseBody::Frontends { rows, .. } => {
-            assert_eq!(rows.iter().map(|r| r.sid).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_server_4_listed_joining(&c, follower, leader, version).await;
 
     // The new node joins with what GET_CONFIG said, is promoted, and serves writes.
     let join = get_config(c.addr(leader)).await;

@@ -12,12 +12,44 @@ use std::time::{Duration, Instant};
 use common::{retryable, Cluster};
 use zab_core::StepError;
 use zab_net::config::ServerAddr;
+use zab_net::transport::PeerAddrs;
 use zab_net::{LearnerType, MemberRole, NetError, NodeError, NodeStatus, Role, ServerId, Zxid};
 
 const STABLE: Duration = Duration::from_secs(10);
 
 fn role_of(s: &NodeStatus, sid: u64) -> Option<MemberRole> {
     s.committed_membership.role_of(ServerId(sid))
+}
+
+/// The `host:quorum:election` address of a participant listening on `listen`.
+fn participant_addr(listen: &PeerAddrs) -> ServerAddr {
+    let text = format!(
+        "127.0.0.1:{}:{}",
+        listen.quorum.port(),
+        listen.election.port()
+    );
+    ServerAddr::parse_value(&text).unwrap()
+}
+
+/// `sid` was synced by SNAP, is not removed, votes, and holds `a0..a{count}` as written by
+/// `put_many(_, "a", count, _)`.
+async fn assert_synced_by_snap(c: &Cluster, sid: ServerId, count: usize) {
+    let st = c.status(sid);
+    assert!(st.syncs_received.snap >= 1, "{st:?}");
+    assert!(!st.removed);
+    c.wait_status(
+        sid,
+        &format!("server {} votes", sid.0),
+        |s| s.initialized,
+        STABLE,
+    )
+    .await;
+    for i in 0..count {
+        assert_eq!(
+            c.kvs[&sid].get(&format!("a{i}")).as_deref(),
+            Some(&*i.to_string())
+        );
+    }
 }
 
 /// Writes `key=value` through whichever node leads, retrying through elections.
@@ -63,12 +95,7 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
     assert_eq!(refused, Err(NodeError::NotLeader { leader }));
 
     let listen = Cluster::free_addrs();
-    let text = format!(
-        "127.0.0.1:{}:{}",
-        listen.quorum.port(),
-        listen.election.port()
-    );
-    let addr = ServerAddr::parse_value(&text).unwrap();
+    let addr = participant_addr(&listen);
     let added = c
         .node(leader)
         .add_member(ServerId(4), LearnerType::Participant, &addr)
@@ -94,17 +121,7 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
         .await;
     c.wait_status(ServerId(4), "server 4 promoted", promoted, STABLE)
         .await;
-    let st4 = c.status(ServerId(4));
-    assert!(st4.syncs_received.snap >= 1, "{st4:?}");
-    assert!(!st4.removed);
-    c.wait_status(ServerId(4), "server 4 votes", |s| s.initialized, STABLE)
-        .await;
-    for i in 0..20 {
-        assert_eq!(
-            c.kvs[&ServerId(4)].get(&format!("a{i}")).as_deref(),
-            Some(&*i.to_string())
-        );
-    }
+    assert_synced_by_snap(&c, ServerId(4), 20).await;
     // Every original member applied both configurations through apply_membership.
     let promotion = c.status(leader).committed_membership.version;
     assert!(promotion > added);
@@ -237,12 +254,7 @@ async fn a_joining_server_restarted_before_its_first_sync_still_knows_the_cluste
     c.start_all().await;
     let leader = c.wait_stable(STABLE).await;
     let listen = Cluster::free_addrs();
-    let text = format!(
-        "127.0.0.1:{}:{}",
-        listen.quorum.port(),
-        listen.election.port()
-    );
-    let addr = ServerAddr::parse_value(&text).unwrap();
+    let addr = participant_addr(&listen);
     let added = c
         .node(leader)
         .add_member(ServerId(4), LearnerType::Participant, &addr)

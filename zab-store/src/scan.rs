@@ -113,27 +113,44 @@ pub fn scan(seg: &Segment, after: Zxid, is_last: bool) -> Result<Scanned> {
                 Some(off + total_len),
             ),
         };
-        if !is_last {
-            return Err(StoreError::corrupt(
-                seg.path(),
-                off as u64,
-                format!("{reason} (not the last segment, so not a torn write)"),
-            ));
-        }
-        if let Some(next) = find_valid_after(bytes, off, hint, last) {
-            if !has_unwritten_page(bytes, off, next) {
-                return Err(StoreError::corrupt(
-                    seg.path(),
-                    off as u64,
-                    format!("{reason}; a valid record follows at offset {next}, so this is not a torn tail"),
-                ));
-            }
-        }
-        out.torn = Some(torn(bytes, off, reason));
+        out.torn = Some(torn_or_corrupt(seg, off, reason, hint, last, is_last)?);
         break;
     }
     out.end = off;
     Ok(out)
+}
+
+/// At `off`, the first position of `seg` that holds no valid record (for `reason`; `hint` is
+/// where the bad record claims to end, `last` the zxid of the record before it): the torn tail
+/// to cut, or the corruption error, by the module's rules.
+fn torn_or_corrupt(
+    seg: &Segment,
+    off: usize,
+    reason: String,
+    hint: Option<usize>,
+    last: Zxid,
+    is_last: bool,
+) -> Result<TornTail> {
+    if !is_last {
+        return Err(StoreError::corrupt(
+            seg.path(),
+            off as u64,
+            format!("{reason} (not the last segment, so not a torn write)"),
+        ));
+    }
+    let bytes = seg.bytes();
+    if let Some(next) = find_valid_after(bytes, off, hint, last) {
+        if !has_unwritten_page(bytes, off, next) {
+            return Err(StoreError::corrupt(
+                seg.path(),
+                off as u64,
+                format!(
+                    "{reason}; a valid record follows at offset {next}, so this is not a torn tail"
+                ),
+            ));
+        }
+    }
+    Ok(torn(bytes, off, reason))
 }
 
 fn check_order(seg: &Segment, off: usize, zxid: Zxid, last: Zxid, first: bool) -> Result<()> {

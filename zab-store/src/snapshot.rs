@@ -32,6 +32,8 @@
 //! [`MAX_MEMBERSHIP_SECTION_LEN`], or that does not decode. Its bytes are covered by the
 //! whole-file CRC only, so the configuration in [`SnapshotReader::info`] is known intact once
 //! the reader reached the end ([`SnapshotReader::finish`], as `SnapDir::load_newest` does).
+//!
+//! The configuration section's encoding and its bounds are `membership_section`'s job.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -43,6 +45,13 @@ use zab_core::{Membership, Zxid};
 use crate::error::{Result, StoreError};
 use crate::fsutil;
 
+mod membership_section;
+
+pub use membership_section::MAX_MEMBERSHIP_SECTION_LEN;
+use membership_section::{
+    decode_membership, encode_membership, read_membership_section, MEMBERSHIP_LEN_FIELD,
+};
+
 const MAGIC: &[u8; 4] = b"ZSNP";
 const END_MAGIC: &[u8; 4] = b"ZEND";
 /// The format version written.
@@ -51,13 +60,6 @@ const VERSION: u32 = 2;
 const VERSION_WITHOUT_MEMBERSHIP: u32 = 1;
 /// Size of the snapshot header (the fixed part, before the configuration section).
 pub const SNAP_HEADER_LEN: usize = 32;
-/// Size of the configuration section's length field (format version 2).
-const MEMBERSHIP_LEN_FIELD: usize = 4;
-/// Size of the configuration's version field at the start of a non-empty section.
-const MEMBERSHIP_VERSION_LEN: usize = 8;
-/// The longest configuration section accepted (INV-2, INV-4): about a thousand members with
-/// the longest addresses.
-pub const MAX_MEMBERSHIP_SECTION_LEN: usize = 1024 * 1024;
 /// Size of the snapshot trailer.
 pub const SNAP_TRAILER_LEN: usize = 16;
 const BUF_LEN: usize = 64 * 1024;
@@ -84,47 +86,6 @@ pub struct SnapshotInfo {
     /// The committed configuration the snapshot's state is under; `None` when none was
     /// known (format version 1, or a state from before any configuration).
     pub membership: Option<Membership>,
-}
-
-/// The configuration section's bytes (without the length field): empty for `None`.
-fn encode_membership(membership: Option<&Membership>) -> Vec<u8> {
-    match membership {
-        None => Vec::new(),
-        Some(m) => {
-            let encoded = m.encode();
-            let mut section = Vec::with_capacity(MEMBERSHIP_VERSION_LEN + encoded.len());
-            section.extend_from_slice(&m.version.0.to_be_bytes());
-            section.extend_from_slice(&encoded);
-            section
-        }
-    }
-}
-
-/// Decodes a configuration section (without its length field) of the snapshot at `zxid`;
-/// the error is the reason, for [`StoreError::BadSnapshot`] (INV-4).
-fn decode_membership(
-    zxid: Zxid,
-    section: &[u8],
-) -> std::result::Result<Option<Membership>, String> {
-    if section.is_empty() {
-        return Ok(None);
-    }
-    if section.len() < MEMBERSHIP_VERSION_LEN {
-        return Err(format!(
-            "configuration section of {} bytes, shorter than its version field",
-            section.len()
-        ));
-    }
-    let (version, encoded) = section.split_at(MEMBERSHIP_VERSION_LEN);
-    let version = Zxid(BigEndian::read_u64(version));
-    if version > zxid {
-        return Err(format!(
-            "configuration version {version} is newer than the snapshot's zxid {zxid}"
-        ));
-    }
-    Membership::decode(version, encoded)
-        .map(Some)
-        .map_err(|e| format!("configuration section: {e}"))
 }
 
 /// Writes one snapshot as a stream (see the module docs); implements [`Write`].
@@ -276,55 +237,6 @@ impl Drop for SnapshotWriter {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
-}
-
-/// Reads the configuration section of a version-2 file of `size` bytes whose header was read
-/// (INV-4); returns its bytes (without the length field) and `crc` extended over it.
-fn read_membership_section(
-    input: &mut impl Read,
-    path: &Path,
-    size: u64,
-    crc: u32,
-) -> Result<(Vec<u8>, u32)> {
-    let bad = |offset: u64, reason: String| StoreError::BadSnapshot {
-        path: path.to_path_buf(),
-        offset,
-        reason,
-    };
-    let field_offset = SNAP_HEADER_LEN as u64;
-    let room = size - (SNAP_HEADER_LEN + SNAP_TRAILER_LEN) as u64;
-    if room < MEMBERSHIP_LEN_FIELD as u64 {
-        return Err(bad(
-            field_offset,
-            format!("truncated: {size} bytes, no room for the configuration length"),
-        ));
-    }
-    let mut len_field = [0u8; MEMBERSHIP_LEN_FIELD];
-    input
-        .read_exact(&mut len_field)
-        .map_err(|e| StoreError::io("read configuration length", path, e))?;
-    let len = BigEndian::read_u32(&len_field);
-    if len as usize > MAX_MEMBERSHIP_SECTION_LEN {
-        return Err(bad(
-            field_offset,
-            format!(
-                "configuration section of {len} bytes, more than the \
-                 {MAX_MEMBERSHIP_SECTION_LEN} allowed"
-            ),
-        ));
-    }
-    if u64::from(len) > room - MEMBERSHIP_LEN_FIELD as u64 {
-        return Err(bad(
-            field_offset,
-            format!("truncated: a configuration section of {len} bytes does not fit in {size}"),
-        ));
-    }
-    let mut section = vec![0u8; len as usize];
-    input
-        .read_exact(&mut section)
-        .map_err(|e| StoreError::io("read configuration", path, e))?;
-    let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc, &len_field), &section);
-    Ok((section, crc))
 }
 
 /// Reads one snapshot's body as a stream, verifying it (INV-3); implements [`Read`].

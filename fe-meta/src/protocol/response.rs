@@ -267,16 +267,7 @@ pub fn decode_response(payload: &[u8]) -> Result<Response, ProtocolError> {
 fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
     Ok(match kind {
         RequestKind::STATUS => ResponseBody::Status(decode_status(r)?),
-        RequestKind::DIGEST => {
-            let journal_id = Zxid(r.u64("journal id")?);
-            let mut digest = [0u8; 32];
-            digest.copy_from_slice(r.take("digest", 32)?);
-            ResponseBody::Digest {
-                journal_id,
-                digest,
-                entry_count: r.u64("entry count")?,
-            }
-        }
+        RequestKind::DIGEST => decode_digest(r)?,
         RequestKind::SYNC => ResponseBody::Synced {
             journal_id: Zxid(r.u64("journal id")?),
         },
@@ -285,20 +276,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             version: Zxid(r.u64("configuration version")?),
             config: decode_config(r)?,
         },
-        RequestKind::SHOW_MEMBERS => {
-            let journal_id = Zxid(r.u64("journal id")?);
-            let config_version = Zxid(r.u64("configuration version")?);
-            let n = r.len("item count", r.remaining() / 31)?;
-            let mut rows = Vec::with_capacity(n);
-            for _ in 0..n {
-                rows.push(decode_member_row(r)?);
-            }
-            ResponseBody::Members {
-                journal_id,
-                config_version,
-                rows,
-            }
-        }
+        RequestKind::SHOW_MEMBERS => decode_members(r)?,
         RequestKind::SHOW_BACKENDS => {
             let (journal_id, backends) = get_list(r, 23, Backend::decode)?;
             ResponseBody::Backends {
@@ -338,6 +316,35 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,
         },
+    })
+}
+
+/// A DIGEST answer: `journal_id u64 | digest [32] | entry_count u64`.
+fn decode_digest(r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
+    let journal_id = Zxid(r.u64("journal id")?);
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(r.take("digest", 32)?);
+    Ok(ResponseBody::Digest {
+        journal_id,
+        digest,
+        entry_count: r.u64("entry count")?,
+    })
+}
+
+/// A SHOW_MEMBERS answer: `journal_id u64 | config_version u64 | count u32 | row*`; a row is
+/// at least 31 bytes (INV-2).
+fn decode_members(r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
+    let journal_id = Zxid(r.u64("journal id")?);
+    let config_version = Zxid(r.u64("configuration version")?);
+    let n = r.len("item count", r.remaining() / 31)?;
+    let mut rows = Vec::with_capacity(n);
+    for _ in 0..n {
+        rows.push(decode_member_row(r)?);
+    }
+    Ok(ResponseBody::Members {
+        journal_id,
+        config_version,
+        rows,
     })
 }
 

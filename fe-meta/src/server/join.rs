@@ -24,21 +24,26 @@
 //! lacks.
 //! INV-3: the wait for membership and for a reachable helper is bounded only by the caller
 //! (the process's shutdown); each retry logs one line.
+//!
+//! Asking the helper (GET_CONFIG, retried until it answers) is the `helper` module's job.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::info;
 use zab_net::config::{parse_with, read_myid, ConfigError, ServerAddr};
-use zab_net::{Member, MemberRole, Membership, ServerId};
+use zab_net::{Membership, ServerId};
+
+mod helper;
+
+use helper::ask_until_answered;
+pub use helper::{view_of, ClientHelper, Helper};
 
 use super::config::{ServerConfig, EXTRA_KEYS};
 use super::meta_dir::MetaDir;
 use super::ServerError;
-use crate::client::{Client, ClientOptions};
-use crate::protocol::{ClusterConfig, MemberState};
 
 /// How often a joining node asks the helper again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(2);
@@ -239,29 +244,6 @@ pub fn read_text(path: &Path) -> Result<String, JoinError> {
     })
 }
 
-/// How the node asks the helper for the cluster's view.
-pub trait Helper {
-    /// The helper's address, for messages.
-    fn addr(&self) -> &str;
-    /// One GET_CONFIG; the error text says why it failed.
-    fn ask(&self) -> impl std::future::Future<Output = Result<ClusterView, String>> + Send;
-}
-
-/// Asks `helper` until it answers (INV-3), one WARN line per failed attempt.
-async fn ask_until_answered(helper: &impl Helper) -> ClusterView {
-    loop {
-        match helper.ask().await {
-            Ok(view) => return view,
-            Err(e) => warn!(
-                "cannot get the cluster's configuration from the helper {}: {e}; retrying in \
-                 {RETRY_EVERY:?}",
-                helper.addr()
-            ),
-        }
-        tokio::time::sleep(RETRY_EVERY).await;
-    }
-}
-
 /// Settles how the node of zoo.cfg `text` starts with `helper` (see the module docs): returns
 /// once the node may start, or with the reason it must not.
 pub async fn prepare(text: &str, helper: &impl Helper) -> Result<JoinStart, ServerError> {
@@ -279,16 +261,7 @@ pub async fn prepare(text: &str, helper: &impl Helper) -> Result<JoinStart, Serv
     }
     loop {
         let view = ask_until_answered(helper).await;
-        if let Some(configured) = configured_cluster_id(text) {
-            if configured != view.cluster_id {
-                return Err(JoinError::ClusterIdMismatch {
-                    configured,
-                    helper: helper.addr().to_string(),
-                    helper_id: view.cluster_id,
-                }
-                .into());
-            }
-        }
+        check_cluster_id(text, helper.addr(), &view)?;
         check_addresses(&view.membership)?;
         let cfg = load_completed(&completed_text(text, &view))?;
         let own = own_line(&cfg)?;
@@ -343,6 +316,18 @@ pub async fn prepare(text: &str, helper: &impl Helper) -> Result<JoinStart, Serv
     }
 }
 
+/// The cluster id zoo.cfg `text` sets, if any, is the helper's (INV-1).
+fn check_cluster_id(text: &str, helper: &str, view: &ClusterView) -> Result<(), JoinError> {
+    match configured_cluster_id(text) {
+        Some(configured) if configured != view.cluster_id => Err(JoinError::ClusterIdMismatch {
+            configured,
+            helper: helper.to_string(),
+            helper_id: view.cluster_id,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The configuration of zoo.cfg `text` alone, when its data dir already belongs to a cluster
 /// (VERSION exists) and the text parses without the helper's keys (`clusterId` may come from
 /// VERSION); `None` otherwise.
@@ -387,78 +372,12 @@ fn check_addresses(m: &Membership) -> Result<(), JoinError> {
     Ok(())
 }
 
-/// The helper reached with the fe-meta client (GET_CONFIG).
-#[derive(Clone, Debug)]
-pub struct ClientHelper {
-    addr: String,
-}
-
-/// How long one GET_CONFIG to the helper may take (connect and answer each).
-const ASK_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl ClientHelper {
-    /// The member at `addr` (`host:client_port`).
-    pub fn new(addr: &str) -> ClientHelper {
-        ClientHelper {
-            addr: addr.to_string(),
-        }
-    }
-}
-
-impl Helper for ClientHelper {
-    fn addr(&self) -> &str {
-        &self.addr
-    }
-
-    async fn ask(&self) -> Result<ClusterView, String> {
-        let opts = ClientOptions {
-            connect_timeout: ASK_TIMEOUT,
-            request_timeout: ASK_TIMEOUT,
-            ..ClientOptions::DEFAULT
-        };
-        let client = Client::connect_with(&self.addr, opts)
-            .await
-            .map_err(|e| e.to_string())?;
-        let config = client.get_config().await.map_err(|e| e.to_string())?;
-        Ok(view_of(config))
-    }
-}
-
-/// The view in a GET_CONFIG answer.
-pub fn view_of(c: ClusterConfig) -> ClusterView {
-    let members = c
-        .members
-        .into_iter()
-        .map(|m| {
-            let role = match m.state {
-                MemberState::Participant => MemberRole::Participant,
-                MemberState::Observer => MemberRole::Observer,
-                MemberState::Joining => MemberRole::Joining,
-            };
-            let member = Member {
-                role,
-                address: m.address,
-            };
-            (ServerId(m.sid), member)
-        })
-        .collect();
-    ClusterView {
-        cluster_id: c.cluster_id,
-        membership: Membership {
-            version: c.version,
-            members,
-        },
-        tick_ms: c.tick_time_ms,
-        init_limit: c.init_limit,
-        sync_limit: c.sync_limit,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::protocol::ConfigMember;
+    use crate::protocol::{ClusterConfig, ConfigMember, MemberState};
+    use zab_net::MemberRole;
     use zab_net::Zxid;
 
     fn view() -> ClusterView {

@@ -40,6 +40,7 @@ pub mod config;
 mod conn;
 pub mod fatal;
 mod handle;
+mod hints;
 pub mod join;
 pub mod machine;
 mod membership;
@@ -74,7 +75,7 @@ pub use join::{ClusterView, Helper, JoinError};
 pub use removal::{Removal, REMOVED_EXIT_STATUS};
 
 use crate::error::MetaError;
-use crate::server::meta_dir::{MetaDir, MetaDirError, StartCheck};
+use crate::server::meta_dir::{MetaDir, MetaDirError, MetaIdentity, StartCheck};
 use crate::state::catalog::SharedCatalog;
 use machine::Progress;
 
@@ -254,56 +255,6 @@ pub async fn prepare_start(
     Ok((cfg, opts))
 }
 
-/// How often a node whose data dir awaits its first sync repeats the hint while it finds
-/// no leader.
-const INITIAL_SYNC_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// How long an initialized node may find no leader before [`hint_no_leader`] says what
-/// that may mean, and how often it repeats it.
-const NO_LEADER_HINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// While an initialized node finds no leader, logs every [`NO_LEADER_HINT_EVERY`] what that
-/// may mean: a quorum is down, or this server was dropped while it was down (the members then
-/// ignore it, and nothing tells it). Ends on stop.
-async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(NO_LEADER_HINT_EVERY) => {}
-        }
-        let st = node.status();
-        if st.stopped || st.removed {
-            return;
-        }
-        if st.initialized && st.leader.is_none() {
-            warn!(
-                "no leader found for {NO_LEADER_HINT_EVERY:?}: a quorum of the members may be \
-                 down, or this server was dropped from the cluster while it was down (the \
-                 members then ignore it): check with `fe-meta show-frontends` on a member; a \
-                 dropped server is added again with an empty data dir and --helper"
-            );
-        }
-    }
-}
-
-/// INV-5: where zoo.cfg's `server.N` lines differ from the configuration the node runs with
-/// (the one in force: the data dir's committed configuration and any newer one in its log),
-/// one WARN line names the servers. The engine logs a line of its own only when a snapshot
-/// holds the configuration; this one is logged whatever holds it.
-fn warn_stale_zoo_cfg(node: &Node, cfg: &ServerConfig) {
-    let in_force = node.status().membership;
-    let zoo_cfg = config::bootstrap_membership(&cfg.node);
-    if let Some(diff) = config::differences(&zoo_cfg, &in_force) {
-        warn!(
-            "zoo.cfg's server.N lines differ from the cluster's configuration in the data dir \
-             ({diff}): running with the data dir's configuration version {} (zoo.cfg's server \
-             lines only seed a brand-new cluster; membership changes with add-follower, \
-             add-observer and drop-frontend)",
-            in_force.version
-        );
-    }
-}
-
 /// The version of the configuration in this node's log (in force, maybe not committed) that
 /// does not list it, if any: a removal it logged before it stopped (the REMOVED record is
 /// written when a removal is applied; a crash can come first). Such a node never serves: the
@@ -313,29 +264,6 @@ fn removed_by_log(node: &Node) -> Option<Zxid> {
     let in_force = &st.membership;
     (in_force.version != Zxid::ZERO && !in_force.members.contains_key(&st.sid))
         .then_some(in_force.version)
-}
-
-/// While the data dir awaits its first sync (it was empty and the node was started without
-/// `--bootstrap`) and no leader is found, logs a hint every [`INITIAL_SYNC_HINT_EVERY`]: a
-/// brand-new cluster started that way never elects (PITFALLS B9). Ends once initialized, or
-/// on stop.
-async fn hint_initial_sync(node: Arc<Node>, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(INITIAL_SYNC_HINT_EVERY) => {}
-        }
-        let st = node.status();
-        if st.initialized || st.stopped {
-            return;
-        }
-        if st.leader.is_none() {
-            warn!(
-                "no leader found to sync from; data dir was empty; if this is a brand-new \
-                 cluster start every node once with --bootstrap"
-            );
-        }
-    }
 }
 
 impl Server {
@@ -378,21 +306,7 @@ impl Server {
             let node = Node::start_with(cfg.node.clone(), ServerId(cfg.sid), machine, opts)
                 .await
                 .map_err(|e| node_refused(e, &cfg))?;
-            if let Some(version) = removed_by_log(&node) {
-                node.shutdown().await;
-                return Err(ServerError::Removed(removal_of(&cfg, version)));
-            }
-            warn_stale_zoo_cfg(&node, &cfg);
-            let identity = match identity {
-                Some(identity) => identity,
-                None => match meta.open(&check) {
-                    Ok(identity) => identity,
-                    Err(e) => {
-                        node.shutdown().await;
-                        return Err(e.into());
-                    }
-                },
-            };
+            let identity = settle_started(&node, &cfg, &meta, &check, identity).await?;
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
             info!(
@@ -465,6 +379,33 @@ impl Server {
     }
 }
 
+/// Once the node started: a removal in its log refuses the start (INV-4), a stale zoo.cfg is
+/// named (INV-5), and a joining node (`identity` is `None`), whose configuration is durable
+/// now, writes VERSION and ROLE. On a refusal the node is shut down.
+async fn settle_started(
+    node: &Node,
+    cfg: &ServerConfig,
+    meta: &MetaDir,
+    check: &StartCheck,
+    identity: Option<MetaIdentity>,
+) -> Result<MetaIdentity, ServerError> {
+    if let Some(version) = removed_by_log(node) {
+        node.shutdown().await;
+        return Err(ServerError::Removed(removal_of(cfg, version)));
+    }
+    hints::warn_stale_zoo_cfg(node, cfg);
+    match identity {
+        Some(identity) => Ok(identity),
+        None => match meta.open(check) {
+            Ok(identity) => Ok(identity),
+            Err(e) => {
+                node.shutdown().await;
+                Err(e.into())
+            }
+        },
+    }
+}
+
 /// Binds the client port: the listener and the address it got.
 async fn bind_client_port(addr: &str) -> Result<(TcpListener, SocketAddr), ServerError> {
     let listen_error = |source| ServerError::Listen {
@@ -488,8 +429,8 @@ fn spawn_tasks(
     let here = tracing::Span::current();
     let node = &shared.node;
     vec![
-        tokio::spawn(hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone())),
-        tokio::spawn(hint_no_leader(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(hints::hint_initial_sync(node.clone(), stop.clone()).instrument(here.clone())),
+        tokio::spawn(hints::hint_no_leader(node.clone(), stop.clone()).instrument(here.clone())),
         tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
         tokio::spawn(write::mark_synced_when_serving(shared.clone()).instrument(here.clone())),
         tokio::spawn(fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone())),

@@ -16,6 +16,7 @@
 //! durable (`join_file`, with the initial-sync marker written first) before the core starts;
 //! a configuration that does not list this node is refused before anything is written.
 
+use std::path::Path;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -124,21 +125,7 @@ fn settle_membership(
         }
     }
     if let Some(data) = &durable.membership {
-        if let Some(diff) = differences(&start.bootstrap_membership, data) {
-            warn!(
-                "zoo.cfg's server lines differ from the committed configuration in the data \
-                 dir ({diff}); the data dir's configuration (version {}) wins",
-                data.version
-            );
-        }
-        if start.join.is_some() {
-            info!(
-                "the data dir already holds the cluster's configuration (version {}); the one \
-                 given to join is ignored",
-                data.version
-            );
-        }
-        join_file::remove(dir).map_err(join_err)?;
+        data_dir_membership_wins(dir, data, start)?;
         return Ok(durable);
     }
     let kept = kept_join;
@@ -185,6 +172,31 @@ fn settle_membership(
     durable.needs_initial_sync = dd.epochs.needs_initial_sync()?;
     durable.membership = Some(join.clone());
     Ok(durable)
+}
+
+/// The data dir's committed configuration `data` holds (it is not older than the join
+/// file's): says where zoo.cfg and a configuration given to join are overruled, and removes
+/// the join file it supersedes.
+fn data_dir_membership_wins(
+    dir: &Path,
+    data: &Membership,
+    start: &StoreStart,
+) -> Result<(), NetError> {
+    if let Some(diff) = differences(&start.bootstrap_membership, data) {
+        warn!(
+            "zoo.cfg's server lines differ from the committed configuration in the data \
+             dir ({diff}); the data dir's configuration (version {}) wins",
+            data.version
+        );
+    }
+    if start.join.is_some() {
+        info!(
+            "the data dir already holds the cluster's configuration (version {}); the one \
+             given to join is ignored",
+            data.version
+        );
+    }
+    join_file::remove(dir).map_err(|e| NetError::StateMachine(e.to_string()))
 }
 
 /// Which servers zoo.cfg's configuration and the data dir's list differently, in words; `None`

@@ -5,7 +5,9 @@
 //! sync mode) logged and counted.
 
 use tracing::{info, warn};
-use zab_core::{Action, DiffSource, Epoch, Membership, ServerId, SyncMode, Txn, TxnKind, Zxid};
+use zab_core::{
+    Action, DiffSource, Epoch, Membership, Role, ServerId, SyncMode, Txn, TxnKind, Zxid,
+};
 use zab_store::EpochKind;
 
 use super::{node_span, Driver};
@@ -36,16 +38,7 @@ impl Driver {
                 to,
                 zxid,
                 membership,
-            } => {
-                let source = self.sm_mut()?.snapshot();
-                info!(peer = to.0, %zxid, "streaming a SNAP");
-                let s = Stream::Snapshot {
-                    zxid,
-                    membership,
-                    source,
-                };
-                self.out.stream(&self.transport, to, s);
-            }
+            } => self.stream_snapshot(to, zxid, membership)?,
             Action::BeginSnapshot { zxid, membership } => {
                 self.snapper.begin_receive(zxid, &membership).await?
             }
@@ -84,25 +77,51 @@ impl Driver {
                 source,
             } => self.on_sync_chosen(learner, mode, (from, to), txns, source),
             Action::SyncReceived { leader, mode, zxid } => {
-                count_sync(self.board.syncs_received(), mode);
-                let at = match mode {
-                    SyncMode::Diff => "up to",
-                    SyncMode::TruncDiff => "cutting the log to",
-                    SyncMode::Snap => "at",
-                };
-                info!("leader {} syncs this node by {mode} {at} {zxid}", leader.0);
+                self.on_sync_received(leader, mode, zxid)
             }
             Action::RoleChanged {
                 role,
                 leader,
                 epoch,
-            } => {
-                self.span = node_span(self.board.sid(), role, epoch.0);
-                let _entered = self.span.clone().entered();
-                info!(%role, leader = leader.map(|l| l.0), %epoch, "role changed");
-            }
+            } => self.on_role_changed(role, leader, epoch),
         }
         Ok(())
+    }
+
+    /// Streams a SNAP of the state machine at `zxid`, under `membership`, to `to`.
+    fn stream_snapshot(
+        &mut self,
+        to: ServerId,
+        zxid: Zxid,
+        membership: Membership,
+    ) -> Result<(), Fatal> {
+        let source = self.sm_mut()?.snapshot();
+        info!(peer = to.0, %zxid, "streaming a SNAP");
+        let s = Stream::Snapshot {
+            zxid,
+            membership,
+            source,
+        };
+        self.out.stream(&self.transport, to, s);
+        Ok(())
+    }
+
+    /// Counts and logs a sync of this node by `leader`, by `mode` to `zxid`.
+    fn on_sync_received(&mut self, leader: ServerId, mode: SyncMode, zxid: Zxid) {
+        count_sync(self.board.syncs_received(), mode);
+        let at = match mode {
+            SyncMode::Diff => "up to",
+            SyncMode::TruncDiff => "cutting the log to",
+            SyncMode::Snap => "at",
+        };
+        info!("leader {} syncs this node by {mode} {at} {zxid}", leader.0);
+    }
+
+    /// Enters the span of the new role and logs the change.
+    fn on_role_changed(&mut self, role: Role, leader: Option<ServerId>, epoch: Epoch) {
+        self.span = node_span(self.board.sid(), role, epoch.0);
+        let _entered = self.span.clone().entered();
+        info!(%role, leader = leader.map(|l| l.0), %epoch, "role changed");
     }
 
     /// Counts and logs the leader's sync of `learner` over `(from, to]`.

@@ -1,0 +1,105 @@
+//! The helper of a joining node: a member of the cluster asked for its view (GET_CONFIG)
+//! until it answers.
+//!
+//! INV-1: a failed ask is never fatal: it is logged (one WARN line) and retried every
+//! [`RETRY_EVERY`]; only the caller bounds the wait (join INV-3).
+//! INV-2: one ask takes at most [`ASK_TIMEOUT`] to connect and as long again for the answer.
+
+use std::time::Duration;
+
+use tracing::warn;
+use zab_net::{Member, MemberRole, Membership, ServerId};
+
+use super::{ClusterView, RETRY_EVERY};
+use crate::client::{Client, ClientOptions};
+use crate::protocol::{ClusterConfig, MemberState};
+
+/// How the node asks the helper for the cluster's view.
+pub trait Helper {
+    /// The helper's address, for messages.
+    fn addr(&self) -> &str;
+    /// One GET_CONFIG; the error text says why it failed.
+    fn ask(&self) -> impl std::future::Future<Output = Result<ClusterView, String>> + Send;
+}
+
+/// Asks `helper` until it answers (join INV-3), one WARN line per failed attempt.
+pub(super) async fn ask_until_answered(helper: &impl Helper) -> ClusterView {
+    loop {
+        match helper.ask().await {
+            Ok(view) => return view,
+            Err(e) => warn!(
+                "cannot get the cluster's configuration from the helper {}: {e}; retrying in \
+                 {RETRY_EVERY:?}",
+                helper.addr()
+            ),
+        }
+        tokio::time::sleep(RETRY_EVERY).await;
+    }
+}
+
+/// The helper reached with the fe-meta client (GET_CONFIG).
+#[derive(Clone, Debug)]
+pub struct ClientHelper {
+    addr: String,
+}
+
+/// How long one GET_CONFIG to the helper may take (connect and answer each).
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ClientHelper {
+    /// The member at `addr` (`host:client_port`).
+    pub fn new(addr: &str) -> ClientHelper {
+        ClientHelper {
+            addr: addr.to_string(),
+        }
+    }
+}
+
+impl Helper for ClientHelper {
+    fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    async fn ask(&self) -> Result<ClusterView, String> {
+        let opts = ClientOptions {
+            connect_timeout: ASK_TIMEOUT,
+            request_timeout: ASK_TIMEOUT,
+            ..ClientOptions::DEFAULT
+        };
+        let client = Client::connect_with(&self.addr, opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let config = client.get_config().await.map_err(|e| e.to_string())?;
+        Ok(view_of(config))
+    }
+}
+
+/// The view in a GET_CONFIG answer.
+pub fn view_of(c: ClusterConfig) -> ClusterView {
+    let members = c
+        .members
+        .into_iter()
+        .map(|m| {
+            let role = match m.state {
+                MemberState::Participant => MemberRole::Participant,
+                MemberState::Observer => MemberRole::Observer,
+                MemberState::Joining => MemberRole::Joining,
+            };
+            let member = Member {
+                role,
+                address: m.address,
+            };
+            (ServerId(m.sid), member)
+        })
+        .collect();
+    ClusterView {
+        cluster_id: c.cluster_id,
+        membership: Membership {
+            version: c.version,
+            members,
+        },
+        tick_ms: c.tick_time_ms,
+        init_limit: c.init_limit,
+        sync_limit: c.sync_limit,
+    }
+}
