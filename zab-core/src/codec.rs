@@ -178,20 +178,8 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
     buf.reserve(encoded_len(msg));
     buf.put_u8(FORMAT_VERSION);
     match msg {
-        Message::Notification(n) => {
-            buf.put_u8(tag::NOTIFICATION);
-            buf.put_u64(n.vote.leader.0);
-            buf.put_u64(n.vote.zxid.0);
-            buf.put_u32(n.vote.peer_epoch.0);
-            buf.put_u64(n.round);
-            buf.put_u8(election_state_byte(n.state));
-            buf.put_u64(n.config_version.0);
-        }
-        Message::Membership(m) => {
-            buf.put_u8(tag::MEMBERSHIP);
-            buf.put_u64(m.version.0);
-            put_data(buf, &m.encode());
-        }
+        Message::Notification(n) => put_notification(buf, n),
+        Message::Membership(m) => put_membership(buf, tag::MEMBERSHIP, None, m),
         Message::FollowerInfo {
             accepted_epoch,
             protocol_version,
@@ -215,10 +203,7 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
         Message::Diff { last_zxid } => put_u64_body(buf, tag::DIFF, last_zxid.0),
         Message::Trunc { zxid } => put_u64_body(buf, tag::TRUNC, zxid.0),
         Message::Snap { zxid, membership } => {
-            buf.put_u8(tag::SNAP);
-            buf.put_u64(zxid.0);
-            buf.put_u64(membership.version.0);
-            put_data(buf, &membership.encode());
+            put_membership(buf, tag::SNAP, Some(*zxid), membership)
         }
         Message::SnapChunk { data, last } => {
             buf.put_u8(tag::SNAP_CHUNK);
@@ -351,6 +336,31 @@ fn put_epoch_version(buf: &mut BytesMut, tag: u8, epoch: Epoch, version: u32) {
 fn put_data(buf: &mut BytesMut, data: &Bytes) {
     buf.put_u32(data.len() as u32);
     buf.put_slice(data);
+}
+
+fn put_notification(buf: &mut BytesMut, n: &crate::message::Notification) {
+    buf.put_u8(tag::NOTIFICATION);
+    buf.put_u64(n.vote.leader.0);
+    buf.put_u64(n.vote.zxid.0);
+    buf.put_u32(n.vote.peer_epoch.0);
+    buf.put_u64(n.round);
+    buf.put_u8(election_state_byte(n.state));
+    buf.put_u64(n.config_version.0);
+}
+
+/// `tag [zxid] version data`: a MEMBERSHIP message, or a SNAP header (which has a zxid).
+fn put_membership(
+    buf: &mut BytesMut,
+    tag: u8,
+    zxid: Option<Zxid>,
+    m: &crate::membership::Membership,
+) {
+    buf.put_u8(tag);
+    if let Some(z) = zxid {
+        buf.put_u64(z.0);
+    }
+    buf.put_u64(m.version.0);
+    put_data(buf, &m.encode());
 }
 
 /// `tags` is the message's tag for an application txn and for a configuration txn.

@@ -85,30 +85,35 @@ fn outcome() -> impl Strategy<Value = Result<Zxid, RequestError>> {
     ]
 }
 
+/// A notification with arbitrary field values.
+fn notification() -> impl Strategy<Value = Message> {
+    let fields = (
+        any::<u64>(),
+        zxid(),
+        epoch(),
+        any::<u64>(),
+        election_state(),
+        zxid(),
+    );
+    fields.prop_map(|(leader, zxid, peer_epoch, round, state, config_version)| {
+        Message::Notification(Notification {
+            vote: Vote {
+                leader: ServerId(leader),
+                zxid,
+                peer_epoch,
+            },
+            round,
+            state,
+            config_version,
+        })
+    })
+}
+
 /// Every variant of `Message`, each with arbitrary field values.
 fn message() -> impl Strategy<Value = Message> {
     let rid = || any::<u64>().prop_map(RequestId);
     prop_oneof![
-        (
-            any::<u64>(),
-            zxid(),
-            epoch(),
-            any::<u64>(),
-            election_state(),
-            zxid()
-        )
-            .prop_map(|(leader, zxid, peer_epoch, round, state, config_version)| {
-                Message::Notification(Notification {
-                    vote: Vote {
-                        leader: ServerId(leader),
-                        zxid,
-                        peer_epoch,
-                    },
-                    round,
-                    state,
-                    config_version,
-                })
-            }),
+        notification(),
         membership().prop_map(Message::Membership),
         (epoch(), any::<u32>()).prop_map(|(accepted_epoch, protocol_version)| {
             Message::FollowerInfo {

@@ -23,6 +23,19 @@ use crate::types::{Role, ServerId, Zxid};
 
 use super::{HandlerState, Leader, Phase};
 
+/// What the sync plan needs to know of the leader's log.
+fn leader_log(core: &Core) -> LeaderLog<'_> {
+    LeaderLog {
+        index: core.log.index(),
+        base: core.log.base(),
+        memory_first: core.log.memory_first(),
+        sizes: core.log.sizes(),
+        diff_from_log_limit: core.cfg.diff_from_log_limit,
+        snapshot_bytes: core.log.snapshot_bytes(),
+        snapshot_size_factor: core.cfg.snapshot_size_factor,
+    }
+}
+
 impl Leader {
     /// Syncs one learner that acked the epoch (INV-1).
     pub(super) fn start_sync(&mut self, core: &mut Core, sid: ServerId) -> Result<(), StepError> {
@@ -37,18 +50,7 @@ impl Leader {
         } else {
             core.log.last()
         };
-        let plan = {
-            let log = LeaderLog {
-                index: core.log.index(),
-                base: core.log.base(),
-                memory_first: core.log.memory_first(),
-                sizes: core.log.sizes(),
-                diff_from_log_limit: core.cfg.diff_from_log_limit,
-                snapshot_bytes: core.log.snapshot_bytes(),
-                snapshot_size_factor: core.cfg.snapshot_size_factor,
-            };
-            plan_sync(&log, peer_last)
-        };
+        let plan = plan_sync(&leader_log(core), peer_last);
         tracing::debug!(%sid, %peer_last, ?plan, "leader: syncing learner");
         report_sync(core, sid, plan, end);
         let sent_upto = match plan {
