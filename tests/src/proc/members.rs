@@ -23,7 +23,10 @@ pub const MAX_SID: u64 = (BLOCK_LEN / 3) as u64;
 impl ProcCluster {
     /// The ports of server `sid` (INV-1).
     pub fn ports_of(&self, sid: u64) -> Result<NodePorts, ProcError> {
-        assert!((1..=MAX_SID).contains(&sid), "sid {sid} outside 1..={MAX_SID}");
+        assert!(
+            (1..=MAX_SID).contains(&sid),
+            "sid {sid} outside 1..={MAX_SID}"
+        );
         let base = self.node(1)?.ports().client;
         let p = base + 3 * (sid as u16 - 1);
         Ok(NodePorts {
@@ -45,7 +48,10 @@ impl ProcCluster {
     /// Asks node `via` to add server `sid` as a follower; returns the change's answer.
     pub async fn add_follower(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
         let value = self.server_value(sid)?;
-        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        let c = self
+            .client(via, None)
+            .await
+            .map_err(ProcError::client(via))?;
         c.add_frontend(sid, FrontendRole::Follower, &value)
             .await
             .map_err(ProcError::client(via))
@@ -53,7 +59,10 @@ impl ProcCluster {
 
     /// Asks node `via` to drop server `sid`; returns the change's answer.
     pub async fn drop_frontend(&self, via: u64, sid: u64) -> Result<Reconfigured, ProcError> {
-        let c = self.client(via, None).await.map_err(ProcError::client(via))?;
+        let c = self
+            .client(via, None)
+            .await
+            .map_err(ProcError::client(via))?;
         c.drop_frontend(sid).await.map_err(ProcError::client(via))
     }
 
