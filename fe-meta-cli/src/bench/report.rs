@@ -286,7 +286,7 @@ fn human_w6(lines: &[Line]) -> String {
             g(l, "writes_continued"),
             g(l, "max_gap_ms"),
             g(l, "acked_writes"),
-            g(l, "stored_seq"),
+            g(l, "znode_version"),
             g(l, "lost_acked"),
             g(l, "survivors_zxid_equal"),
         );

@@ -18,7 +18,9 @@
 //!   `old_leader_stepdown_ms` (the removed server stops saying leader); the removed server is
 //!   then added back on a fresh data dir with `--helper`;
 //! * `grow-kill` (correctness, once): add 4 and 5, SIGKILL two original members (the leader
-//!   first); writes must continue and no acknowledged write may be lost.
+//!   first); writes must continue and no acknowledged write may be lost: `acked_writes` (the
+//!   highest acknowledged sequence number) ≤ `znode_version` (ZkBench's key; here the sequence
+//!   number stored in the variable, read with sync on a survivor), so `lost_acked` must be 0.
 //!
 //! INV-1: every wait is bounded (60 s per step, the writer by the whole run's bound).
 //! INV-2: every server W6 starts is stopped and reaped before [`run`] returns ([`joiner`]).
@@ -73,10 +75,10 @@ fn sids_text(sids: &[u64]) -> String {
         .join(",")
 }
 
-/// A failed change's outcome in ZkBench's words where they match (`ConnectionLoss`).
+/// A failed change's outcome in ZkBench's words where they match (`CONNECTIONLOSS`).
 fn rc_text(e: &ClientError) -> String {
     match e {
-        ClientError::Closed { .. } => "ConnectionLoss".to_owned(),
+        ClientError::Closed { .. } => "CONNECTIONLOSS".to_owned(),
         ClientError::Connect { .. } => "ConnectFailed".to_owned(),
         ClientError::Timeout { .. } => "Timeout".to_owned(),
         ClientError::Protocol(_) => "Protocol".to_owned(),
@@ -552,7 +554,11 @@ impl W6<'_> {
         let placed = Instant::now();
         let all = self.endpoints(&self.members)?;
         self.writer.place(all.clone());
-        self.writer.wait_writing_on(&all, placed, STEP).await;
+        let moved = if self.writer.wait_writing_on(&all, placed, STEP).await {
+            ms_since(placed, self.writer.last_ok())
+        } else {
+            "-1".to_owned()
+        };
         let gate = self.gate().await;
         let st0 = cpu::stat();
         tokio::time::sleep(STEADY).await;
@@ -625,6 +631,7 @@ impl W6<'_> {
             .set("add5_reconfig_ms", ms(added[1].0))
             .set("add5_rc", &added[1].1)
             .set("members", members)
+            .set("writer_list_update_ms", moved)
             .set("writer_on", writer_on)
             .set("leader_before", leader)
             .set("killed", sids_text(&killed))
@@ -636,8 +643,10 @@ impl W6<'_> {
             .set("ops_after_kill", ok.len() - before)
             .set("conn_loss", conn_loss)
             .set("acked_writes", acked)
+            // ZkBench's key: its znode version counts the committed writes as the stored
+            // sequence number does (writer INV-1).
             .set(
-                "stored_seq",
+                "znode_version",
                 stored.map_or("NA".to_owned(), |s| s.to_string()),
             )
             .set(
