@@ -1,4 +1,4 @@
-//! `fe-meta bench`: the anchors' workloads (W0–W5, `/work/shared/anchors/README.md`) against a
+//! `fe-meta bench`: the anchors' workloads (W0–W6, `/work/shared/anchors/README.md`) against a
 //! fresh 3-node cluster of child processes (tickTime=2000, initLimit=10, syncLimit=5,
 //! forceSync=yes) or an attached one, printing the same RESULT lines as the anchors' ZkBench
 //! and cpu.sh (so `zookeeper/table.py` renders ours unchanged), then a human table; `--json`
@@ -6,7 +6,9 @@
 //!
 //! Module map: [`cluster`] (launch / attach, node kill and restart), [`cpu`] (quiet gate and
 //! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
-//! size and load time with a million catalog entries), [`report`] (RESULT lines, tables).
+//! size and load time with a million catalog entries), [`w6`] (write unavailability during an
+//! online membership change; like the anchors' W6 it is not part of `all` and changes the
+//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables).
 //!
 //! INV-1: every workload is bounded in time; progress goes to stderr, results to stdout.
 //! INV-2: before each workload the machine must be idle (bounded wait, the reading printed);
@@ -21,6 +23,7 @@ mod failover;
 mod load;
 mod memory;
 mod report;
+mod w6;
 
 use std::future::Future;
 use std::io::Write as _;
@@ -43,7 +46,8 @@ const ALL: [&str; 6] = ["W0", "W1", "W2", "W3", "W4", "W5"];
 /// The arguments of `bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W0..W5, `all` (W0-W5) or `memory`.
+    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`; W6 (membership
+    /// changes, launched cluster only) always runs last.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub workload: Vec<String>,
     /// Attach to a running cluster (its client endpoints, host:port,...) instead of launching
@@ -59,7 +63,7 @@ pub struct BenchArgs {
     /// Measured seconds (CPU is sampled only when >= 5).
     #[arg(long, default_value_t = 10.0)]
     pub run: f64,
-    /// W4 trials.
+    /// W4 trials, and W6 trials per phase.
     #[arg(long, default_value_t = 3)]
     pub trials: usize,
     /// W5 writes while the follower is down.
@@ -150,14 +154,20 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
         match w.as_str() {
             "ALL" => selected.extend(ALL.iter().map(|s| (*s).to_owned())),
             "MEMORY" => selected.push("memory".to_owned()),
-            _ if ALL.contains(&w.as_str()) => selected.push(w),
+            _ if ALL.contains(&w.as_str()) || w == "W6" => selected.push(w),
             _ => {
                 return Err(Failure {
                     code: super::ExitCode::Usage,
-                    message: format!("--workload: unknown workload `{w}` (W0..W5, all, memory)"),
+                    message: format!("--workload: unknown workload `{w}` (W0..W6, all, memory)"),
                 })
             }
         }
+    }
+    // W6 leaves the cluster changed (two original members killed): last, once.
+    let w6 = selected.iter().any(|w| w == "W6");
+    selected.retain(|w| w != "W6");
+    if w6 {
+        selected.push("W6".to_owned());
     }
     let p = Params {
         warm: secs(args.warm, "--warm")?,
@@ -262,7 +272,7 @@ async fn workloads(
         };
         let errors = match w.as_str() {
             "W0" | "W1" | "W2" | "W3" => steady(w, leader, cluster, args, p, out).await,
-            "W4" | "W5" | "MEMORY" | "memory" if !cluster.launched() => {
+            "W4" | "W5" | "W6" | "MEMORY" | "memory" if !cluster.launched() => {
                 progress(&format!(
                     "{w}: skipped (needs a cluster launched by the bench, not --attach)"
                 ));
@@ -343,7 +353,7 @@ async fn steady(
     errors
 }
 
-/// The fault workloads W4, W5 and the memory workload (a launched cluster only); returns
+/// The fault workloads W4, W5, W6 and the memory workload (a launched cluster only); returns
 /// their failures.
 async fn faults(
     w: &str,
@@ -376,6 +386,16 @@ async fn faults(
                     Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
                     Err(e) => errors.push(e),
                 }
+            }
+        }
+        "W6" => {
+            progress(&format!(
+                "W6 (online membership change: add/remove a 4th server, remove the leader, grow to 5 and lose 2; {} trials)",
+                p.trials
+            ));
+            match w6::run(cluster, args, p).await {
+                Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
+                Err(e) => errors.push(e),
             }
         }
         _ => {

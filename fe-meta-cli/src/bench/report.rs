@@ -210,6 +210,7 @@ fn human_faults(lines: &[Line]) -> String {
             }
         }
     }
+    s.push_str(&human_w6(lines));
     for l in lines {
         match l.get("workload") {
             Some("W5") => {
@@ -237,6 +238,58 @@ fn human_faults(lines: &[Line]) -> String {
             }
             _ => {}
         }
+    }
+    s
+}
+
+/// W6 in human form: one row per trial, then grow-kill's outcome.
+fn human_w6(lines: &[Line]) -> String {
+    let g = |l: &Line, k: &str| l.get(k).unwrap_or("").to_owned();
+    let mut s = String::new();
+    let trials: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.get("workload") == Some("W6") && l.get("phase") != Some("grow-kill"))
+        .collect();
+    if !trials.is_empty() {
+        s.push_str("\n| W6 phase | trial | max write gap ms | steady gap ms | change ms (rc) | new leader ms | fresh client write ms | old leader steps down ms |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for l in trials {
+            let phase = match l.get("writer") {
+                Some(w) => format!("{} (writer {w})", g(l, "phase")),
+                None => g(l, "phase"),
+            };
+            let _ = writeln!(
+                s,
+                "| {phase} | {} | {} | {} | {} ({}) | {} | {} | {} |",
+                g(l, "trial"),
+                g(l, "max_gap_ms"),
+                g(l, "baseline_max_gap_ms"),
+                g(l, "reconfig_ms"),
+                g(l, "reconfig_rc"),
+                g(l, "new_leader_ms"),
+                g(l, "fresh_client_write_ms"),
+                g(l, "old_leader_stepdown_ms"),
+            );
+        }
+    }
+    for l in lines.iter().filter(|l| l.get("phase") == Some("grow-kill")) {
+        let _ = writeln!(
+            s,
+            "\nW6 grow-kill: added 4 ({} ms) and 5 ({} ms), killed {} (leader {}), survivors {} elected {} in {} ms; writes continued: {} (largest gap {} ms); acknowledged {} ≤ stored {} (lost {}); survivors at the same journal id: {}",
+            g(l, "add4_reconfig_ms"),
+            g(l, "add5_reconfig_ms"),
+            g(l, "killed"),
+            g(l, "leader_before"),
+            g(l, "survivors"),
+            g(l, "new_leader"),
+            g(l, "new_leader_ms"),
+            g(l, "writes_continued"),
+            g(l, "max_gap_ms"),
+            g(l, "acked_writes"),
+            g(l, "znode_version"),
+            g(l, "lost_acked"),
+            g(l, "survivors_zxid_equal"),
+        );
     }
     s
 }

@@ -1,0 +1,821 @@
+//! W6, write unavailability during an online membership change: the anchors' ZkBench
+//! `reconfig` workload against our `add-follower` / `drop-frontend` (README: growing, shrinking
+//! and replacing), on the bench's freshly launched 3-node cluster.
+//!
+//! One closed-loop writer ([`writer`]) runs throughout. Each trial: the quiet gate (writer
+//! paused), 2 s of writes, the change through the client API from a member that stays, 2 s
+//! more after it answers; then the figures of ZkBench (`max_gap_ms`, `reconfig_ms`,
+//! `baseline_max_gap_ms`, ...). Phases, `trials` each:
+//! * `add`: server 4 is started first with `--helper` (it waits until it is a member), then
+//!   added as a follower; `promoted_ms` is when a member's SHOW MEMBERS lists it as a voter
+//!   (not joining);
+//! * `remove`: server 4 is dropped; it exits by itself (status 6, `removed_exit`);
+//! * `remove-leader`: the leader is dropped, the writer on the members that stay
+//!   (`writer=stays`), then connected to the leader with the others after it in its list
+//!   (`writer=pinned-to-removed`: our dropped server exits, so a list of only itself would
+//!   never write again); `new_leader_ms` (a staying member's STATUS says leader),
+//!   `fresh_client_write_ms` (a new client's first write on a staying member after that),
+//!   `old_leader_stepdown_ms` (the removed server stops saying leader); the removed server is
+//!   then added back on a fresh data dir with `--helper`;
+//! * `grow-kill` (correctness, once): add 4 and 5, SIGKILL two original members (the leader
+//!   first); writes must continue and no acknowledged write may be lost: `acked_writes` (the
+//!   highest acknowledged sequence number) ≤ `znode_version` (ZkBench's key; here the sequence
+//!   number stored in the variable, read with sync on a survivor), so `lost_acked` must be 0.
+//!
+//! INV-1: every wait is bounded (60 s per step, the writer by the whole run's bound).
+//! INV-2: every server W6 starts is stopped and reaped before [`run`] returns ([`joiner`]).
+//! INV-3: W6 leaves the cluster changed (members 3..5 after grow-kill, two killed), so it runs
+//! after every other workload of the run.
+
+mod joiner;
+mod writer;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::super::local_cluster::{elected, in_leader_epoch, poll_endpoints};
+use super::cluster::Cluster;
+use super::cpu;
+use super::report::Line;
+use super::{progress, BenchArgs, Params};
+use crate::Failure;
+use fe_meta::client::{Client, ClientError, ClientOptions};
+use fe_meta::protocol::Mode;
+use fe_meta::state::catalog::FrontendRole;
+use joiner::{exit_text, Joiners};
+use writer::{gaps, Writer};
+
+/// Bound of every wait (INV-1).
+const STEP: Duration = Duration::from_secs(60);
+/// Writes before each change (ZkBench's W6_STEADY).
+const STEADY: Duration = Duration::from_secs(2);
+/// Writes after each change answered (ZkBench's W6_AFTER).
+const AFTER: Duration = Duration::from_secs(2);
+/// The original members.
+const ORIGINAL: [u64; 3] = [1, 2, 3];
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn ms_since(from: Instant, to: Option<Instant>) -> String {
+    to.and_then(|t| t.checked_duration_since(from))
+        .map_or("-1".to_owned(), ms)
+}
+
+fn sids_text(sids: &[u64]) -> String {
+    if sids.is_empty() {
+        return "none".to_owned();
+    }
+    sids.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A failed change's outcome in ZkBench's words where they match (`CONNECTIONLOSS`).
+fn rc_text(e: &ClientError) -> String {
+    match e {
+        ClientError::Closed { .. } => "CONNECTIONLOSS".to_owned(),
+        ClientError::Connect { .. } => "ConnectFailed".to_owned(),
+        ClientError::Timeout { .. } => "Timeout".to_owned(),
+        ClientError::Protocol(_) => "Protocol".to_owned(),
+        ClientError::Server(r) => r.status.name().to_owned(),
+    }
+}
+
+/// W6's state: the cluster, the servers it started, the writer.
+struct W6<'a> {
+    cluster: &'a mut Cluster,
+    joiners: Joiners,
+    writer: Writer,
+    args: &'a BenchArgs,
+    p: &'a Params,
+    /// The voters now.
+    members: Vec<u64>,
+}
+
+/// What one measured change saw.
+struct Measured {
+    rc: String,
+    version: String,
+    call: Instant,
+    reconfig: Duration,
+    gaps: writer::Gaps,
+    window: Duration,
+    resumed: bool,
+    conn_loss: u64,
+    other: u64,
+    writer_on: String,
+    gate: String,
+    cpu: String,
+}
+
+impl Measured {
+    fn fields(&self, l: &mut Line) {
+        l.set("max_gap_ms", ms(self.gaps.max_gap))
+            .set("reconfig_ms", ms(self.reconfig))
+            .set("reconfig_rc", &self.rc)
+            .set("gap_from_ms", format!("{:.1}", self.gaps.gap_from_ms))
+            .set("gap_to_ms", format!("{:.1}", self.gaps.gap_to_ms))
+            .set("baseline_max_gap_ms", ms(self.gaps.baseline))
+            .set("ops_in_window", self.gaps.ops_in_window)
+            .set(
+                "window_ms",
+                format!("{:.0}", self.window.as_secs_f64() * 1e3),
+            )
+            .set("writes_resumed", if self.resumed { "yes" } else { "no" })
+            .set("conn_loss", self.conn_loss)
+            .set("session_expired", 0)
+            .set("other_err", self.other)
+            .set("writer_on", &self.writer_on)
+            .set("config_version", &self.version);
+    }
+
+    fn tail(&self, l: &mut Line) {
+        for part in self.gate.split(' ').chain(self.cpu.split(' ')) {
+            if let Some((k, v)) = part.split_once('=') {
+                l.set(k, v);
+            }
+        }
+    }
+}
+
+/// W6: every phase; its RESULT lines.
+pub async fn run(
+    cluster: &mut Cluster,
+    args: &BenchArgs,
+    p: &Params,
+) -> Result<Vec<Line>, Failure> {
+    let dir = cluster
+        .dir()
+        .ok_or_else(|| Failure::other("W6 needs a cluster launched by the bench"))?
+        .join("w6");
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::other(format!("cannot find this executable: {e}")))?;
+    let joiners = Joiners::new(exe, dir, args.base_port);
+    for sid in [4, 5] {
+        let ports = joiners.ports(sid)?;
+        for port in [ports.client, ports.quorum, ports.election] {
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+                return Err(Failure::other(format!(
+                    "W6: port {port} (server {sid}) is in use; pick another --base-port"
+                )));
+            }
+        }
+    }
+    let trials = u32::try_from(p.trials.max(1)).unwrap_or(u32::MAX);
+    let bound = Instant::now() + STEP * (8 * trials + 8);
+    let writer = Writer::start(cluster.endpoints.clone(), p, bound);
+    let mut w = W6 {
+        cluster,
+        joiners,
+        writer,
+        args,
+        p,
+        members: ORIGINAL.to_vec(),
+    };
+    let r = w.phases(p.trials.max(1)).await;
+    w.writer.finish().await;
+    w.joiners.stop_all().await;
+    r
+}
+
+impl W6<'_> {
+    async fn phases(&mut self, trials: usize) -> Result<Vec<Line>, Failure> {
+        let mut lines = Vec::new();
+        let mut emit = |l: Line| {
+            progress(&format!("W6 {}", l.render()));
+            lines.push(l);
+        };
+        for t in 1..=trials {
+            emit(self.add(t).await?);
+            emit(self.remove(t).await?);
+        }
+        for pinned in [false, true] {
+            for t in 1..=trials {
+                emit(self.remove_leader(t, pinned).await?);
+                self.restore().await?;
+            }
+        }
+        emit(self.grow_kill().await?);
+        Ok(lines)
+    }
+
+    fn endpoint(&self, sid: u64) -> Result<String, Failure> {
+        Ok(self.joiners.ports(sid)?.endpoint())
+    }
+
+    fn endpoints(&self, sids: &[u64]) -> Result<Vec<String>, Failure> {
+        sids.iter().map(|&s| self.endpoint(s)).collect()
+    }
+
+    fn sid_of(&self, endpoint: Option<String>) -> String {
+        endpoint
+            .and_then(|e| (1..=9).find(|&s| self.endpoint(s).is_ok_and(|x| x == e)))
+            .map_or("NA".to_owned(), |s| s.to_string())
+    }
+
+    /// Waits until every one of `sids` follows one leader and is synced; the leader.
+    async fn healthy(&self, sids: &[u64], within: Duration) -> Result<u64, Failure> {
+        let eps = self.endpoints(sids)?;
+        let deadline = Instant::now() + within;
+        loop {
+            let st = poll_endpoints(&eps).await;
+            if elected(&st) && in_leader_epoch(&st) {
+                if let Some(l) = st.iter().flatten().find(|s| s.mode == Mode::Leader) {
+                    return Ok(l.sid);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::other(format!(
+                    "W6: servers {} have no leader followed (and synced from) by all after {within:?}",
+                    sids_text(sids)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn client(&self, sid: u64) -> Result<Client, Failure> {
+        let opts = ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: self.p.request_timeout,
+            ..ClientOptions::DEFAULT
+        };
+        Client::connect_with(&self.endpoint(sid)?, opts)
+            .await
+            .map_err(Failure::from)
+    }
+
+    /// The quiet gate with the writer paused: `pre_busy_cores=.. quiet_wait_s=..`.
+    async fn gate(&self) -> String {
+        self.writer.pause(true);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let q = super::quiet(self.args).await;
+        self.writer.pause(false);
+        format!(
+            "pre_busy_cores={} quiet_wait_s={}",
+            q.busy.map_or("NA".to_owned(), |b| format!("{b:.2}")),
+            q.waited_s
+        )
+    }
+
+    /// The gate, `STEADY` of writes, the change (`at_call` runs as it is called), `AFTER`
+    /// more, and the gap analysis.
+    async fn measure<F>(&self, change: F, at_call: impl FnOnce(Instant)) -> Measured
+    where
+        F: Future<Output = Result<fe_meta::client::Reconfigured, ClientError>>,
+    {
+        let gate = self.gate().await;
+        let first = self.writer.count() + 1;
+        let st0 = cpu::stat();
+        let steady = Instant::now();
+        tokio::time::sleep(STEADY).await;
+        let c0 = self.writer.counters();
+        let writer_on = self.sid_of(self.writer.on());
+        let call = Instant::now();
+        at_call(call);
+        let r = change.await;
+        let ret = Instant::now();
+        let (rc, version) = match &r {
+            Ok(ok) => ("ok".to_owned(), ok.version.to_string()),
+            Err(e) => {
+                progress(&format!("W6 the change failed: {e}"));
+                (rc_text(e), "NA".to_owned())
+            }
+        };
+        let end = ret + AFTER;
+        tokio::time::sleep_until(end.into()).await;
+        let hard_end = ret + STEP;
+        while Instant::now() < hard_end && self.writer.last_ok().is_none_or(|l| l < end) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let resumed = self.writer.last_ok().is_some_and(|l| l >= end);
+        let (busy, nice) = cpu::busy_between(st0, cpu::stat());
+        let c1 = self.writer.counters();
+        Measured {
+            rc,
+            version,
+            call,
+            reconfig: ret - call,
+            gaps: gaps(
+                &self.writer.ok_times(),
+                first,
+                steady,
+                call,
+                end,
+                Instant::now(),
+            ),
+            window: end - call,
+            resumed,
+            conn_loss: c1.conn_loss - c0.conn_loss,
+            other: c1.other - c0.other,
+            writer_on,
+            gate,
+            cpu: format!("machine_busy_cores={busy:.2} nice_cores={nice:.2}"),
+        }
+    }
+
+    /// Waits (at most `STEP`) until a member's SHOW MEMBERS lists `sid` as a voter that is
+    /// not joining: when.
+    async fn promoted(&self, via: u64, sid: u64) -> Option<Instant> {
+        promoted_at(self.endpoint(via).ok()?, sid, self.p.request_timeout).await
+    }
+
+    /// The voters of the committed configuration as `via` sees it.
+    async fn voters(&self, via: u64) -> String {
+        match self.client(via).await {
+            Ok(c) => match c.show_members(true).await {
+                Ok(m) => sids_text(
+                    &m.value
+                        .rows
+                        .iter()
+                        .filter(|r| r.row.role == FrontendRole::Follower)
+                        .map(|r| r.row.sid)
+                        .collect::<Vec<_>>(),
+                ),
+                Err(_) => "NA".to_owned(),
+            },
+            Err(_) => "NA".to_owned(),
+        }
+    }
+
+    /// Waits for server `sid`, just dropped, to exit by itself (at most `STEP`): its exit
+    /// status as text (`running` if it did not).
+    async fn removed_exit(&mut self, sid: u64) -> Result<String, Failure> {
+        if self.joiners.runs(sid) {
+            return Ok(exit_text(self.joiners.wait_exit(sid, STEP).await));
+        }
+        // An original server: a child of the cluster, which reaps it.
+        let deadline = Instant::now() + STEP;
+        let pid = self.cluster.pid(sid);
+        while Instant::now() < deadline && pid.is_some_and(still_running) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let exited = !pid.is_some_and(still_running);
+        self.cluster.stop_node(sid, Signal::SIGKILL).await?;
+        Ok(if exited { "exited" } else { "running" }.to_owned())
+    }
+
+    /// Phase add: server 4 joins.
+    async fn add(&mut self, t: usize) -> Result<Line, Failure> {
+        let sid = 4;
+        let leader = self.healthy(&self.members, STEP).await?;
+        let admin_on = self.other_than(leader);
+        let value = self.joiners.ports(sid)?.server_value();
+        self.joiners.start(sid, &self.endpoint(admin_on)?)?;
+        let admin = self.client(admin_on).await?;
+        let via = self.endpoint(admin_on)?;
+        let timeout = self.p.request_timeout;
+        let mut poll = None;
+        let m = self
+            .measure(
+                admin.add_frontend(sid, FrontendRole::Follower, &value),
+                |_| {
+                    poll = Some(tokio::spawn(promoted_at(via, sid, timeout)));
+                },
+            )
+            .await;
+        let promoted = match poll {
+            Some(h) => h.await.ok().flatten(),
+            None => None,
+        };
+        self.members.push(sid);
+        let healthy = self.healthy(&self.members, STEP).await;
+        let mut l = Line::new("W6", "ens");
+        l.set("phase", "add").set("trial", t).set("server", sid);
+        m.fields(&mut l);
+        l.set("promoted_ms", ms_since(m.call, promoted))
+            .set("admin_on", admin_on)
+            .set("leader_before", leader)
+            .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
+            .set("members_after", self.voters(admin_on).await)
+            .set("healthy_after", if healthy.is_ok() { "yes" } else { "no" });
+        m.tail(&mut l);
+        healthy?;
+        Ok(l)
+    }
+
+    /// Phase remove: server 4 is dropped and exits.
+    async fn remove(&mut self, t: usize) -> Result<Line, Failure> {
+        let sid = 4;
+        let leader = self.healthy(&self.members, STEP).await?;
+        let admin_on = self.other_than_among(&ORIGINAL, leader);
+        let admin = self.client(admin_on).await?;
+        let m = self.measure(admin.drop_frontend(sid), |_| {}).await;
+        let exit = self.removed_exit(sid).await?;
+        self.members.retain(|&s| s != sid);
+        let healthy = self.healthy(&self.members, STEP).await;
+        let mut l = Line::new("W6", "ens");
+        l.set("phase", "remove").set("trial", t).set("server", sid);
+        m.fields(&mut l);
+        l.set("removed_exit", exit)
+            .set("admin_on", admin_on)
+            .set("leader_before", leader)
+            .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
+            .set("members_after", self.voters(admin_on).await)
+            .set("healthy_after", if healthy.is_ok() { "yes" } else { "no" });
+        m.tail(&mut l);
+        healthy?;
+        Ok(l)
+    }
+
+    /// Phase remove-leader: the leader is dropped (the writer on the others, or on it).
+    async fn remove_leader(&mut self, t: usize, pinned: bool) -> Result<Line, Failure> {
+        let leader = self.healthy(&self.members, STEP).await?;
+        let rest: Vec<u64> = self
+            .members
+            .iter()
+            .copied()
+            .filter(|&s| s != leader)
+            .collect();
+        let admin_on = rest[0];
+        let rest_eps = self.endpoints(&rest)?;
+        let mut list = rest_eps.clone();
+        if pinned {
+            list.insert(0, self.endpoint(leader)?);
+        }
+        let placed = Instant::now();
+        self.writer.place(list.clone());
+        if !self.writer.wait_writing_on(&list[..1], placed, STEP).await {
+            return Err(Failure::other(format!(
+                "W6: the writer did not write again on {} after moving",
+                list[0]
+            )));
+        }
+        let admin = self.client(admin_on).await?;
+        let leader_ep = self.endpoint(leader)?;
+        let timeout = self.p.request_timeout;
+        let mut polls = None;
+        let m = self
+            .measure(admin.drop_frontend(leader), |call| {
+                polls = Some((
+                    tokio::spawn(new_leader(rest_eps.clone(), call, timeout)),
+                    tokio::spawn(stepped_down(leader_ep.clone(), call)),
+                ));
+            })
+            .await;
+        let ((elected, probe), stepdown) = match polls {
+            Some((a, b)) => (a.await.ok().unwrap_or((None, None)), b.await.ok().flatten()),
+            None => ((None, None), None),
+        };
+        let exit = self.removed_exit(leader).await?;
+        self.members.retain(|&s| s != leader);
+        let healthy = self.healthy(&self.members, STEP).await;
+        let mut l = Line::new("W6", "ens");
+        l.set("phase", "remove-leader")
+            .set("trial", t)
+            .set("writer", if pinned { "pinned-to-removed" } else { "stays" })
+            .set("server", leader);
+        m.fields(&mut l);
+        l.set("new_leader", elected.map_or(0, |(_, s)| s))
+            .set("new_leader_ms", ms_since(m.call, elected.map(|(t, _)| t)))
+            .set("fresh_client_write_ms", ms_since(m.call, probe))
+            .set("old_leader_stepdown_ms", ms_since(m.call, stepdown))
+            .set("removed_exit", exit)
+            .set("admin_on", admin_on)
+            .set("leader_before", leader)
+            .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
+            .set("members_after", self.voters(admin_on).await)
+            .set("healthy_after", if healthy.is_ok() { "yes" } else { "no" });
+        m.tail(&mut l);
+        healthy?;
+        Ok(l)
+    }
+
+    /// After remove-leader: the removed original server joins again on a fresh data dir.
+    async fn restore(&mut self) -> Result<(), Failure> {
+        let Some(&sid) = ORIGINAL.iter().find(|s| !self.members.contains(s)) else {
+            return Ok(());
+        };
+        let t0 = Instant::now();
+        let via = self.members[0];
+        self.joiners.start(sid, &self.endpoint(via)?)?;
+        let value = self.joiners.ports(sid)?.server_value();
+        let r = self
+            .client(via)
+            .await?
+            .add_frontend(sid, FrontendRole::Follower, &value)
+            .await;
+        let answered = t0.elapsed();
+        if let Err(e) = &r {
+            progress(&format!("W6 restore: adding server {sid} back failed: {e}"));
+        }
+        r.map_err(Failure::from)?;
+        let promoted = self.promoted(via, sid).await;
+        self.members.push(sid);
+        self.members.sort_unstable();
+        self.healthy(&self.members, STEP).await?;
+        progress(&format!(
+            "W6 restore: server {sid} added back (answered in {} ms, a voter after {}, all synced after {} ms)",
+            answered.as_millis(),
+            promoted.map_or("never".to_owned(), |p| format!("{} ms", (p - t0).as_millis())),
+            t0.elapsed().as_millis()
+        ));
+        self.writer.place(self.endpoints(&self.members)?);
+        Ok(())
+    }
+
+    /// Phase grow-kill (correctness): add 4 and 5, SIGKILL two original members.
+    async fn grow_kill(&mut self) -> Result<Line, Failure> {
+        let leader0 = self.healthy(&self.members, STEP).await?;
+        let admin_on = self.other_than(leader0);
+        let mut added = Vec::new();
+        for sid in [4, 5] {
+            self.joiners.start(sid, &self.endpoint(admin_on)?)?;
+            let value = self.joiners.ports(sid)?.server_value();
+            let t0 = Instant::now();
+            let r = self
+                .client(admin_on)
+                .await?
+                .add_frontend(sid, FrontendRole::Follower, &value)
+                .await;
+            added.push((
+                t0.elapsed(),
+                r.as_ref().map_or_else(rc_text, |_| "ok".to_owned()),
+            ));
+            r.map_err(Failure::from)?;
+            if self.promoted(admin_on, sid).await.is_none() {
+                return Err(Failure::other(format!(
+                    "W6: server {sid} was not promoted within {STEP:?} (its log: {})",
+                    self.joiners.dir_of(sid).map_or("?".to_owned(), |d| d
+                        .join("fe-meta.log")
+                        .display()
+                        .to_string())
+                )));
+            }
+            self.members.push(sid);
+            self.healthy(&self.members, STEP).await?;
+        }
+        let members = self.voters(admin_on).await;
+        let placed = Instant::now();
+        let all = self.endpoints(&self.members)?;
+        self.writer.place(all.clone());
+        let moved = if self.writer.wait_writing_on(&all, placed, STEP).await {
+            ms_since(placed, self.writer.last_ok())
+        } else {
+            "-1".to_owned()
+        };
+        let gate = self.gate().await;
+        let st0 = cpu::stat();
+        tokio::time::sleep(STEADY).await;
+        let leader = self.healthy(&self.members, STEP).await?;
+        let mut killed = Vec::new();
+        if ORIGINAL.contains(&leader) {
+            killed.push(leader);
+        }
+        for s in ORIGINAL {
+            if killed.len() < 2 && !killed.contains(&s) {
+                killed.push(s);
+            }
+        }
+        let survivors: Vec<u64> = self
+            .members
+            .iter()
+            .copied()
+            .filter(|s| !killed.contains(s))
+            .collect();
+        let survivor_eps = self.endpoints(&survivors)?;
+        let before = self.writer.count();
+        let c0 = self.writer.counters();
+        let writer_on = self.sid_of(self.writer.on());
+        let t_kill = Instant::now();
+        for &s in &killed {
+            if self.joiners.runs(s) {
+                self.joiners.stop(s, Signal::SIGKILL).await?;
+            } else {
+                self.cluster.stop_node(s, Signal::SIGKILL).await?;
+            }
+        }
+        let mut elected = None;
+        while t_kill.elapsed() < STEP
+            && (elected.is_none() || self.writer.last_ok().is_none_or(|l| l < t_kill))
+        {
+            if elected.is_none() {
+                let st = poll_endpoints(&survivor_eps).await;
+                elected = st
+                    .iter()
+                    .flatten()
+                    .find(|s| s.mode == Mode::Leader)
+                    .map(|s| (Instant::now(), s.sid));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let continued = self.writer.last_ok().is_some_and(|l| l > t_kill);
+        tokio::time::sleep(AFTER).await;
+        let (busy, nice) = cpu::busy_between(st0, cpu::stat());
+        let ok = self.writer.ok_times();
+        let mut max_gap = ok
+            .get(before.max(1) - 1..)
+            .map(|w| w.windows(2).map(|p| p[1] - p[0]).max().unwrap_or_default())
+            .unwrap_or_default();
+        if !continued {
+            max_gap = before
+                .checked_sub(1)
+                .and_then(|i| ok.get(i))
+                .map_or(t_kill.elapsed(), |&a| a.elapsed());
+        }
+        self.writer.finish().await;
+        let acked = self.writer.acked_seq();
+        let conn_loss = self.writer.counters().conn_loss - c0.conn_loss;
+        let (stored, zxid_equal) = self.durability(&survivors).await;
+        let mut l = Line::new("W6", "ens");
+        l.set("phase", "grow-kill")
+            .set("trial", 1)
+            .set("added", "4,5")
+            .set("add4_reconfig_ms", ms(added[0].0))
+            .set("add4_rc", &added[0].1)
+            .set("add5_reconfig_ms", ms(added[1].0))
+            .set("add5_rc", &added[1].1)
+            .set("members", members)
+            .set("writer_list_update_ms", moved)
+            .set("writer_on", writer_on)
+            .set("leader_before", leader)
+            .set("killed", sids_text(&killed))
+            .set("survivors", sids_text(&survivors))
+            .set("new_leader", elected.map_or(0, |(_, s)| s))
+            .set("new_leader_ms", ms_since(t_kill, elected.map(|(t, _)| t)))
+            .set("writes_continued", if continued { "yes" } else { "no" })
+            .set("max_gap_ms", ms(max_gap))
+            .set("ops_after_kill", ok.len() - before)
+            .set("conn_loss", conn_loss)
+            .set("acked_writes", acked)
+            // ZkBench's key: its znode version counts the committed writes as the stored
+            // sequence number does (writer INV-1).
+            .set(
+                "znode_version",
+                stored.map_or("NA".to_owned(), |s| s.to_string()),
+            )
+            .set(
+                "lost_acked",
+                stored.map_or("NA".to_owned(), |s| acked.saturating_sub(s).to_string()),
+            )
+            .set(
+                "survivors_zxid_equal",
+                if zxid_equal { "yes" } else { "no" },
+            );
+        for part in gate.split(' ') {
+            if let Some((k, v)) = part.split_once('=') {
+                l.set(k, v);
+            }
+        }
+        l.set("machine_busy_cores", format!("{busy:.2}"))
+            .set("nice_cores", format!("{nice:.2}"));
+        Ok(l)
+    }
+
+    /// After grow-kill: the sequence number stored in the writer's variable (a sync read on
+    /// the last survivor), and whether every survivor reaches the same journal id after one
+    /// more write (polled up to 10 s).
+    async fn durability(&self, survivors: &[u64]) -> (Option<u64>, bool) {
+        let Some(&last) = survivors.last() else {
+            return (None, false);
+        };
+        let Ok(c) = self.client(last).await else {
+            return (None, false);
+        };
+        let stored = match c.get_var(writer::VAR, true).await {
+            Ok(r) => r
+                .value
+                .and_then(|v| v.trim_start_matches('0').parse::<u64>().ok()),
+            Err(e) => {
+                progress(&format!(
+                    "W6 grow-kill: reading {} failed: {e}",
+                    writer::VAR
+                ));
+                None
+            }
+        };
+        let _ = c.set_var("bench.w6.final", "1").await;
+        let Ok(eps) = self.endpoints(survivors) else {
+            return (stored, false);
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let st = poll_endpoints(&eps).await;
+            let ids: Option<Vec<_>> = st
+                .iter()
+                .map(|s| s.as_ref().map(|s| s.applied_journal_id))
+                .collect();
+            if ids.is_some_and(|ids| ids.windows(2).all(|w| w[0] == w[1])) {
+                return (stored, true);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (stored, false)
+    }
+
+    fn other_than(&self, leader: u64) -> u64 {
+        self.other_than_among(&self.members, leader)
+    }
+
+    fn other_than_among(&self, among: &[u64], leader: u64) -> u64 {
+        among
+            .iter()
+            .copied()
+            .find(|&s| s != leader && self.members.contains(&s))
+            .unwrap_or(leader)
+    }
+}
+
+/// Whether process `pid` still runs (not exited, not a zombie awaiting its reaper).
+fn still_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|st| st != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// Polls `via`'s SHOW MEMBERS (at most `STEP`) until `sid` is a voter that is not joining.
+async fn promoted_at(via: String, sid: u64, request_timeout: Duration) -> Option<Instant> {
+    let opts = ClientOptions {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout,
+        ..ClientOptions::DEFAULT
+    };
+    let deadline = Instant::now() + STEP;
+    let mut client = None;
+    while Instant::now() < deadline {
+        if client.is_none() {
+            client = Client::connect_with(&via, opts).await.ok();
+        }
+        if let Some(c) = &client {
+            match c.show_members(false).await {
+                Ok(m)
+                    if m.value.rows.iter().any(|r| {
+                        r.row.sid == sid && r.row.role == FrontendRole::Follower && !r.joining
+                    }) =>
+                {
+                    return Some(Instant::now());
+                }
+                Ok(_) => {}
+                Err(_) => client = None,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+/// Polls `staying` every 5 ms (at most `STEP` from `call`) until one says leader, then
+/// writes with a fresh client on each in turn (100 ms to connect) until one write commits:
+/// ((when elected, who), when the fresh write committed).
+async fn new_leader(
+    staying: Vec<String>,
+    call: Instant,
+    request_timeout: Duration,
+) -> (Option<(Instant, u64)>, Option<Instant>) {
+    let end = call + STEP;
+    let mut elected = None;
+    while elected.is_none() && Instant::now() < end {
+        let st = poll_endpoints(&staying).await;
+        elected = st
+            .iter()
+            .flatten()
+            .find(|s| s.mode == Mode::Leader)
+            .map(|s| (Instant::now(), s.sid));
+        if elected.is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    if elected.is_none() {
+        return (None, None);
+    }
+    let opts = ClientOptions {
+        connect_timeout: Duration::from_millis(100),
+        request_timeout,
+        ..ClientOptions::DEFAULT
+    };
+    while Instant::now() < end {
+        for e in &staying {
+            if let Ok(c) = Client::connect_with(e, opts).await {
+                if c.set_var("bench.w6probe", "p").await.is_ok() {
+                    return (elected, Some(Instant::now()));
+                }
+            } else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+    (elected, None)
+}
+
+/// Polls the removed leader every 5 ms (at most `STEP` from `call`) until it no longer says
+/// leader (or no longer answers): when.
+async fn stepped_down(endpoint: String, call: Instant) -> Option<Instant> {
+    let eps = [endpoint];
+    while call.elapsed() < STEP {
+        let st = poll_endpoints(&eps).await;
+        if !st.iter().flatten().any(|s| s.mode == Mode::Leader) {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
