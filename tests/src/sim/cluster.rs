@@ -21,7 +21,7 @@
 //! epoch's sync timed out and elections churned to epoch 0x67).
 //! Short queues still deliver one message per step, so fine-grained interleavings remain.
 //! INV-C4: a deliver step serves one ready link per [`LINKS_PER_DELIVER`] ready links (at
-//! least one), each picked at random. With one link per step the cluster's capacity was fixed
+//! least one; `SimOptions::links_per_deliver`), each picked at random. With one link per step the cluster's capacity was fixed
 //! (about one message per virtual ms) however many links share it, so each link's service
 //! interval grew with the number of busy links; in a cluster grown to 11 servers (seed 1567
 //! with membership changes) a link was served about every 85 virtual ms, slower than a
@@ -286,7 +286,11 @@ impl Cluster {
                 let n = c.links.len() + c.notices.len();
                 // INV-C4; a link served twice, or emptied meanwhile, just delivers less, and
                 // a receiver a delivery stopped gets nothing more
-                for _ in 0..c.links.len().div_ceil(LINKS_PER_DELIVER).max(1) {
+                let served = self
+                    .opts
+                    .links_per_deliver
+                    .map_or(1, |per| c.links.len().div_ceil(per.max(1)).max(1));
+                for _ in 0..served {
                     let i = self.rng.gen_range(0..n);
                     let to = if i < c.links.len() {
                         c.links[i].1

@@ -65,8 +65,9 @@ impl Learner {
                     core.push(Action::EndSnapshot { zxid });
                     core.log.reset_to_snapshot(zxid);
                     if let Some(membership) = self.snap_membership.take() {
-                        // The log restarts at the snapshot: so do its configurations.
-                        core.members.on_snapshot(zxid, membership);
+                        // The log restarts at the snapshot: so do its configurations
+                        // (`members` INV-3).
+                        core.members.on_log_reset(membership);
                         core.members_moved();
                     }
                     self.snap = SnapState::Installing(zxid);

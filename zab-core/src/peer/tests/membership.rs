@@ -211,6 +211,55 @@ fn a_change_logged_only_by_a_crashed_leader_is_gone_and_so_is_its_configuration(
     c.check_prefix();
 }
 
+/// A SNAP replaces the whole log, so a configuration logged before it goes with it, even one
+/// above the snapshot's zxid (`members` INV-3): here the leader of epoch 2 logs a change that
+/// never leaves it, the epoch-3 leader's history ends in epoch 1, and the restarted server's
+/// tail (epoch 2) is no prefix of it, so it gets a SNAP at an epoch-1 zxid (`sync_plan`
+/// INV-2), below the change. The change must not stay in force after the SNAP (sim seed 10981: it stayed, and
+/// the server counted quorums in a configuration no leader ever committed).
+#[test]
+fn a_snap_drops_a_configuration_logged_before_it_above_the_snapshot() {
+    let mut c = established(3);
+    let first = c.leader().unwrap();
+    c.write(first, 1, "w1");
+    c.run_until(2_000, |c| c.write_done(first, 1).is_some());
+    c.crash(first);
+    c.run_until(5_000, |c| c.leader().is_some_and(|l| l != first));
+    let second = c.leader().unwrap();
+    // The proposal never leaves the epoch-2 leader: its links are cut right after it is
+    // logged.
+    c.change(second, 2, add(4));
+    assert!(c.nodes[&second]
+        .peer
+        .membership()
+        .members
+        .contains_key(&s(4)));
+    let stale = c.durable(second);
+    c.crash(second);
+    let d = c.durable(first);
+    c.start(first, d);
+    c.run_until(5_000, |c| {
+        c.leader().is_some_and(|l| l != second) && c.all_serving()
+    });
+    let third = c.leader().unwrap();
+    c.start(second, stale);
+    c.run_until(5_000, |c| c.all_serving());
+    // A txn of epoch 3, above the dropped change, is applied everywhere.
+    c.write(third, 3, "w3");
+    c.run_until(2_000, |c| {
+        let done = c.write_done(third, 3).and_then(Result::ok);
+        done.is_some() && c.nodes[&second].applied.last().map(|t| t.zxid) == done
+    });
+    let snapped = c.nodes[&second]
+        .trace
+        .iter()
+        .any(|a| matches!(a, Action::EndSnapshot { .. }));
+    assert!(snapped, "the restarted server was synced by SNAP");
+    let peer = &c.nodes[&second].peer;
+    assert!(!peer.membership().members.contains_key(&s(4)));
+    assert_eq!(peer.check_invariants(), Ok(()));
+}
+
 #[test]
 fn a_restarted_peer_takes_the_configuration_in_force_from_its_log() {
     let mut c = established(3);
