@@ -94,6 +94,34 @@ fn an_added_follower_syncs_without_a_vote_then_is_promoted_and_counts() {
     c.check_prefix();
 }
 
+/// The leader promotes a joining member once it acked NEWLEADER and was sent UPTODATE (R5),
+/// which may still be in flight: the member must then already be initialized on disk, or a
+/// participant that never votes (it reports `Uninitialized` until some leader syncs it) counts
+/// in every quorum (sim seed 18059: the promoted member lost its leader before UPTODATE, and
+/// with one more participant not voting no quorum could elect).
+#[test]
+fn a_joining_member_the_leader_may_promote_is_initialized_on_disk() {
+    let mut c = established(3);
+    grow(&mut c, 4, 1);
+    let leader = c.leader().unwrap();
+    let in_flight = |c: &Cluster| {
+        c.links
+            .get(&(leader, s(4)))
+            .is_some_and(|q| q.iter().any(|m| matches!(m, Message::UpToDate)))
+    };
+    c.run_until(2_000, in_flight);
+    // The leader's next tick promotes the member while its UPTODATE is still on the way.
+    let now = c.now + 1;
+    c.input(leader, Input::Tick { now_ms: now });
+    assert_eq!(
+        c.nodes[&leader].peer.membership().role_of(s(4)),
+        Some(MemberRole::Participant)
+    );
+    assert!(in_flight(&c));
+    c.crash(s(4));
+    assert!(!c.durable(s(4)).needs_initial_sync);
+}
+
 #[test]
 fn a_joining_member_counts_in_no_quorum_before_its_promotion() {
     let mut c = established(3);
