@@ -14,8 +14,12 @@
 //!   `cargo test --release`, or `cargo build --release -p fe-meta-cli`; `FE_META_BIN` overrides):
 //!   `cargo test -p tests --release --test process -- --nocapture` (prints `RECOVERY` lines)
 //!
+//! The sweep mixes membership changes (servers added, promoted and removed, the leader
+//! included) into the faults of odd seeds without wipes.
+//!
 //! Exploration knobs (never for CI): `ZAB_NO_PURGE=1` (no log purge), `ZAB_ALLOW_SNAP_REGRESS=1`
-//! (tolerate a SNAP that moves a learner's state backwards).
+//! (tolerate a SNAP that moves a learner's state backwards), `ZAB_MEMBERSHIP=0` (no membership
+//! changes).
 
 pub mod damage;
 pub mod lincheck;

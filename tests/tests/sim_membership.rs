@@ -197,14 +197,12 @@ fn await_promotion_on(c: &mut Cluster, ids: &[ServerId], member: ServerId) {
 /// 3 voters grow to 4: the promotion of the new member is in force (logged) on the leader and
 /// the new member when a partition cuts them off from the two old followers, which elect a
 /// leader of the committed configuration (2 of 3). After the heal the two cut-off members hold
-/// a configuration of 4 participants in which only 2 follow that leader, so they stay LOOKING
-/// for good: a peer judges an established leader by its own configuration in force, not the
-/// leader's (scenario seed 1; the random run of seed 233 is the same defect with a member
-/// that missed a committed change instead).
+/// a configuration of 4 participants in which only 2 follow that leader; they still join it
+/// (its own LEADING claim suffices, `election` INV-8), the promotion is proposed again and
+/// commits, and every member applies the same history. Scenario seed 1 once left them LOOKING
+/// for good, judging the leader by their own configuration in force.
 #[test]
-#[ignore = "zab-core liveness bug: a member whose configuration in force differs from the \
-            leader's never joins it (scenario seed 1)"]
-fn seed_1_members_holding_an_uncommitted_promotion_never_rejoin() {
+fn members_holding_an_uncommitted_promotion_rejoin_the_committed_configurations_leader() {
     let (mut c, leader) = started(options(3, 0));
     let (new, _) = add_follower(&mut c);
     // the promotion is proposed once the new member synced: cut the leader and the new member
@@ -287,30 +285,26 @@ fn grow_three_to_five_then_lose_two_of_the_original_three() {
 }
 
 /// Seed 101 (3 voters, 2 observers): a follower receives a SNAP, and the configuration txn the
-/// leader proposes next reaches it after `EndSnapshot` but before `SnapshotInstalled`; the
-/// install resets the peer's configurations (`Members::on_snapshot` clears every logged one),
-/// so the configuration logged after the snapshot is forgotten. When the follower later
-/// applies that txn its committed configuration stays the old one (the membership checker's
-/// INV-M1: "node 2 reports committed configuration 0x0 but applied configuration
-/// 0x10000000e"), and it counts quorums in the wrong configuration from then on.
+/// leader proposes next reaches it after `EndSnapshot` but before `SnapshotInstalled`. The
+/// install keeps the configurations logged after the snapshot (`members` INV-1), so when the
+/// follower applies that txn its committed configuration is the new one; the install once
+/// forgot it (the membership checker's INV-M1: "node 2 reports committed configuration 0x0
+/// but applied configuration 0x10000000e"). Replayed as it failed and as the sweep runs it.
 #[test]
-#[ignore = "zab-core bug: SnapshotInstalled forgets configurations logged after EndSnapshot"]
-fn seed_101_snap_install_forgets_a_configuration_logged_after_end_snapshot() {
-    run_with_changes(101);
+fn a_snap_install_keeps_a_configuration_logged_after_end_snapshot() {
+    replay_as_it_failed_and_today(101);
 }
 
 /// Seed 233 (5 voters): node 4 missed the promotion of node 6 and the changes after it, so in
 /// its configuration in force (version 0x10000002b) node 6 is still joining and node 3, since
 /// removed, a participant. Node 6 leads the newest configuration, followed by nodes 1, 2, 5
-/// and 8; node 4 does not take a joining member for a leader, the removed node 3 never votes
-/// again, and node 4 stays LOOKING for good (liveness phase: "a stable leader: not reached").
-/// Fails the same with seed 101's defect fixed (seed 217 there: an observer behind a
-/// promotion).
+/// and 8; node 4 learns the newer committed configuration from a member's answer
+/// (`membership` R7) and joins node 6 on its own LEADING claim (`election` INV-8). It once
+/// stayed LOOKING for good (liveness phase: "a stable leader: not reached"). Replayed as it
+/// failed and as the sweep runs it.
 #[test]
-#[ignore = "zab-core liveness bug: a member that missed a committed change never joins the \
-            leader of the newer configuration"]
-fn seed_233_a_member_behind_a_promotion_never_rejoins() {
-    run_with_changes(233);
+fn a_member_behind_a_promotion_rejoins_the_newer_configurations_leader() {
+    replay_as_it_failed_and_today(233);
 }
 
 /// The sweep's run of `seed` with membership changes on, whatever the seed draws.
@@ -322,15 +316,34 @@ fn run_with_changes(seed: u64) -> RunReport {
 
 /// Seed 255 (7 voters, 1 observer): the leader 7 proposes its own removal while it syncs the
 /// joining member 11 (SNAP, then the proposals of the sync, then NEWLEADER). Member 11 logs
-/// the removal, so its configuration in force no longer lists its leader, and it drops the
-/// leader's NEWLEADER: a synced learner with a durable log never acks NEWLEADER (the
-/// NEWLEADER-ack checker), until the sync times out. Fails the same with seed 101's defect
-/// fixed.
+/// the removal, so its configuration in force no longer lists its leader; it still hears the
+/// leader it learns from (`peer` INV-5) and acks its NEWLEADER. It once dropped it, and a
+/// synced learner with a durable log never acked NEWLEADER (the NEWLEADER-ack checker).
+/// Replayed as it failed and as the sweep runs it.
 #[test]
-#[ignore = "zab-core bug: a learner whose logged configuration removes its syncing leader \
-            drops that leader's NEWLEADER"]
-fn seed_255_a_learner_drops_newleader_from_a_leader_removing_itself() {
-    run_with_changes(255);
+fn a_learner_acks_newleader_of_a_leader_removing_itself() {
+    replay_as_it_failed_and_today(255);
+}
+
+/// Seed 1567 (7 voters, 2 observers, grown to 9 voters and 2 observers): with one link served
+/// per deliver step, each of the 11 servers' links was served about every 85 virtual ms,
+/// slower than FOLLOWERINFO is resent, so every epoch's discovery ran out of initLimit and
+/// elections churned through the liveness phase (`tests::sim::cluster` INV-C4). Runs as the
+/// sweep runs it today: every checker and the liveness phase pass.
+#[test]
+fn an_eleven_server_cluster_elects_a_stable_leader() {
+    let r = run_with_changes(1567);
+    assert!(r.added > 0, "seed 1567 grows the cluster");
+}
+
+/// `seed`'s sweep run with one link served per deliver step, as the sweep scheduled it when
+/// it failed, then as it schedules it today (`tests::sim::cluster` INV-C4).
+fn replay_as_it_failed_and_today(seed: u64) {
+    let (mut as_it_failed, steps) = SimOptions::for_seed(seed);
+    as_it_failed.membership_changes = true;
+    as_it_failed.links_per_deliver = None;
+    run_with(as_it_failed, steps);
+    run_with_changes(seed);
 }
 
 /// A random run with membership changes replays exactly (added servers and their sids,
@@ -345,21 +358,16 @@ fn a_run_with_membership_changes_replays_exactly() {
     }
 }
 
-/// Odd seeds below 100 that fail with seed 101's defect (a SNAP install forgets a
-/// configuration logged after `EndSnapshot`); to be run again once the core is fixed.
-const FAIL_WITH_SEED_101_DEFECT: &[u64] = &[37, 45, 71];
-
 /// Random runs with membership changes mixed into the faults (`tests::sim::members`), on the
-/// odd seeds below 100 without wipes but those of [`FAIL_WITH_SEED_101_DEFECT`]: changes are
-/// asked, committed, servers added and removed, and every run passes every checker and the
-/// liveness phase. The random sweep mixes changes in only with `ZAB_MEMBERSHIP=1` until the
-/// core passes it.
+/// odd seeds below 100 without wipes (as the random sweep runs them): changes are asked,
+/// committed, servers added and removed, and every run passes every checker and the liveness
+/// phase.
 #[test]
 fn random_runs_with_membership_changes() {
     let (mut requests, mut commits, mut added, mut removed) = (0, 0, 0, 0);
     for seed in (1..100).step_by(2) {
         let (opts, _) = SimOptions::for_seed(seed);
-        if opts.wipes || FAIL_WITH_SEED_101_DEFECT.contains(&seed) {
+        if opts.wipes {
             continue;
         }
         let r = run_with_changes(seed);
@@ -369,7 +377,7 @@ fn random_runs_with_membership_changes() {
         removed += r.removed;
     }
     eprintln!(
-        "odd seeds 1..100 without wipes or known core failures: {requests} changes asked, {commits} committed, \
+        "odd seeds 1..100 without wipes: {requests} changes asked, {commits} committed, \
          {added} servers added, {removed} removed"
     );
     assert!(

@@ -23,7 +23,9 @@
 //!   ZooKeeper's reconfig does.
 //! - R5 (learner first): an added follower enters as [`MemberRole::Joining`]: it syncs as a
 //!   non-voting learner and counts in no quorum; the leader promotes it (a change of its own,
-//!   under R2–R4) only once it is synced and its data durable.
+//!   under R2–R4) only once it is synced and its data durable: it acked NEWLEADER, and with
+//!   that ack recorded itself initialized (learner sync INV-8), so a promoted member votes
+//!   even if it loses its leader before UPTODATE.
 //! - R6 (removal): a removed leader leaves its role once the change committed (after answering
 //!   it); a removed learner gets the COMMIT like any follower and leaves. A peer that applied a
 //!   configuration without itself goes silent for good (no vote, no notification, no epoch)

@@ -20,6 +20,18 @@
 //! epoch, its empty snapshot plus its whole log; a SNAP keeps nothing across epochs, so every
 //! epoch's sync timed out and elections churned to epoch 0x67).
 //! Short queues still deliver one message per step, so fine-grained interleavings remain.
+//! INV-C4: a deliver step serves one ready link per [`LINKS_PER_DELIVER`] ready links (at
+//! least one; `SimOptions::links_per_deliver`), each picked at random. With one link per step the cluster's capacity was fixed
+//! (about one message per virtual ms) however many links share it, so each link's service
+//! interval grew with the number of busy links; in a cluster grown to 11 servers (seed 1567
+//! with membership changes) a link was served about every 85 virtual ms, slower than a
+//! learner resends FOLLOWERINFO (`info_resend_ms`, 50 ms), so every quorum link sat at
+//! [`BURST_BACKLOG`] messages, an ACKEPOCH waited about a second behind them, every epoch's
+//! discovery ran out of initLimit, and the timed-out peers' LOOKING notifications (each
+//! answered) kept the links full: elections churned for the whole liveness phase. A real
+//! network gives each connection its own bandwidth; now each ready link is served about every
+//! 25 virtual ms whatever the cluster size. Clusters with at most `LINKS_PER_DELIVER` ready
+//! links (every 3-server cluster) are scheduled exactly as before.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +50,9 @@ use super::record::{EpochWrite, Event, SyncRecorder};
 /// A deliver step keeps delivering from the same link while it holds more than this many
 /// messages (INV-C3): bulk transfers move at network speed, not one message per step.
 pub const BURST_BACKLOG: usize = 16;
+
+/// A deliver step serves one link per this many ready links (INV-C4).
+pub const LINKS_PER_DELIVER: usize = 16;
 
 /// What one scheduler step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,11 +284,27 @@ impl Cluster {
         match kind {
             StepKind::Deliver => {
                 let n = c.links.len() + c.notices.len();
-                let i = self.rng.gen_range(0..n);
-                if i < c.links.len() {
-                    self.deliver(c.links[i]);
-                } else {
-                    self.deliver_notice(c.notices[i - c.links.len()]);
+                // INV-C4; a link served twice, or emptied meanwhile, just delivers less, and
+                // a receiver a delivery stopped gets nothing more
+                let served = self
+                    .opts
+                    .links_per_deliver
+                    .map_or(1, |per| c.links.len().div_ceil(per.max(1)).max(1));
+                for _ in 0..served {
+                    let i = self.rng.gen_range(0..n);
+                    let to = if i < c.links.len() {
+                        c.links[i].1
+                    } else {
+                        c.notices[i - c.links.len()]
+                    };
+                    if !self.nodes.get(&to).is_some_and(|n| n.is_live()) {
+                        continue;
+                    }
+                    if i < c.links.len() {
+                        self.deliver(c.links[i]);
+                    } else {
+                        self.deliver_notice(c.notices[i - c.links.len()]);
+                    }
                 }
             }
             StepKind::Tick => {

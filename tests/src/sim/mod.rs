@@ -1,14 +1,14 @@
 //! The deterministic cluster simulation (DESIGN §2, STYLE §9).
 //!
-//! It runs 3–7 voters plus observers of the real `zab_core` peer in one thread: a seeded
-//! scheduler ([`cluster`]), virtual time, FIFO links that can be cut, healed and partitioned
-//! ([`net`]), a disk per node that keeps the log durability contract of `zab_core::io` and loses
-//! what was not fsynced on a crash, but possibly a prefix of it ([`disk`]), a driver that
-//! executes actions exactly as `zab_core::io` prescribes ([`exec`]), faults ([`faults`], wipes
-//! included, bounded so a quorum of initialized voters remains, and slow disks that stall one
-//! node's fsyncs across elections), a scripting API and the
-//! liveness phase ([`script`]), and safety checkers named after `Zab.tla` that run after every
-//! step ([`checker`]).
+//! It runs 3–7 voters (more once membership changes add some) plus observers of the real `zab_core`
+//! peer in one thread: a seeded scheduler ([`cluster`]), virtual time, FIFO links that can be cut,
+//! healed and partitioned ([`net`]), a disk per node that keeps the log durability contract of
+//! `zab_core::io` and loses what was not fsynced on a crash, but possibly a prefix of it
+//! ([`disk`]), a driver that executes actions exactly as `zab_core::io` prescribes ([`exec`]),
+//! faults ([`faults`], wipes included, bounded so a quorum of initialized voters remains, and slow
+//! disks that stall one node's fsyncs across elections), membership changes ([`members`]), a
+//! scripting API and the liveness phase ([`script`]), and safety checkers named after `Zab.tla`
+//! that run after every step ([`checker`]).
 //!
 //! A failing run panics with its seed, its step and the command that replays it:
 //! `ZAB_SEED=<n> cargo test -p tests --release --test random -- --nocapture`

@@ -10,14 +10,20 @@
 //! acks cumulatively the highest durable zxid of the new epoch. Observers never ack proposals.
 //! INV-4: TRUNC never removes a committed txn: a TRUNC below the last committed zxid is a fatal
 //! `StepError` (C2).
-//! INV-6 (PITFALLS B9): a learner whose data dir needs its initial sync emits
-//! `PersistInitialized` after its first UPTODATE, once everything it logged is durable (the
-//! leader's whole history as of the sync, INV-2, and any txn since) and, when it is a
-//! participant, leaves the role to rejoin as a voter (FOLLOWERINFO); until then it learns as
-//! an observer and is counted nowhere.
+//! INV-6 (PITFALLS B9): a learner whose data dir needs its initial sync emits `PersistInitialized`
+//! after its first UPTODATE (a joining member earlier, INV-8), once everything it logged is durable
+//! (the leader's whole history as of the sync, INV-2, and any txn since) and, when it is a
+//! participant, leaves the role to rejoin as a voter (FOLLOWERINFO); until then it learns as an
+//! observer and is counted nowhere.
 //! INV-5: a SNAP never moves the state machine backwards: one at or below the applied point is
 //! not installed; the learner reconciles its log with the stream that follows instead
 //! (`reconcile`), cutting only what the leader does not have.
+//! INV-8 (`membership` R5): a learner that needs its initial sync and learns as a follower (a
+//! joining member; a wiped participant learns as an observer) emits `PersistInitialized` with
+//! its NEWLEADER ack, before the ACK: the leader may promote it on that ack, while UPTODATE is
+//! still in flight, and a promoted participant that lost its leader before UPTODATE would
+//! otherwise count in every quorum yet never vote. The ack already means the leader's whole
+//! history as of the sync is durable here (INV-2), which is all INV-6 waits for.
 //! INV-7: the learner reports the sync its leader chose (`Action::SyncReceived`) once, at the
 //! sync's first header (DIFF, TRUNC or SNAP).
 
@@ -65,8 +71,9 @@ impl Learner {
                     core.push(Action::EndSnapshot { zxid });
                     core.log.reset_to_snapshot(zxid);
                     if let Some(membership) = self.snap_membership.take() {
-                        // The log restarts at the snapshot: so do its configurations.
-                        core.members.on_snapshot(zxid, membership);
+                        // The log restarts at the snapshot: so do its configurations
+                        // (`members` INV-3).
+                        core.members.on_log_reset(membership);
                         core.members_moved();
                     }
                     self.snap = SnapState::Installing(zxid);
@@ -183,6 +190,10 @@ impl Learner {
             return;
         }
         core.persist_current(self.new_epoch);
+        if core.needs_initial_sync && !self.observer {
+            // A joining member: the leader may promote it on this ack (INV-8).
+            core.persist_initialized();
+        }
         core.send(self.leader, Message::Ack { zxid });
         self.newleader_acked = true;
         self.ack_proposals(core);

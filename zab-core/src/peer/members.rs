@@ -5,6 +5,11 @@
 //! `membership` R7, may be newer than the applied point; the log's older ones are then history).
 //! INV-2: the configuration in force (`membership` R1) is the newest of `logged`, else
 //! `committed`; it changes only with an append, a truncation, an apply or a snapshot install.
+//! INV-3: when a SNAP resets the log (`on_log_reset`), every logged configuration goes with
+//! it, whatever its version: the log before the SNAP is gone, and a configuration above the
+//! snapshot's zxid may be one no leader committed (the learner's tail of a later epoch than
+//! the snapshot's, `sync_plan` INV-2). Only configurations logged after the reset stay until
+//! the install (`on_snapshot`).
 
 use crate::error::StepError;
 use crate::membership::Membership;
@@ -97,7 +102,17 @@ impl Members {
         }
     }
 
-    /// The log was reset to a SNAP at `zxid` carrying `committed`: only configurations logged
+    /// A SNAP carrying `committed` replaced the whole log (INV-3): no logged configuration
+    /// stays, and the SNAP's configuration is the committed one unless this peer already knows
+    /// a newer committed one (see `on_snapshot`).
+    pub(crate) fn on_log_reset(&mut self, committed: Membership) {
+        if committed.version >= self.committed.version {
+            self.committed = committed;
+        }
+        self.logged.clear();
+    }
+
+    /// The SNAP at `zxid` carrying `committed` was installed: only configurations logged
     /// after the snapshot stay (the learner may log the leader's next txns before the install
     /// is reported), and the snapshot's configuration is the committed one unless this peer
     /// already knows a newer committed one (a joining member's helper gave it the

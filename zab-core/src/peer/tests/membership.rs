@@ -94,6 +94,34 @@ fn an_added_follower_syncs_without_a_vote_then_is_promoted_and_counts() {
     c.check_prefix();
 }
 
+/// The leader promotes a joining member once it acked NEWLEADER and was sent UPTODATE (R5),
+/// which may still be in flight: the member must then already be initialized on disk, or a
+/// participant that never votes (it reports `Uninitialized` until some leader syncs it) counts
+/// in every quorum (sim seed 18059: the promoted member lost its leader before UPTODATE, and
+/// with one more participant not voting no quorum could elect).
+#[test]
+fn a_joining_member_the_leader_may_promote_is_initialized_on_disk() {
+    let mut c = established(3);
+    grow(&mut c, 4, 1);
+    let leader = c.leader().unwrap();
+    let in_flight = |c: &Cluster| {
+        c.links
+            .get(&(leader, s(4)))
+            .is_some_and(|q| q.iter().any(|m| matches!(m, Message::UpToDate)))
+    };
+    c.run_until(2_000, in_flight);
+    // The leader's next tick promotes the member while its UPTODATE is still on the way.
+    let now = c.now + 1;
+    c.input(leader, Input::Tick { now_ms: now });
+    assert_eq!(
+        c.nodes[&leader].peer.membership().role_of(s(4)),
+        Some(MemberRole::Participant)
+    );
+    assert!(in_flight(&c));
+    c.crash(s(4));
+    assert!(!c.durable(s(4)).needs_initial_sync);
+}
+
 #[test]
 fn a_joining_member_counts_in_no_quorum_before_its_promotion() {
     let mut c = established(3);
@@ -209,6 +237,55 @@ fn a_change_logged_only_by_a_crashed_leader_is_gone_and_so_is_its_configuration(
     c.run_until(5_000, |c| c.all_serving());
     assert!(!c.nodes[&old].peer.membership().members.contains_key(&s(4)));
     c.check_prefix();
+}
+
+/// A SNAP replaces the whole log, so a configuration logged before it goes with it, even one
+/// above the snapshot's zxid (`members` INV-3): here the leader of epoch 2 logs a change that
+/// never leaves it, the epoch-3 leader's history ends in epoch 1, and the restarted server's
+/// tail (epoch 2) is no prefix of it, so it gets a SNAP at an epoch-1 zxid (`sync_plan`
+/// INV-2), below the change. The change must not stay in force after the SNAP (sim seed 10981: it stayed, and
+/// the server counted quorums in a configuration no leader ever committed).
+#[test]
+fn a_snap_drops_a_configuration_logged_before_it_above_the_snapshot() {
+    let mut c = established(3);
+    let first = c.leader().unwrap();
+    c.write(first, 1, "w1");
+    c.run_until(2_000, |c| c.write_done(first, 1).is_some());
+    c.crash(first);
+    c.run_until(5_000, |c| c.leader().is_some_and(|l| l != first));
+    let second = c.leader().unwrap();
+    // The proposal never leaves the epoch-2 leader: its links are cut right after it is
+    // logged.
+    c.change(second, 2, add(4));
+    assert!(c.nodes[&second]
+        .peer
+        .membership()
+        .members
+        .contains_key(&s(4)));
+    let stale = c.durable(second);
+    c.crash(second);
+    let d = c.durable(first);
+    c.start(first, d);
+    c.run_until(5_000, |c| {
+        c.leader().is_some_and(|l| l != second) && c.all_serving()
+    });
+    let third = c.leader().unwrap();
+    c.start(second, stale);
+    c.run_until(5_000, |c| c.all_serving());
+    // A txn of epoch 3, above the dropped change, is applied everywhere.
+    c.write(third, 3, "w3");
+    c.run_until(2_000, |c| {
+        let done = c.write_done(third, 3).and_then(Result::ok);
+        done.is_some() && c.nodes[&second].applied.last().map(|t| t.zxid) == done
+    });
+    let snapped = c.nodes[&second]
+        .trace
+        .iter()
+        .any(|a| matches!(a, Action::EndSnapshot { .. }));
+    assert!(snapped, "the restarted server was synced by SNAP");
+    let peer = &c.nodes[&second].peer;
+    assert!(!peer.membership().members.contains_key(&s(4)));
+    assert_eq!(peer.check_invariants(), Ok(()));
 }
 
 #[test]
