@@ -21,7 +21,8 @@
 //! epoch's sync timed out and elections churned to epoch 0x67).
 //! Short queues still deliver one message per step, so fine-grained interleavings remain.
 //! INV-C4: a deliver step serves one ready link per [`LINKS_PER_DELIVER`] ready links (at
-//! least one; `SimOptions::links_per_deliver`), each picked at random. With one link per step the cluster's capacity was fixed
+//! least one; `SimOptions::links_per_deliver`), each picked at random (`Cluster::deliver_step`).
+//! With one link per step the cluster's capacity was fixed
 //! (about one message per virtual ms) however many links share it, so each link's service
 //! interval grew with the number of busy links; in a cluster grown to 11 servers (seed 1567
 //! with membership changes) a link was served about every 85 virtual ms, slower than a
@@ -282,31 +283,7 @@ impl Cluster {
         let kind = self.choose_step(w, &c);
         self.mix(kind as u64);
         match kind {
-            StepKind::Deliver => {
-                let n = c.links.len() + c.notices.len();
-                // INV-C4; a link served twice, or emptied meanwhile, just delivers less, and
-                // a receiver a delivery stopped gets nothing more
-                let served = self
-                    .opts
-                    .links_per_deliver
-                    .map_or(1, |per| c.links.len().div_ceil(per.max(1)).max(1));
-                for _ in 0..served {
-                    let i = self.rng.gen_range(0..n);
-                    let to = if i < c.links.len() {
-                        c.links[i].1
-                    } else {
-                        c.notices[i - c.links.len()]
-                    };
-                    if !self.nodes.get(&to).is_some_and(|n| n.is_live()) {
-                        continue;
-                    }
-                    if i < c.links.len() {
-                        self.deliver(c.links[i]);
-                    } else {
-                        self.deliver_notice(c.notices[i - c.links.len()]);
-                    }
-                }
-            }
+            StepKind::Deliver => self.deliver_step(&c.links, &c.notices),
             StepKind::Tick => {
                 let delta = self.rng.gen_range(1..=(self.opts.tick_ms / 10).max(1));
                 self.advance(delta);
@@ -421,7 +398,7 @@ impl Cluster {
 
     /// Delivers the head of `key`, then keeps delivering while the link's backlog exceeds
     /// [`BURST_BACKLOG`] and the receiver is live (INV-C3).
-    fn deliver(&mut self, key: LinkKey) {
+    pub(crate) fn deliver(&mut self, key: LinkKey) {
         self.deliver_one(key);
         while self.net.queue_len(key) > BURST_BACKLOG && self.nodes[&key.1].is_live() {
             self.deliver_one(key);
@@ -444,7 +421,7 @@ impl Cluster {
         }
     }
 
-    fn deliver_notice(&mut self, id: ServerId) {
+    pub(crate) fn deliver_notice(&mut self, id: ServerId) {
         if let Some(peer) = self.net.pop_notice(id) {
             self.mix(id.0 << 16 | peer.0);
             self.trace(format_args!("{id} loses its connection to {peer}"));

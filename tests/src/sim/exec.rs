@@ -13,6 +13,7 @@ use zab_core::{Action, Input, Membership, Message, Role, ServerId, StepError, Tx
 use super::cluster::Cluster;
 use super::core::Peer;
 use super::disk::Snapshot;
+use super::net::LinkKey;
 use super::node::SimNode;
 use super::record::{EpochWrite, Event};
 
@@ -307,6 +308,33 @@ impl Cluster {
         self.feed(id, Input::SnapshotSaved { zxid, bytes });
         if let Some(first_zxid) = purged {
             self.feed(id, Input::LogPurged { first_zxid });
+        }
+    }
+
+    /// A deliver step (INV-C4 of `cluster`): serves one of the ready `links` and pending
+    /// `notices` per `links_per_deliver` ready links; a link served twice, or emptied
+    /// meanwhile, just delivers less, and a receiver a delivery stopped gets nothing more.
+    pub(crate) fn deliver_step(&mut self, links: &[LinkKey], notices: &[ServerId]) {
+        let n = links.len() + notices.len();
+        let served = self
+            .opts
+            .links_per_deliver
+            .map_or(1, |per| links.len().div_ceil(per.max(1)).max(1));
+        for _ in 0..served {
+            let i = self.rng.gen_range(0..n);
+            let to = if i < links.len() {
+                links[i].1
+            } else {
+                notices[i - links.len()]
+            };
+            if !self.nodes.get(&to).is_some_and(|n| n.is_live()) {
+                continue;
+            }
+            if i < links.len() {
+                self.deliver(links[i]);
+            } else {
+                self.deliver_notice(notices[i - links.len()]);
+            }
         }
     }
 }

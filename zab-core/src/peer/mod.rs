@@ -28,6 +28,7 @@ mod initial_sync_tests;
 mod jitter;
 mod looking;
 pub(crate) mod members;
+mod members_io;
 #[cfg(test)]
 mod tests;
 
@@ -163,29 +164,6 @@ impl Peer {
         Ok(())
     }
 
-    /// The configuration moved during this step (INV-4).
-    fn on_members_moved(&mut self) -> Result<(), StepError> {
-        let listed = self.core.members.has(self.core.sid());
-        let observer = self.learns_as_observer();
-        let next = match &mut self.role {
-            RoleState::Leading(l) => l.on_members_moved(&mut self.core)?,
-            RoleState::Learning(l) if listed && l.observer != observer => {
-                Next::Leave("learner: my role in the configuration changed")
-            }
-            RoleState::Learning(_) | RoleState::Looking(_) => Next::Stay,
-        };
-        if self.is_removed() {
-            if !matches!(self.role, RoleState::Looking(_)) || next != Next::Stay {
-                self.enter_looking("removed from the configuration")?;
-            }
-            return Ok(());
-        }
-        if let Next::Leave(why) = next {
-            self.enter_looking(why)?;
-        }
-        Ok(())
-    }
-
     /// True once this peer applied a configuration without itself (R6).
     pub fn is_removed(&self) -> bool {
         !self
@@ -243,47 +221,6 @@ impl Peer {
             RoleState::Leading(l) => l.on_message(&mut self.core, from, msg),
             RoleState::Learning(l) => l.on_message(&mut self.core, from, msg),
         }
-    }
-
-    /// A member's notification carried an older committed configuration than ours: tell it
-    /// ours (`membership` R7). A removed peer tells nobody anything.
-    fn share_membership(&mut self, to: ServerId, their_version: Zxid) {
-        let committed = self.core.members.committed();
-        if their_version < committed.version && !self.is_removed() {
-            let m = Message::Membership(committed.clone());
-            self.core.send(to, m);
-        }
-    }
-
-    /// A member told us its committed configuration. While LOOKING, a newer one than ours is
-    /// adopted (R7) and the election starts over under it; in a role, the leader keeps this
-    /// peer's configuration current, so the message is dropped.
-    fn on_membership(&mut self, from: ServerId, m: Membership) -> Next {
-        if !matches!(self.role, RoleState::Looking(_))
-            || m.version <= self.core.members.committed().version
-        {
-            return Next::Stay;
-        }
-        tracing::info!(%from, version = %m.version, "adopting a newer committed configuration");
-        self.core.members.adopt(m);
-        self.core.members_moved();
-        Next::Leave("adopted a newer committed configuration")
-    }
-
-    /// INV-5: a peer hears members of its configuration in force or its committed one, the
-    /// leader it learns from and, as a leader, its learners (a member whose removal is logged
-    /// but not committed still acks: its old configuration's quorum may need it); anything
-    /// else is a stranger's.
-    fn accepts_from(&self, from: ServerId) -> bool {
-        let members = &self.core.members;
-        from != self.core.sid()
-            && (members.has(from)
-                || members.committed().members.contains_key(&from)
-                || match &self.role {
-                    RoleState::Learning(l) => l.leader == from,
-                    RoleState::Leading(l) => l.handlers.contains_key(&from),
-                    RoleState::Looking(_) => false,
-                })
     }
 
     fn on_connection_lost(&mut self, peer: ServerId) -> Next {

@@ -46,6 +46,18 @@ pub(super) struct Node {
 }
 
 impl Node {
+    /// `Proposal` + `Commit` pairs of the logged txns in `(after, upto]`.
+    fn log_range(&self, after: Zxid, upto: Zxid) -> Vec<Message> {
+        self.log
+            .iter()
+            .filter(|t| t.zxid > after && t.zxid <= upto)
+            .flat_map(|t| {
+                let zxid = t.zxid;
+                [Message::Proposal(t.clone()), Message::Commit { zxid }]
+            })
+            .collect()
+    }
+
     /// Installs the SNAP received: the log and the state restart from it.
     fn install_snapshot(&mut self, zxid: Zxid) -> Input {
         self.log.clear();
@@ -246,18 +258,8 @@ impl Cluster {
             Action::TruncateLog { zxid } => n.log.retain(|t| t.zxid <= zxid),
             Action::Apply(t) => n.applied.push(t),
             Action::SendLogRange { to, after, upto } => {
-                let txns: Vec<Txn> = n
-                    .log
-                    .iter()
-                    .filter(|t| t.zxid > after && t.zxid <= upto)
-                    .cloned()
-                    .collect();
-                let q = self.links.entry((sid, to)).or_default();
-                for t in txns {
-                    let zxid = t.zxid;
-                    q.push_back(Message::Proposal(t));
-                    q.push_back(Message::Commit { zxid });
-                }
+                let msgs = n.log_range(after, upto);
+                self.links.entry((sid, to)).or_default().extend(msgs);
             }
             Action::SendSnapshot {
                 to,
