@@ -383,6 +383,37 @@ impl Membership {
     }
 }
 
+impl Membership {
+    /// Where this configuration (zoo.cfg's, say) and `data` (a data dir's) differ, in words:
+    /// the servers only in one of them, and those whose role or address differs; `None` when
+    /// they agree.
+    pub fn differences(&self, data: &Membership) -> Option<String> {
+        let only_in = |a: &Membership, b: &Membership| -> Vec<u64> {
+            a.members
+                .keys()
+                .filter(|s| !b.members.contains_key(s))
+                .map(|s| s.0)
+                .collect()
+        };
+        let changed: Vec<u64> = self
+            .members
+            .iter()
+            .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
+            .map(|(s, _)| s.0)
+            .collect();
+        let parts: Vec<String> = [
+            ("only in zoo.cfg", only_in(self, data)),
+            ("only in the data dir", only_in(data, self)),
+            ("role or address differs", changed),
+        ]
+        .into_iter()
+        .filter(|(_, sids)| !sids.is_empty())
+        .map(|(what, sids)| format!("{what}: {sids:?}"))
+        .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 impl fmt::Display for Membership {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "version {}:", self.version)?;

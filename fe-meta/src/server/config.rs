@@ -151,34 +151,6 @@ pub fn bootstrap_membership(node: &NodeConfig) -> Membership {
     Membership::bootstrap(&types, &node.bootstrap_addresses())
 }
 
-/// Where zoo.cfg's configuration `zoo_cfg` and the data dir's `data` differ, in words (the
-/// servers only in one, and those whose role or address differs); `None` when they agree.
-pub fn differences(zoo_cfg: &Membership, data: &Membership) -> Option<String> {
-    let only_in = |a: &Membership, b: &Membership| -> Vec<u64> {
-        a.members
-            .keys()
-            .filter(|s| !b.members.contains_key(s))
-            .map(|s| s.0)
-            .collect()
-    };
-    let changed: Vec<u64> = zoo_cfg
-        .members
-        .iter()
-        .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
-        .map(|(s, _)| s.0)
-        .collect();
-    let parts: Vec<String> = [
-        ("only in zoo.cfg", only_in(zoo_cfg, data)),
-        ("only in the data dir", only_in(data, zoo_cfg)),
-        ("role or address differs", changed),
-    ]
-    .into_iter()
-    .filter(|(_, sids)| !sids.is_empty())
-    .map(|(what, sids)| format!("{what}: {sids:?}"))
-    .collect();
-    (!parts.is_empty()).then(|| parts.join("; "))
-}
-
 /// The configured `clusterId`, which must be there and non-zero.
 fn cluster_id(node: &NodeConfig) -> Result<u64, ServerError> {
     match node.cluster_id {
@@ -285,7 +257,7 @@ mod tests {
     #[test]
     fn differences_name_the_servers() {
         let zoo = bootstrap_membership(&parse_with(BASE, EXTRA_KEYS).unwrap());
-        assert_eq!(differences(&zoo, &zoo), None);
+        assert_eq!(zoo.differences(&zoo), None);
         let mut data = zoo.clone();
         data.members.remove(&ServerId(3));
         let mut four = data.members[&ServerId(1)].clone();
@@ -293,7 +265,7 @@ mod tests {
         data.members.insert(ServerId(4), four);
         data.members.get_mut(&ServerId(2)).unwrap().address = "127.0.0.1:1:2".into();
         assert_eq!(
-            differences(&zoo, &data).as_deref(),
+            zoo.differences(&data).as_deref(),
             Some("only in zoo.cfg: [3]; only in the data dir: [4]; role or address differs: [2]")
         );
     }

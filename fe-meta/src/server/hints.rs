@@ -54,7 +54,7 @@ pub(super) async fn hint_no_leader(node: Arc<Node>, stop: CancellationToken) {
 pub(super) fn warn_stale_zoo_cfg(node: &Node, cfg: &ServerConfig) {
     let in_force = node.status().membership;
     let zoo_cfg = config::bootstrap_membership(&cfg.node);
-    if let Some(diff) = config::differences(&zoo_cfg, &in_force) {
+    if let Some(diff) = zoo_cfg.differences(&in_force) {
         warn!(
             "zoo.cfg's server.N lines differ from the cluster's configuration in the data dir \
              ({diff}): running with the data dir's configuration version {} (zoo.cfg's server \

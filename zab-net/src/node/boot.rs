@@ -182,7 +182,7 @@ fn data_dir_membership_wins(
     data: &Membership,
     start: &StoreStart,
 ) -> Result<(), NetError> {
-    if let Some(diff) = differences(&start.bootstrap_membership, data) {
+    if let Some(diff) = start.bootstrap_membership.differences(data) {
         warn!(
             "zoo.cfg's server lines differ from the committed configuration in the data \
              dir ({diff}); the data dir's configuration (version {}) wins",
@@ -197,37 +197,6 @@ fn data_dir_membership_wins(
         );
     }
     join_file::remove(dir).map_err(|e| NetError::StateMachine(e.to_string()))
-}
-
-/// Which servers zoo.cfg's configuration and the data dir's list differently, in words; `None`
-/// when they agree on every server's role and address.
-pub(super) fn differences(zoo_cfg: &Membership, data: &Membership) -> Option<String> {
-    let mut parts = Vec::new();
-    let only_in = |a: &Membership, b: &Membership| -> Vec<u64> {
-        a.members
-            .keys()
-            .filter(|s| !b.members.contains_key(s))
-            .map(|s| s.0)
-            .collect()
-    };
-    let zoo_only = only_in(zoo_cfg, data);
-    if !zoo_only.is_empty() {
-        parts.push(format!("only in zoo.cfg: {zoo_only:?}"));
-    }
-    let data_only = only_in(data, zoo_cfg);
-    if !data_only.is_empty() {
-        parts.push(format!("only in the data dir: {data_only:?}"));
-    }
-    let changed: Vec<u64> = zoo_cfg
-        .members
-        .iter()
-        .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
-        .map(|(s, _)| s.0)
-        .collect();
-    if !changed.is_empty() {
-        parts.push(format!("role or address differs: {changed:?}"));
-    }
-    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// What an empty data dir (no epoch file, no snapshot, no configuration, no log record) means

@@ -392,15 +392,8 @@ impl W6<'_> {
         let mut l = Line::new("W6", "ens");
         l.set("phase", "add").set("trial", t).set("server", sid);
         m.fields(&mut l);
-        l.set("promoted_ms", ms_since(m.call, promoted))
-            .set("admin_on", admin_on)
-            .set("leader_before", leader)
-            .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
-            .set("members_after", self.voters(admin_on).await)
-            .set("healthy_after", if healthy.is_ok() { "yes" } else { "no" });
-        m.tail(&mut l);
-        healthy?;
-        Ok(l)
+        l.set("promoted_ms", ms_since(m.call, promoted));
+        self.finish_line(l, &m, admin_on, leader, healthy).await
     }
 
     /// Phase remove: server 4 is dropped and exits.
@@ -416,8 +409,22 @@ impl W6<'_> {
         let mut l = Line::new("W6", "ens");
         l.set("phase", "remove").set("trial", t).set("server", sid);
         m.fields(&mut l);
-        l.set("removed_exit", exit)
-            .set("admin_on", admin_on)
+        l.set("removed_exit", exit);
+        self.finish_line(l, &m, admin_on, leader, healthy).await
+    }
+
+    /// The keys every change's line ends with: who asked, the leader before and after, the
+    /// voters after and whether the cluster is healthy, then the measurement's tail; the
+    /// line, or the health failure.
+    async fn finish_line(
+        &self,
+        mut l: Line,
+        m: &Measured,
+        admin_on: u64,
+        leader: u64,
+        healthy: Result<u64, Failure>,
+    ) -> Result<Line, Failure> {
+        l.set("admin_on", admin_on)
             .set("leader_before", leader)
             .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
             .set("members_after", self.voters(admin_on).await)

@@ -62,15 +62,8 @@ impl W6<'_> {
             .set("new_leader_ms", ms_since(m.call, elected.map(|(t, _)| t)))
             .set("fresh_client_write_ms", ms_since(m.call, probe))
             .set("old_leader_stepdown_ms", ms_since(m.call, stepdown))
-            .set("removed_exit", exit)
-            .set("admin_on", admin_on)
-            .set("leader_before", leader)
-            .set("leader_after", healthy.as_ref().map_or(0, |&l| l))
-            .set("members_after", self.voters(admin_on).await)
-            .set("healthy_after", if healthy.is_ok() { "yes" } else { "no" });
-        m.tail(&mut l);
-        healthy?;
-        Ok(l)
+            .set("removed_exit", exit);
+        self.finish_line(l, &m, admin_on, leader, healthy).await
     }
 
     /// After remove-leader: the removed original server joins again on a fresh data dir.
