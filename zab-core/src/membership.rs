@@ -34,8 +34,7 @@
 //! - R7 (catching up while LOOKING): a notification carries the version of its sender's
 //!   committed configuration; a peer that knows a newer committed one answers with it, and a
 //!   LOOKING peer adopts a committed configuration newer than its own and elects again under
-//!   it. The answer goes to any authenticated sender, one the configuration dropped included:
-//!   a server removed while it was away from the leader learns so (and goes silent, R6). A member that was down while servers were added and removed could otherwise not even
+//!   it. A member that was down while servers were added and removed could otherwise not even
 //!   reach the leader those servers elected. Adopting is safe: the configuration is committed
 //!   (a quorum of it and of its predecessor hold it), it is what the peer would apply anyway,
 //!   and configurations logged after it stay in force as R1 says.

@@ -201,16 +201,12 @@ impl Peer {
     }
 
     fn on_message(&mut self, from: ServerId, msg: Message) -> Result<Next, StepError> {
-        if let Message::Notification(n) = &msg {
-            // Also to a server the configuration dropped: that is how one that missed the
-            // commit of its own removal learns it (R7).
-            self.share_membership(from, n.config_version);
-        }
         if !self.accepts_from(from) {
             tracing::debug!(%from, "message from a stranger dropped");
             return Ok(Next::Stay);
         }
         if let Message::Notification(n) = msg {
+            self.share_membership(from, n.config_version);
             self.on_notification(from, n)?;
             return Ok(Next::Stay);
         }
