@@ -335,6 +335,9 @@ pub struct NodeOptions {
     /// not list this server is refused (`NetError::Core(StepError::NotAMember)`): add it on a
     /// member first. [`NodeOptions::bootstrap`] is ignored with it.
     pub join_membership: Option<Membership>,
+    /// The registry the node's metrics (`zab_*`) are registered in, so an embedder serves
+    /// them with its own; `None`: a registry of the node's own ([`super::Node::metrics_registry`]).
+    pub metrics_registry: Option<prometheus::Registry>,
 }
 
 impl Default for NodeOptions {
@@ -351,6 +354,7 @@ impl Default for NodeOptions {
             stream_stall_timeout: Duration::from_secs(30),
             bootstrap: false,
             join_membership: None,
+            metrics_registry: None,
         }
     }
 }

@@ -115,6 +115,7 @@ pub struct Node {
     shutdown: CancellationToken,
     local: PeerAddrs,
     request_timeout: Duration,
+    metrics_registry: prometheus::Registry,
 }
 
 impl Node {
@@ -136,6 +137,7 @@ impl Node {
         opts: NodeOptions,
     ) -> Result<Node, NetError> {
         let (core_cfg, tcfg) = boot::configs(&config, sid, &opts)?;
+        let metrics_registry = opts.metrics_registry.clone().unwrap_or_default();
         let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
@@ -181,7 +183,14 @@ impl Node {
             shutdown,
             local,
             request_timeout: opts.request_timeout,
+            metrics_registry,
         })
+    }
+
+    /// The registry holding this node's metrics (`NodeOptions::metrics_registry`, or the
+    /// node's own): serve `registry.gather()` with Prometheus' text encoder.
+    pub fn metrics_registry(&self) -> &prometheus::Registry {
+        &self.metrics_registry
     }
 
     /// This server's id.
