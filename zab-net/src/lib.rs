@@ -40,9 +40,11 @@
 pub mod config;
 pub mod frame;
 pub mod handshake;
+pub mod metrics;
 pub mod node;
 pub mod transport;
 
+pub use metrics::NodeMetrics;
 pub use node::{
     ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
     SubmitError, SyncCounters,

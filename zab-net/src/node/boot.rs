@@ -36,7 +36,11 @@ use super::peers::PeerBook;
 use super::snap::{SnapTarget, Snapper};
 use super::Request;
 use crate::config::NodeConfig;
+use crate::metrics::NodeMetrics;
 use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
+
+/// Requests the handle may queue at the driver before a sender waits.
+pub(super) const REQUEST_QUEUE_LEN: usize = 1024;
 
 /// The core's and the transport's configurations.
 pub(super) fn configs(
@@ -253,6 +257,7 @@ pub(super) struct Parts<'a> {
     pub(super) peer: Peer,
     pub(super) sm: Box<dyn StateMachine>,
     pub(super) clock: Instant,
+    pub(super) metrics: NodeMetrics,
 }
 
 /// What the handle keeps.
@@ -261,7 +266,7 @@ pub(super) type Launched = (PeerAddrs, mpsc::Sender<Request>, Watches, Cancellat
 /// Starts the log thread, the transport and the driver task (INV-1).
 pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let sid = p.tcfg.sid;
-    let log = LogLink::spawn(p.dd.log)?;
+    let log = LogLink::spawn(p.dd.log, &p.metrics)?;
     let (transport, events) = Transport::start(p.tcfg).await?;
     let local = transport.local_addrs();
     let (out, streams) = OutQueues::new(
@@ -281,7 +286,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         usize::try_from(p.config.snap_retain_count).unwrap_or(3),
         target,
     );
-    let (req_tx, requests) = mpsc::channel(1024);
+    let (req_tx, requests) = mpsc::channel(REQUEST_QUEUE_LEN);
     let (board, watches) = StatusBoard::new(sid, &p.peer);
     let shutdown = CancellationToken::new();
     let io = DriverIo {
@@ -293,7 +298,15 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         peer_book: PeerBook::new(sid, p.opts.peer_addrs.clone()),
     };
     let tick = Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50));
-    let driver = Driver::new(p.peer, p.sm, io, board, p.clock, tick, shutdown.clone());
+    let driver = Driver::new(
+        p.peer,
+        p.sm,
+        io,
+        board,
+        (p.clock, tick),
+        shutdown.clone(),
+        p.metrics,
+    );
     let inbox = Inbox {
         events,
         streams,

@@ -49,6 +49,7 @@ mod driver;
 mod fatal;
 mod join_file;
 mod log_link;
+mod meter;
 mod out;
 mod out_state;
 mod peers;
@@ -72,6 +73,7 @@ pub use api::{
 };
 
 use crate::config::{NodeConfig, ServerAddr};
+use crate::metrics::NodeMetrics;
 use crate::transport::{NetError, PeerAddrs};
 use pending::ChangeReply;
 pub use pending::Reply;
@@ -138,6 +140,7 @@ impl Node {
     ) -> Result<Node, NetError> {
         let (core_cfg, tcfg) = boot::configs(&config, sid, &opts)?;
         let metrics_registry = opts.metrics_registry.clone().unwrap_or_default();
+        let metrics = NodeMetrics::register(&metrics_registry)?;
         let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
@@ -172,6 +175,7 @@ impl Node {
             peer,
             sm,
             clock,
+            metrics,
         })
         .await?;
         let (local, req_tx, (status_rx, role_rx), shutdown) = launched;
