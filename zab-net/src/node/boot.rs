@@ -93,15 +93,46 @@ pub(super) fn open_store(
         force_sync: cfg.force_sync,
     };
     let mut dd = DataDir::open(&cfg.data_dir, &cfg.data_log_dir, opts)?;
+    let mut restored = None;
     let durable = dd.load(|r| {
         let zxid = r.info().zxid;
-        sm.restore(zxid, r)
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        let started = std::time::Instant::now();
+        let result = sm
+            .restore(zxid, r)
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        restored = Some((r.info().path.clone(), started.elapsed()));
+        result
     })?;
+    log_loaded(&durable, restored);
     let durable = settle_membership(&dd, durable, cfg, &start)?;
     let bootstrap = start.bootstrap && start.join.is_none();
     let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
+}
+
+/// Logs what start-up found: the snapshot the state machine was restored from (file, size,
+/// time to restore), the txn log's range, and the logged txns that will be applied once a
+/// leader confirms them (the driver logs when they are).
+fn log_loaded(durable: &zab_core::DurableState, restored: Option<(std::path::PathBuf, Duration)>) {
+    match restored {
+        Some((file, took)) => info!(
+            "loaded snapshot {} ({}, {} bytes): state machine restored in {} ms",
+            durable.snapshot_zxid,
+            file.display(),
+            durable.snapshot_bytes,
+            took.as_millis()
+        ),
+        None => info!("no snapshot: the state machine starts empty"),
+    }
+    match (durable.log_index.first(), durable.log_index.last()) {
+        (Some(first), Some(last)) => info!(
+            "txn log holds {} records from {first} to {last}; {} logged after the snapshot \
+             will be applied once a leader confirms them",
+            durable.log_index.len(),
+            durable.log_tail.len()
+        ),
+        _ => info!("txn log is empty"),
+    }
 }
 
 /// Which committed configuration holds (INV-3): the newest of the data dir's snapshot's and

@@ -40,6 +40,23 @@ struct ReceivedSync {
     txns: u64,
 }
 
+/// How often a long run of applies reports its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Applies between two looks at the clock for a progress line.
+const PROGRESS_CHECK_APPLIES: u64 = 1024;
+
+/// A run of applies that may be long, logged when it ends and every [`PROGRESS_EVERY`] while
+/// it lasts: the txns found in the log at start, or those of a DIFF received.
+struct ApplyRun {
+    what: &'static str,
+    /// The run ends with the apply of this zxid (or a later one).
+    upto: Zxid,
+    /// The first apply of the run and the last progress line.
+    started: Option<(Instant, Instant)>,
+    applied: u64,
+}
+
 /// See the module docs.
 pub(super) struct Meter {
     m: NodeMetrics,
@@ -53,10 +70,13 @@ pub(super) struct Meter {
     /// Since when the node is LOOKING and not serving (INV-3).
     looking_since: Option<Instant>,
     snapshot_started: Option<Instant>,
+    apply_run: Option<ApplyRun>,
 }
 
 impl Meter {
-    pub(super) fn new(m: NodeMetrics) -> Meter {
+    /// The meter of a node whose log holds txns up to `logged` beyond those applied (`None`:
+    /// nothing to apply from the log).
+    pub(super) fn new(m: NodeMetrics, logged: Option<Zxid>) -> Meter {
         Meter {
             m,
             proposed: VecDeque::new(),
@@ -65,6 +85,12 @@ impl Meter {
             receiving: None,
             looking_since: Some(Instant::now()),
             snapshot_started: None,
+            apply_run: logged.map(|upto| ApplyRun {
+                what: "logged txns found at start",
+                upto,
+                started: None,
+                applied: 0,
+            }),
         }
     }
 
@@ -107,7 +133,10 @@ impl Meter {
                     self.appended.pop_back();
                 }
             }
-            None => self.appended.clear(),
+            None => {
+                self.appended.clear();
+                self.apply_run = None;
+            }
         }
         self.set_appends_pending();
     }
@@ -121,12 +150,53 @@ impl Meter {
     /// A committed txn applied.
     pub(super) fn applied(&mut self, zxid: Zxid) {
         self.m.commits.inc();
+        if self.apply_run.is_some() {
+            self.apply_run_step(zxid);
+        }
         while let Some(&(z, at)) = self.proposed.front() {
             if z > zxid {
                 break;
             }
             self.proposed.pop_front();
             self.m.commit_latency.observe(micros(at.elapsed()));
+        }
+    }
+
+    /// One more apply of the run under way: its end, or a progress line.
+    fn apply_run_step(&mut self, zxid: Zxid) {
+        let Some(run) = &mut self.apply_run else {
+            return;
+        };
+        run.applied += 1;
+        let (first, last_line) = match run.started {
+            Some(s) => s,
+            None => {
+                let now = Instant::now();
+                info!("applying {} up to {}", run.what, run.upto);
+                run.started = Some((now, now));
+                (now, now)
+            }
+        };
+        if zxid >= run.upto {
+            let took = first.elapsed();
+            info!(
+                "applied {} {} up to {zxid} in {} ms ({})",
+                run.applied,
+                run.what,
+                took.as_millis(),
+                rate(run.applied, "txns", took)
+            );
+            self.apply_run = None;
+        } else if run.applied % PROGRESS_CHECK_APPLIES == 0 && last_line.elapsed() >= PROGRESS_EVERY
+        {
+            info!(
+                "applying {}: {} applied, at {zxid} of {}, for {} ms",
+                run.what,
+                run.applied,
+                run.upto,
+                first.elapsed().as_millis()
+            );
+            run.started = Some((first, Instant::now()));
         }
     }
 
@@ -197,9 +267,23 @@ impl Meter {
         self.m.learners_synced.set(count(synced));
     }
 
-    /// This learner received its leader's sync header.
-    pub(super) fn sync_received(&mut self, leader: ServerId, mode: SyncMode, zxid: Zxid) {
+    /// This learner, which applied up to `applied`, received its leader's sync header (a
+    /// DIFF's applies are a run: a TRUNC+DIFF's header names the TRUNC point, not its end).
+    pub(super) fn sync_received(
+        &mut self,
+        leader: ServerId,
+        (mode, zxid): (SyncMode, Zxid),
+        applied: Zxid,
+    ) {
         self.m.count_sync(Direction::Received, mode);
+        if mode == SyncMode::Diff && zxid > applied {
+            self.apply_run = Some(ApplyRun {
+                what: "txns of the DIFF",
+                upto: zxid,
+                started: None,
+                applied: 0,
+            });
+        }
         self.receiving = Some(ReceivedSync {
             leader,
             mode,

@@ -125,7 +125,8 @@ impl Driver {
     /// Counts and logs a sync of this node by `leader`, by `mode` to `zxid` (its end is
     /// logged by the meter).
     fn on_sync_received(&mut self, leader: ServerId, mode: SyncMode, zxid: Zxid) {
-        self.meter.sync_received(leader, mode, zxid);
+        let applied = self.peer.last_applied_zxid();
+        self.meter.sync_received(leader, (mode, zxid), applied);
         self.board.set_syncs(self.meter.metrics());
         let at = match mode {
             SyncMode::Diff => "up to",

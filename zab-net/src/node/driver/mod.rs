@@ -144,6 +144,8 @@ impl Driver {
         metrics: NodeMetrics,
     ) -> Driver {
         let span = node_span(board.sid(), Role::Looking, 0);
+        let logged = peer.last_logged_zxid();
+        let backlog = (logged > peer.last_applied_zxid()).then_some(logged);
         Driver {
             peer,
             sm: Some(sm),
@@ -161,7 +163,7 @@ impl Driver {
             shutdown,
             tick,
             span,
-            meter: Meter::new(metrics),
+            meter: Meter::new(metrics, backlog),
         }
     }
 
