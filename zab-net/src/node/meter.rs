@@ -277,8 +277,13 @@ impl Meter {
     ) {
         self.m.count_sync(Direction::Received, mode);
         if mode == SyncMode::Diff && zxid > applied {
+            // Txns logged before the restart are applied in the same run as the DIFF's.
+            let what = match &self.apply_run {
+                Some(run) if run.started.is_none() => "logged txns found at start and of the DIFF",
+                _ => "txns of the DIFF",
+            };
             self.apply_run = Some(ApplyRun {
-                what: "txns of the DIFF",
+                what,
                 upto: zxid,
                 started: None,
                 applied: 0,
@@ -379,7 +384,7 @@ impl Meter {
         let leader = peer.leader().map_or(0, |l| l.0);
         info!(
             "elected leader {leader} for epoch {} in {} ms (this node: {})",
-            peer.epoch(),
+            peer.epoch().0,
             took.as_millis(),
             peer.role()
         );
