@@ -6,7 +6,8 @@
 //! Reading order: [`api`] (what the application implements and sees), `boot` (start-up),
 //! `driver` (the task, and the execution of the core's actions), `pending` (requests paired
 //! with their answers), `board` (the published status), `fatal` (why the driver stops),
-//! `log_link` (the txn log thread), `out` / `out_state` / `stream` (per-peer FIFOs, their
+//! `log_link` (the txn log thread), `meter` (the driver's side of the metrics and the logs of
+//! long work), `out` / `out_state` / `stream` (per-peer FIFOs, their
 //! state machine, flow-controlled streams), `snap` / `snap_prefix` (snapshots taken, SNAPs
 //! received; a configuration as bytes, for the join file), `peers` (where the members in force
 //! listen).
