@@ -25,6 +25,7 @@
 //! | `zab_log_append_durable_latency_us` | histogram | append queued by the driver → reported durable |
 //! | `zab_log_appends_pending` | gauge | appends queued to the log, not yet durable |
 //! | `zab_input_queue_depth` | gauge | requests waiting in the driver's input channel |
+//! | `zab_peer_queued_messages{peer}` | gauge | messages waiting to be sent to a member (its quorum outbox and the driver's queue behind a stream), sampled every tick |
 //! | `zab_writes_pending` | gauge | writes, syncs and changes submitted and not yet answered |
 //! | `zab_snapshots_taken_total` | counter | background snapshots written |
 //! | `zab_snapshot_duration_us` | histogram | time to write one background snapshot |
@@ -144,6 +145,7 @@ pub struct NodeMetrics {
     pub(crate) election_duration: Histogram,
     pub(crate) learners_connected: IntGauge,
     pub(crate) learners_synced: IntGauge,
+    pub(crate) peer_queued: IntGaugeVec,
 }
 
 /// What the txn log's sync thread updates (zab-store's [`SyncObserver`]).
@@ -334,6 +336,18 @@ impl NodeMetrics {
                 "zab_learners_connected",
                 "leader: learners being synced or synced",
             )?,
+            peer_queued: {
+                let v = IntGaugeVec::new(
+                    Opts::new(
+                        "zab_peer_queued_messages",
+                        "messages waiting to be sent to a member (quorum outbox and the \
+                         driver's queue behind a stream)",
+                    ),
+                    &["peer"],
+                )?;
+                registry.register(Box::new(v.clone()))?;
+                v
+            },
             learners_synced: b.gauge(
                 "zab_learners_synced",
                 "leader: learners sent UPTODATE and still connected",

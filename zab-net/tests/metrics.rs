@@ -112,6 +112,22 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
     assert_eq!(applied as u64, st.last_applied.0);
     assert!(value(leader, "zab_last_committed_zxid", &[]) >= applied);
     assert!(value(leader, "zab_last_logged_zxid", &[]) >= applied);
+    // Sampled per tick, one gauge per other member.
+    let peers = |n: &Node| {
+        let families = n.metrics_registry().gather();
+        c.sids()
+            .into_iter()
+            .filter(|s| {
+                sample(
+                    &families,
+                    "zab_peer_queued_messages",
+                    &[("peer", &s.0.to_string())],
+                )
+                .is_some()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(peers(leader), c.followers(leader_sid));
     for sid in c.followers(leader_sid) {
         let f = c.node(sid);
         assert_eq!(role(f, "following"), 1.0, "server {}", sid.0);

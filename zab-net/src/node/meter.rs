@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use prometheus::IntGauge;
 use tracing::info;
 use zab_core::{Peer, Role, ServerId, SyncMode, Zxid};
 
@@ -71,6 +72,8 @@ pub(super) struct Meter {
     looking_since: Option<Instant>,
     snapshot_started: Option<Instant>,
     apply_run: Option<ApplyRun>,
+    /// The `zab_peer_queued_messages` child of each member sampled (resolved once per member).
+    peer_queued: BTreeMap<ServerId, IntGauge>,
 }
 
 impl Meter {
@@ -85,6 +88,7 @@ impl Meter {
             receiving: None,
             looking_since: Some(Instant::now()),
             snapshot_started: None,
+            peer_queued: BTreeMap::new(),
             apply_run: logged.map(|upto| ApplyRun {
                 what: "logged txns found at start",
                 upto,
@@ -297,6 +301,39 @@ impl Meter {
             snap_bytes: 0,
             txns: 0,
         });
+    }
+
+    /// Samples the messages queued for each of `peers` (`queued` of a peer); the gauges of
+    /// servers no longer listed are removed.
+    pub(super) fn sample_peer_queues(
+        &mut self,
+        peers: impl Iterator<Item = ServerId>,
+        queued: impl Fn(ServerId) -> usize,
+    ) {
+        let mut seen = Vec::new();
+        for sid in peers {
+            let gauge = self.peer_queued.entry(sid).or_insert_with(|| {
+                self.m
+                    .peer_queued
+                    .with_label_values(&[sid.0.to_string().as_str()])
+            });
+            gauge.set(i64::try_from(queued(sid)).unwrap_or(i64::MAX));
+            seen.push(sid);
+        }
+        let gone: Vec<ServerId> = self
+            .peer_queued
+            .keys()
+            .filter(|s| !seen.contains(s))
+            .copied()
+            .collect();
+        for sid in gone {
+            self.peer_queued.remove(&sid);
+            // Absent already only if it was never sampled; nothing to undo then.
+            let _ = self
+                .m
+                .peer_queued
+                .remove_label_values(&[sid.0.to_string().as_str()]);
+        }
     }
 
     /// Requests waiting in the driver's input channel.

@@ -195,6 +195,11 @@ impl OutQueues {
         }
     }
 
+    /// Messages and streams waiting behind a running stream in `peer`'s driver-side queue.
+    pub(super) fn waiting(&self, peer: ServerId) -> usize {
+        self.peers.get(&peer).map_or(0, |p| p.queue.len())
+    }
+
     /// Moves `peer`'s state by `event` and carries out the effect; returns the effect.
     fn apply(&mut self, t: &Transport, peer: ServerId, event: OutEvent) -> Effect {
         let p = self.peers.entry(peer).or_default();

@@ -371,6 +371,13 @@ impl Transport {
         }
     }
 
+    /// How many messages wait in the outbox of (`to`, `channel`) (`None`: not a peer).
+    pub fn outbox_len(&self, to: ServerId, channel: Channel) -> Option<usize> {
+        let link = self.shared.link(to, channel)?;
+        let outbox = link.outbox.lock();
+        Some(outbox.tx.max_capacity() - outbox.tx.capacity())
+    }
+
     /// Drops the connections (both channels) to `peer` and discards what is queued for it.
     pub fn disconnect(&self, peer: ServerId) {
         for channel in [Channel::Election, Channel::Quorum] {

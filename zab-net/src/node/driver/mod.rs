@@ -49,7 +49,7 @@ use super::pending::{Pending, Reply, StopReason};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
 use crate::metrics::NodeMetrics;
-use crate::transport::{Event, Transport};
+use crate::transport::{Channel, Event, Transport};
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
 const WAKE_BATCH: usize = 256;
@@ -255,8 +255,23 @@ impl Driver {
             );
             self.inputs.push_back(Input::ConnectionLost { peer });
         }
+        self.sample_peer_queues();
         let now_ms = self.now_ms();
         self.step(Input::Tick { now_ms }).await
+    }
+
+    /// The messages queued for each member in force (a per-tick sample: no label lookup on
+    /// the commit path).
+    fn sample_peer_queues(&mut self) {
+        let me = self.board.sid();
+        let peers = self.peer.membership().members.keys().copied();
+        let (transport, out) = (&self.transport, &self.out);
+        let queued = |sid| {
+            let outbox = transport.outbox_len(sid, Channel::Quorum).unwrap_or(0);
+            outbox + out.waiting(sid)
+        };
+        self.meter
+            .sample_peer_queues(peers.filter(|s| *s != me), queued);
     }
 
     /// Turns a transport event into an input (fed by the next `drain`).
