@@ -26,6 +26,8 @@
 //! let dd = DataDir::open(data_dir, data_log_dir, LogOptions::default())?;   // recovers the log
 //! let durable = dd.load(|snapshot_reader| state_machine.restore(snapshot_reader))?;
 //! let (writer, reader, thread, events) = LogWriter::spawn_with_channel(dd.log)?;
+//! // or LogWriter::spawn_with(dd.log, WriterOptions { observer: Some(o) }, on_event):
+//! // `o: Arc<dyn SyncObserver>` sees each sync (records, bytes, duration), e.g. for metrics
 //! writer.append(txn)?;            // later: LogEvent::Persisted { upto }  -> Input::LogPersisted
 //! writer.truncate(zxid)?;         // later: LogEvent::Truncated { .. }     (durable)
 //! writer.reset(snapshot_zxid)?;   // later: LogEvent::Reset { .. }         (after a SNAP)

@@ -175,6 +175,7 @@ impl Driver {
     pub(super) async fn run(mut self, mut inbox: Inbox) {
         let mut tick = tokio::time::interval(self.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        self.meter.after_batch(&self.peer, 0);
         self.board.publish(&self.peer);
         let result = loop {
             let shutdown = self.shutdown.clone();
