@@ -117,6 +117,7 @@ fn status_table(layout: &Layout, statuses: &[Option<StatusInfo>]) -> String {
                 "down".into(),
                 "-".into(),
                 "-".into(),
+                "-".into(),
             ],
         })
         .collect();

@@ -260,3 +260,103 @@ pub(super) fn decode_frontend_details<'a>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(sid: u64, replayed: Option<Zxid>) -> FrontendRow {
+        FrontendRow {
+            sid,
+            name: format!("fe{sid}"),
+            host: "h".into(),
+            client_port: 9030,
+            quorum_port: Some(2888),
+            election_port: None,
+            role: FrontendRole::Follower,
+            is_leader: sid == 1,
+            alive: replayed.is_some(),
+            last_heartbeat_ms: Some(1_700_000_000_000),
+            replayed_journal_id: replayed,
+            last_start_time_ms: None,
+            version: Some("0.1.0".into()),
+            err_msg: if replayed.is_some() { "" } else { "down" }.into(),
+            lag_entries: replayed.map(|_| 3),
+            lag_ms: Some(0),
+        }
+    }
+
+    /// The new layout decodes to what was encoded; a version-1 body (rows only) still
+    /// decodes, an unknown journal id (0 there) becoming `None`.
+    #[test]
+    fn rows_round_trip_and_old_rows_still_decode() {
+        let rows = vec![row(1, Some(Zxid(0x1_0000_0005))), row(2, None)];
+        let mut new = Vec::new();
+        for f in &rows {
+            encode_frontend_row(&mut new, f);
+        }
+        let old_len = new.len();
+        encode_frontend_details(&mut new, rows.iter());
+        let decode = |bytes: &[u8]| {
+            let mut r = Reader::new(bytes);
+            let mut got = vec![
+                decode_frontend_row(&mut r).unwrap(),
+                decode_frontend_row(&mut r).unwrap(),
+            ];
+            decode_frontend_details(&mut r, got.iter_mut()).unwrap();
+            r.finish().unwrap();
+            got
+        };
+        assert_eq!(decode(&new), rows);
+        let old = decode(&new[..old_len]);
+        assert_eq!(old[0].replayed_journal_id, Some(Zxid(0x1_0000_0005)));
+        assert_eq!(old[1].replayed_journal_id, None);
+        assert_eq!(
+            (old[0].version.as_deref(), old[0].err_msg.as_str()),
+            (None, "")
+        );
+        assert_eq!(old[0].lag_ms, Some(0));
+        // A detail list of another length is refused, not misapplied.
+        let mut short = new[..old_len].to_vec();
+        encode_frontend_details(&mut short, rows[..1].iter());
+        let mut r = Reader::new(&short);
+        let mut got = vec![
+            decode_frontend_row(&mut r).unwrap(),
+            decode_frontend_row(&mut r).unwrap(),
+        ];
+        assert!(decode_frontend_details(&mut r, got.iter_mut()).is_err());
+    }
+
+    #[test]
+    fn status_without_a_start_time_is_the_old_layout() {
+        let mut s = StatusInfo {
+            sid: 1,
+            mode: Mode::Leader,
+            leader_sid: Some(1),
+            epoch: 2,
+            applied_journal_id: Zxid(9),
+            last_timestamp_ms: 5,
+            staleness_ms: None,
+            entry_count: 3,
+            cluster_id: 7,
+            version: "0.1.0".into(),
+            last_start_time_ms: None,
+        };
+        assert!(s.is_leader());
+        let mut old = Vec::new();
+        encode_status(&mut old, &s);
+        s.last_start_time_ms = Some(1_700_000_000_000);
+        let mut new = Vec::new();
+        encode_status(&mut new, &s);
+        assert_eq!(new.len(), old.len() + 8);
+        assert_eq!(
+            &new[..old.len()],
+            &old[..],
+            "the old fields come first, unchanged"
+        );
+        let mut r = Reader::new(&new);
+        assert_eq!(decode_status(&mut r).unwrap(), s);
+        let mut r = Reader::new(&old);
+        assert_eq!(decode_status(&mut r).unwrap().last_start_time_ms, None);
+    }
+}
