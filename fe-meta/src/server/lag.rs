@@ -77,10 +77,9 @@ impl AppliedHistory {
         if let Some(d) = self.dropped.filter(|d| d.applied > applied) {
             return Some(Err(d.at_ms));
         }
-        self.samples
-            .iter()
-            .find(|s| s.applied > applied)
-            .map(|s| Ok(s.at_ms))
+        // Samples ascend in journal id (INV-1): the first one beyond `applied` by bisection.
+        let first = self.samples.partition_point(|s| s.applied <= applied);
+        self.samples.get(first).map(|s| Ok(s.at_ms))
     }
 }
 
