@@ -239,6 +239,7 @@ mod tests {
             entry_count: 0,
             cluster_id: 1,
             version: String::new(),
+            last_start_time_ms: None,
         })
     }
 

@@ -320,7 +320,7 @@ mod tests {
         let mut short = new[..old_len].to_vec();
         encode_frontend_details(&mut short, rows[..1].iter());
         let mut r = Reader::new(&short);
-        let mut got = vec![
+        let mut got = [
             decode_frontend_row(&mut r).unwrap(),
             decode_frontend_row(&mut r).unwrap(),
         ];
