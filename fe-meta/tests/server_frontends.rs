@@ -63,7 +63,7 @@ fn create_db(name: &str) -> RequestBody {
 async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() {
     let mut c = Cluster::new(
         3,
-        "meta_delay_toleration_second=300\npeer_status_timeout_ms=500\nwrite_timeout_ms=3000",
+        "meta_delay_toleration_second=300\npeer_status_timeout_ms=2000\nwrite_timeout_ms=3000",
     );
     c.start_all().await;
     let leader = c.wait_stable(Duration::from_secs(20)).await;
@@ -79,12 +79,13 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
     let mut judged = 0;
     for _ in 0..8 {
         let (journal_id, rows) = members(&c, leader).await;
-        let (_, via_follower) = members(&c, stopped).await;
+        let (forwarded_journal_id, via_follower) = members(&c, stopped).await;
         assert_eq!(rows.len(), 3, "{rows:?}");
-        if rows
-            .iter()
-            .any(|m| m.row.replayed_journal_id != Some(journal_id))
-        {
+        let idle = |rows: &[MemberRow]| {
+            rows.iter()
+                .all(|m| m.row.replayed_journal_id == Some(journal_id))
+        };
+        if forwarded_journal_id != journal_id || !idle(&rows) || !idle(&via_follower) {
             continue;
         }
         judged += 1;
