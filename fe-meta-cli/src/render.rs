@@ -9,7 +9,7 @@ use fe_meta::Zxid;
 use serde_json::{json, Value};
 
 use fe_meta::client::{Members, Read, Reconfigured, Written};
-use fe_meta::protocol::{ClusterConfig, FrontendRow, StatusInfo};
+use fe_meta::protocol::{ClusterConfig, StatusInfo};
 use fe_meta::state::catalog::{Backend, Column, Database, Table};
 
 /// A rendered answer.
@@ -97,26 +97,54 @@ pub(super) fn backends(r: Read<Vec<Backend>>) -> Output {
     }
 }
 
-/// SHOW FRONTENDS: the members of the committed configuration; a joining member's role
-/// reads JOINING in the table (`"joining": true` in JSON).
+/// A wall-clock time (ms since the Unix epoch) as `YYYY-MM-DD HH:MM:SS` UTC.
+pub(super) fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian, eras of 400 years).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// SHOW FRONTENDS, with Doris' columns: the members of the committed configuration as the
+/// leader sees them (ROLE LEADER / FOLLOWER / OBSERVER / JOINING); times in UTC.
 pub(super) fn frontends(r: Read<Members>) -> Output {
-    let endpoint = |f: &FrontendRow| format!("{}:{}", f.host, f.client_port);
     let rows: Vec<Vec<String>> = r
         .value
         .rows
         .iter()
         .map(|m| {
             let f = &m.row;
-            let role = if m.joining { "JOINING" } else { f.role.name() };
             vec![
                 f.sid.to_string(),
                 f.name.clone(),
-                endpoint(f),
-                role.to_owned(),
+                f.host.clone(),
+                f.client_port.to_string(),
+                opt(f.quorum_port),
+                opt(f.election_port),
+                f.role_name(m.joining).to_owned(),
                 f.is_leader.to_string(),
                 f.alive.to_string(),
-                hex(f.replayed_journal_id),
+                f.last_heartbeat_ms.map_or("-".to_owned(), utc),
+                f.replayed_journal_id.map_or("-".to_owned(), hex),
+                f.last_start_time_ms.map_or("-".to_owned(), utc),
+                f.version.clone().unwrap_or_else(|| "-".to_owned()),
+                opt(f.lag_entries),
                 opt(f.lag_ms),
+                f.err_msg.clone(),
             ]
         })
         .collect();
@@ -127,26 +155,38 @@ pub(super) fn frontends(r: Read<Members>) -> Output {
         .map(|m| {
             let f = &m.row;
             json!({"sid": f.sid, "name": f.name, "host": f.host, "client_port": f.client_port,
-                   "endpoint": endpoint(f), "role": f.role.name(), "joining": m.joining,
+                   "quorum_port": f.quorum_port, "election_port": f.election_port,
+                   "role": f.role_name(m.joining), "joining": m.joining,
                    "is_leader": f.is_leader, "alive": f.alive,
-                   "replayed_journal_id": f.replayed_journal_id.0, "lag_ms": f.lag_ms})
+                   "last_heartbeat_ms": f.last_heartbeat_ms,
+                   "replayed_journal_id": f.replayed_journal_id.map(|z| z.0),
+                   "last_start_time_ms": f.last_start_time_ms, "version": f.version,
+                   "err_msg": f.err_msg, "lag_entries": f.lag_entries, "lag_ms": f.lag_ms})
         })
         .collect();
     let joining = r.value.rows.iter().any(|m| m.joining);
     let headers = [
         "SID",
         "NAME",
-        "ENDPOINT",
+        "HOST",
+        "CLIENT_PORT",
+        "QUORUM_PORT",
+        "ELECTION_PORT",
         "ROLE",
-        "LEADER",
+        "IS_LEADER",
         "ALIVE",
-        "JOURNAL_ID",
+        "LAST_HEARTBEAT",
+        "REPLAYED_JOURNAL_ID",
+        "LAST_START_TIME",
+        "VERSION",
+        "LAG_ENTRIES",
         "LAG_MS",
+        "ERR_MSG",
     ];
     let s = if rows.len() == 1 { "" } else { "s" };
     let mut human = table(&headers, &rows);
     human += &format!(
-        "({} frontend{s}, configuration version {}, journal id {})\n",
+        "({} frontend{s}, configuration version {}, journal id {}; times UTC)\n",
         rows.len(),
         hex(r.value.config_version),
         hex(r.journal_id)
@@ -339,9 +379,11 @@ pub(super) fn digest((journal_id, digest, entry_count): (Zxid, [u8; 32], u64)) -
 /// The status of one node as a JSON object.
 pub(super) fn status_json(endpoint: &str, s: &StatusInfo) -> Value {
     json!({"endpoint": endpoint, "sid": s.sid, "mode": s.mode.name(), "leader_sid": s.leader_sid,
-           "epoch": s.epoch, "applied_journal_id": s.applied_journal_id.0,
+           "is_leader": s.is_leader(), "epoch": s.epoch,
+           "applied_journal_id": s.applied_journal_id.0,
            "last_timestamp_ms": s.last_timestamp_ms, "staleness_ms": s.staleness_ms,
-           "entry_count": s.entry_count, "cluster_id": s.cluster_id, "version": s.version})
+           "entry_count": s.entry_count, "cluster_id": s.cluster_id, "version": s.version,
+           "last_start_time_ms": s.last_start_time_ms})
 }
 
 /// The status table's row for one node.
@@ -351,12 +393,20 @@ pub(super) fn status_row(endpoint: &str, s: &StatusInfo) -> Vec<String> {
         endpoint.to_owned(),
         s.mode.name().to_owned(),
         opt(s.leader_sid),
+        s.is_leader().to_string(),
         hex(s.applied_journal_id),
     ]
 }
 
-/// Headers of [`status_row`].
-pub(super) const STATUS_HEADERS: [&str; 5] = ["SID", "ENDPOINT", "ROLE", "LEADER", "JOURNAL_ID"];
+/// Headers of [`status_row`]: LEADER is the leader's sid, IS_LEADER whether this node is it.
+pub(super) const STATUS_HEADERS: [&str; 6] = [
+    "SID",
+    "ENDPOINT",
+    "ROLE",
+    "LEADER",
+    "IS_LEADER",
+    "JOURNAL_ID",
+];
 
 /// STATUS, with the configuration version from GET_CONFIG (and the one in force when a change
 /// is in flight).
@@ -368,7 +418,7 @@ pub(super) fn status(endpoint: &str, s: &StatusInfo, c: &ClusterConfig) -> Outpu
     };
     let human = format!(
         "{}epoch {}  entries {}  staleness {}  cluster id {:#x}  version {}\n\
-         configuration version {}{in_force}\n",
+         started {}  configuration version {}{in_force}\n",
         table(&STATUS_HEADERS, &[status_row(endpoint, s)]),
         s.epoch,
         s.entry_count,
@@ -376,6 +426,8 @@ pub(super) fn status(endpoint: &str, s: &StatusInfo, c: &ClusterConfig) -> Outpu
             .map_or("-".to_owned(), |ms| format!("{ms} ms")),
         s.cluster_id,
         s.version,
+        s.last_start_time_ms
+            .map_or("-".to_owned(), |ms| format!("{} UTC", utc(ms))),
         hex(c.version),
     );
     let mut json = status_json(endpoint, s);
@@ -398,5 +450,13 @@ mod tests {
             ],
         );
         assert_eq!(t, "A    LONGER\nxyz  1\nq    22\n");
+    }
+
+    #[test]
+    fn wall_clock_times_print_in_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_798_761_599_999), "2026-12-31 23:59:59");
+        assert_eq!(utc(1_709_210_096_000), "2024-02-29 12:34:56");
     }
 }

@@ -118,23 +118,40 @@ fn error_reply() -> impl Strategy<Value = ErrorReply> {
 }
 
 fn frontend_row() -> impl Strategy<Value = FrontendRow> {
+    let o64 = || proptest::option::of(any::<u64>());
+    let o16 = || proptest::option::of(any::<u16>());
     (
-        common::frontend(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<u64>(),
-        proptest::option::of(any::<u64>()),
+        (
+            common::frontend(),
+            any::<bool>(),
+            any::<bool>(),
+            o16(),
+            o16(),
+        ),
+        (o64(), o64(), o64(), o64(), o64()),
+        (proptest::option::of(common::name()), common::any_text()),
     )
         .prop_map(
-            |(f, is_leader, alive, replayed_journal_id, lag_ms)| FrontendRow {
+            |(
+                (f, is_leader, alive, quorum_port, election_port),
+                (last_heartbeat_ms, replayed, last_start_time_ms, lag_entries, lag_ms),
+                (version, err_msg),
+            )| FrontendRow {
                 sid: f.sid,
                 name: f.name,
                 host: f.host,
                 client_port: f.client_port,
+                quorum_port,
+                election_port,
                 role: f.role,
                 is_leader,
                 alive,
-                replayed_journal_id: Zxid(replayed_journal_id),
+                last_heartbeat_ms,
+                replayed_journal_id: replayed.map(Zxid),
+                last_start_time_ms,
+                version,
+                err_msg,
+                lag_entries,
                 lag_ms,
             },
         )
@@ -185,21 +202,25 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
             any::<[u64; 5]>(),
             proptest::option::of(any::<u64>()),
             common::name(),
+            proptest::option::of(any::<u64>()),
         )
-            .prop_map(|(sid, mode, leader_sid, n, staleness_ms, version)| {
-                ResponseBody::Status(StatusInfo {
-                    sid,
-                    mode: Mode::from_tag(mode).unwrap(),
-                    leader_sid,
-                    epoch: n[0],
-                    applied_journal_id: Zxid(n[1]),
-                    last_timestamp_ms: n[2],
-                    staleness_ms,
-                    entry_count: n[3],
-                    cluster_id: n[4],
-                    version,
-                })
-            })
+            .prop_map(
+                |(sid, mode, leader_sid, n, staleness_ms, version, last_start_time_ms)| {
+                    ResponseBody::Status(StatusInfo {
+                        sid,
+                        mode: Mode::from_tag(mode).unwrap(),
+                        leader_sid,
+                        epoch: n[0],
+                        applied_journal_id: Zxid(n[1]),
+                        last_timestamp_ms: n[2],
+                        staleness_ms,
+                        entry_count: n[3],
+                        cluster_id: n[4],
+                        version,
+                        last_start_time_ms,
+                    })
+                },
+            )
             .boxed(),
         RequestKind::DIGEST => (j, any::<[u8; 32]>(), any::<u64>())
             .prop_map(|(journal_id, digest, entry_count)| ResponseBody::Digest {

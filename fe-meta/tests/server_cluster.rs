@@ -142,7 +142,9 @@ async fn frontends_show_one_leader(c: &Cluster, leader: u64, follower: u64) {
     assert!(rows.iter().all(|f| f.alive), "{rows:?}");
     let leaders: Vec<u64> = rows.iter().filter(|f| f.is_leader).map(|f| f.sid).collect();
     assert_eq!(leaders, vec![leader]);
-    assert!(rows.iter().all(|f| f.replayed_journal_id > Zxid::ZERO));
+    assert!(rows
+        .iter()
+        .all(|f| f.replayed_journal_id.is_some_and(|z| z > Zxid::ZERO)));
 }
 
 /// STATUS and the four-letter words.

@@ -117,6 +117,7 @@ fn status_table(layout: &Layout, statuses: &[Option<StatusInfo>]) -> String {
                 "down".into(),
                 "-".into(),
                 "-".into(),
+                "-".into(),
             ],
         })
         .collect();
@@ -238,6 +239,7 @@ mod tests {
             entry_count: 0,
             cluster_id: 1,
             version: String::new(),
+            last_start_time_ms: None,
         })
     }
 

@@ -6,12 +6,10 @@
 //! INV-2: [`encode_response_bounded`] never yields a payload over [`FRAME_LEN_MAX`].
 
 use super::{
-    encode_response, ErrorReply, FrontendRow, RequestBody, Response, ResponseBody, Status,
-    FRAME_LEN_MAX,
+    encode_response, ErrorReply, RequestBody, Response, ResponseBody, Status, FRAME_LEN_MAX,
 };
-use crate::state::catalog::{Catalog, Frontend};
+use crate::state::catalog::Catalog;
 use crate::state::image;
-use zab_net::Zxid;
 
 /// The answer to `body` from `catalog`, if `body` is a read that needs only the catalog
 /// (DIGEST, SHOW_BACKENDS, SHOW_DATABASES, SHOW_TABLES, GET_VAR, SHOW_VARS); `None` otherwise.
@@ -65,29 +63,6 @@ pub fn answer_catalog_read(
     }))
 }
 
-impl FrontendRow {
-    /// A SHOW FRONTENDS row for `fe` with the runtime facts the server knows.
-    pub fn new(
-        fe: &Frontend,
-        is_leader: bool,
-        alive: bool,
-        replayed_journal_id: Zxid,
-        lag_ms: Option<u64>,
-    ) -> FrontendRow {
-        FrontendRow {
-            sid: fe.sid,
-            name: fe.name.clone(),
-            host: fe.host.clone(),
-            client_port: fe.client_port,
-            role: fe.role,
-            is_leader,
-            alive,
-            replayed_journal_id,
-            lag_ms,
-        }
-    }
-}
-
 /// Encodes `resp`; if the payload would exceed [`FRAME_LEN_MAX`], encodes instead an INTERNAL
 /// error for the same request saying so (INV-2).
 pub fn encode_response_bounded(resp: &Response) -> Vec<u8> {
@@ -114,6 +89,7 @@ mod tests {
     use crate::protocol::ReadOptions;
     use crate::state::journal::Op;
     use crate::state::replay::apply;
+    use zab_net::Zxid;
 
     #[test]
     fn catalog_reads_answer_from_one_version() {

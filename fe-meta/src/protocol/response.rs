@@ -13,7 +13,10 @@ use zab_net::Zxid;
 use super::config::{
     decode_config, decode_member_row, encode_config, encode_member_row, ClusterConfig, MemberRow,
 };
-use super::rows::{decode_frontend_row, decode_status, encode_frontend_row, encode_status};
+use super::rows::{
+    decode_frontend_details, decode_frontend_row, decode_status, encode_frontend_details,
+    encode_frontend_row, encode_status,
+};
 pub use super::rows::{FrontendRow, StatusInfo};
 use super::status::{get_error, put_error, ErrorReply};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
@@ -186,6 +189,7 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             for row in rows {
                 encode_member_row(o, row);
             }
+            encode_frontend_details(o, rows.iter().map(|m| &m.row));
         }
         ResponseBody::Written {
             journal_id,
@@ -199,7 +203,8 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             backends,
         } => put_list(o, *journal_id, backends, |o, b| b.encode(o)),
         ResponseBody::Frontends { journal_id, rows } => {
-            put_list(o, *journal_id, rows, encode_frontend_row)
+            put_list(o, *journal_id, rows, encode_frontend_row);
+            encode_frontend_details(o, rows.iter());
         }
         ResponseBody::Databases {
             journal_id,
@@ -285,7 +290,8 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             }
         }
         RequestKind::SHOW_FRONTENDS => {
-            let (journal_id, rows) = get_list(r, 30, decode_frontend_row)?;
+            let (journal_id, mut rows) = get_list(r, 30, decode_frontend_row)?;
+            decode_frontend_details(r, rows.iter_mut())?;
             ResponseBody::Frontends { journal_id, rows }
         }
         RequestKind::SHOW_DATABASES => {
@@ -331,8 +337,8 @@ fn decode_digest(r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
     })
 }
 
-/// A SHOW_MEMBERS answer: `journal_id u64 | config_version u64 | count u32 | row*`; a row is
-/// at least 31 bytes (INV-2).
+/// A SHOW_MEMBERS answer: `journal_id u64 | config_version u64 | count u32 | row*`, then the
+/// rows' details if present (`rows` INV-2); a row is at least 31 bytes (INV-2).
 fn decode_members(r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
     let journal_id = Zxid(r.u64("journal id")?);
     let config_version = Zxid(r.u64("configuration version")?);
@@ -341,6 +347,7 @@ fn decode_members(r: &mut Reader<'_>) -> Result<ResponseBody, WireError> {
     for _ in 0..n {
         rows.push(decode_member_row(r)?);
     }
+    decode_frontend_details(r, rows.iter_mut().map(|m| &mut m.row))?;
     Ok(ResponseBody::Members {
         journal_id,
         config_version,

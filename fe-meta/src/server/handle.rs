@@ -9,46 +9,25 @@
 //! A node that stopped on a fatal error answers no read, STATUS or DIGEST: its catalog is
 //! frozen while the cluster moves on (`fatal` INV-1); each gets INTERNAL naming the error.
 //!
-//! SHOW FRONTENDS and SHOW MEMBERS: the rows are the members of the node's committed cluster
-//! configuration (zoo.cfg's `server.N` lines only until a change committed), plus frontends
-//! registered in the catalog; SHOW MEMBERS adds the configuration's version and marks a member
-//! that is joining (added as a follower, not yet synced and promoted). A node learns the
-//! others' progress by asking each one's STATUS over its client port as its configuration
-//! gives it (`membership`; timeout `peer_status_timeout_ms`, answers cached for 1 s): `alive` =
-//! it answered, `replayed_journal_id` = its applied journal id, `lag_ms` = its staleness (0 on
-//! the leader). GET_CONFIG is answered by the node itself, whatever its lag.
+//! SHOW FRONTENDS and SHOW MEMBERS: the leader's view, asked fresh (`frontends`).
+//! GET_CONFIG is answered by the node itself, whatever its lag.
 //! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
 //! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
 //! INV: every answer is computed from one catalog version (`protocol::read` INV-1) and no
 //! request holds a lock across an await.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
 use zab_net::NodeStatus;
-use zab_net::{Role, Zxid};
+use zab_net::Role;
 
-use super::membership::member_views;
+use super::frontends::Polled;
 use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::protocol::{
-    answer_catalog_read, ErrorReply, FrontendRow, MemberRow, MemberState, Mode, RequestBody,
-    RequestMeta, ResponseBody, ServerStats, Status, StatusInfo,
+    answer_catalog_read, ErrorReply, Mode, RequestBody, ResponseBody, ServerStats, Status,
+    StatusInfo,
 };
-use crate::state::catalog::Frontend;
-
-/// How long peers' STATUS answers are reused.
-const PEER_CACHE: Duration = Duration::from_secs(1);
-
-/// The peers' last STATUS answers (`None`: did not answer).
-pub type PeerStatuses = BTreeMap<u64, Option<StatusInfo>>;
-
-/// The cache of peers' STATUS answers.
-#[derive(Debug, Default)]
-pub struct FrontendCache(Mutex<Option<(Instant, PeerStatuses)>>);
 
 /// The software version reported to clients.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -81,7 +60,7 @@ impl Shared {
             RequestBody::Sync => Ok(ResponseBody::Synced {
                 journal_id: self.sync().await?,
             }),
-            _ => self.read(body).await,
+            _ => self.read(ctx, body, forwarded).await,
         };
         // Again after the catalog was read: an answer whose catalog version was taken after
         // the node stopped is never sent (`fatal` INV-1).
@@ -103,7 +82,12 @@ impl Shared {
         }
     }
 
-    async fn read(&self, body: &RequestBody) -> Result<ResponseBody, ErrorReply> {
+    async fn read(
+        &self,
+        ctx: &RequestContext,
+        body: &RequestBody,
+        forwarded: bool,
+    ) -> Result<ResponseBody, ErrorReply> {
         let opts = body.read_options().unwrap_or_default();
         if opts.sync {
             self.sync().await?;
@@ -116,21 +100,8 @@ impl Shared {
                 .check(is_serving_leader(&st))
                 .map_err(ErrorReply::from)?;
         }
-        match body {
-            RequestBody::ShowFrontends(_) => {
-                let (journal_id, _, rows) = self.member_rows().await;
-                let rows = rows.into_iter().map(|m| m.row).collect();
-                return Ok(ResponseBody::Frontends { journal_id, rows });
-            }
-            RequestBody::ShowMembers(_) => {
-                let (journal_id, config_version, rows) = self.member_rows().await;
-                return Ok(ResponseBody::Members {
-                    journal_id,
-                    config_version,
-                    rows,
-                });
-            }
-            _ => {}
+        if let RequestBody::ShowFrontends(_) | RequestBody::ShowMembers(_) = body {
+            return Ok(self.show_frontends(ctx, body, forwarded).await);
         }
         let catalog = self.catalog.load();
         answer_catalog_read(&catalog, body).unwrap_or_else(|| {
@@ -157,99 +128,8 @@ impl Shared {
             entry_count: catalog.entry_count(),
             cluster_id: self.cfg.cluster_id,
             version: VERSION.to_string(),
+            last_start_time_ms: Some(self.progress.started_wall_ms()),
         }
-    }
-
-    /// The peers' STATUS, from the cache or asked now (in parallel, bounded).
-    pub async fn peer_statuses(&self) -> PeerStatuses {
-        if let Some((at, cached)) = self.lock_cache().as_ref() {
-            if at.elapsed() < PEER_CACHE {
-                return cached.clone();
-            }
-        }
-        // Everyone in the configuration in force and in the committed one (they differ while a
-        // change is in flight), at the address in force.
-        let st = self.node.status();
-        let mut members = member_views(&st.committed_membership);
-        members.extend(member_views(&st.membership));
-        let asks = members
-            .into_iter()
-            .filter(|(sid, _)| *sid != self.cfg.sid)
-            .map(|(sid, m)| async move {
-                let Some(addr) = m.client_addr.as_deref() else {
-                    return (sid, None);
-                };
-                let r = self
-                    .peers
-                    .call(
-                        addr,
-                        RequestMeta::default(),
-                        RequestBody::Status,
-                        self.cfg.peer_timeout,
-                    )
-                    .await;
-                match r {
-                    Ok(Ok(ResponseBody::Status(s))) => (sid, Some(s)),
-                    _ => (sid, None),
-                }
-            });
-        let fresh: PeerStatuses = futures::future::join_all(asks).await.into_iter().collect();
-        *self.lock_cache() = Some((Instant::now(), fresh.clone()));
-        fresh
-    }
-
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Option<(Instant, PeerStatuses)>> {
-        self.frontends.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The rows of SHOW FRONTENDS / SHOW MEMBERS: the catalog's journal id, the committed
-    /// configuration's version, and a row per member (then per catalog frontend), by sid.
-    async fn member_rows(&self) -> (Zxid, Zxid, Vec<MemberRow>) {
-        let peers = self.peer_statuses().await;
-        let me = self.status_info();
-        let committed = self.node.status().committed_membership;
-        let catalog = self.catalog.load();
-        let leader = me.leader_sid;
-        let mut rows = BTreeMap::new();
-        for (sid, m) in &member_views(&committed) {
-            let fe = Frontend {
-                sid: *sid,
-                name: format!("fe{sid}"),
-                host: m.host.clone(),
-                client_port: m.client_port,
-                role: m.state.frontend_role(),
-            };
-            let info = if *sid == self.cfg.sid {
-                Some(me.clone())
-            } else {
-                peers.get(sid).cloned().flatten()
-            };
-            let is_leader = leader == Some(*sid);
-            let row = match info {
-                Some(s) => {
-                    let lag = if s.mode == Mode::Leader {
-                        Some(0)
-                    } else {
-                        s.staleness_ms
-                    };
-                    FrontendRow::new(&fe, is_leader, true, s.applied_journal_id, lag)
-                }
-                None => FrontendRow::new(&fe, is_leader, false, Zxid::ZERO, None),
-            };
-            let joining = m.state == MemberState::Joining;
-            rows.insert(*sid, MemberRow { row, joining });
-        }
-        for fe in catalog.frontends() {
-            rows.entry(fe.sid).or_insert_with(|| MemberRow {
-                row: FrontendRow::new(fe, false, false, Zxid::ZERO, None),
-                joining: false,
-            });
-        }
-        (
-            catalog.journal_id(),
-            committed.version,
-            rows.into_values().collect(),
-        )
     }
 
     /// The numbers of the four-letter words.
@@ -257,10 +137,13 @@ impl Shared {
         let st = self.node.status();
         let catalog = self.catalog.load();
         let followers = if st.role == Role::Leading && st.fatal.is_none() {
-            let peers = self.peer_statuses().await;
+            let peers = self.poll_members().await;
             let learners: Vec<&StatusInfo> = peers
                 .values()
-                .flatten()
+                .filter_map(|p| match p {
+                    Polled::Answered(s) => Some(s),
+                    Polled::Failed(_) => None,
+                })
                 .filter(|s| s.leader_sid == Some(self.cfg.sid) && s.mode != Mode::Leader)
                 .collect();
             let synced = learners.iter().filter(|s| s.mode == Mode::Follower).count();

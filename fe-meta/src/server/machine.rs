@@ -11,22 +11,27 @@
 //! INV-3: [`Progress::outcome`] tells what replay did with an applied journal id: the state
 //! machine records every ignored entry before it publishes (`state_machine` INV-5), so the
 //! write path, answered by the node once the entry is applied, reads a settled outcome.
+//! INV-4: every publish is recorded in the applied history (`lag` INV-1) that dates other
+//! nodes' lag when this node leads.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use zab_net::Zxid;
 
+use crate::server::lag::{lag, AppliedHistory, Lag};
 use crate::server::staleness::{Stale, StalenessGuard};
 use crate::state::catalog::{Catalog, SharedCatalog};
 use crate::state::machine::MetaState;
 use crate::state::outcomes::{Lookup, RecentOutcomes};
 
-/// Replay as the request handlers see it: the outcomes of applied entries and the staleness
-/// guard fed by applied TIMESTAMPs.
+/// Replay as the request handlers see it: the outcomes of applied entries, the staleness
+/// guard fed by applied TIMESTAMPs and the history of applied journal ids.
 #[derive(Debug)]
 pub struct Progress {
     guard: Mutex<StalenessGuard>,
+    history: Mutex<AppliedHistory>,
     started: Instant,
+    started_wall_ms: u64,
     outcomes: Arc<RecentOutcomes>,
 }
 
@@ -35,7 +40,9 @@ impl Progress {
     pub fn new(tolerance_ms: u64) -> Progress {
         Progress {
             guard: Mutex::new(StalenessGuard::new(tolerance_ms)),
+            history: Mutex::default(),
             started: Instant::now(),
+            started_wall_ms: wall_ms(),
             outcomes: Arc::default(),
         }
     }
@@ -70,17 +77,34 @@ impl Progress {
         self.guard().tolerance_ms()
     }
 
+    /// When this server started, by the wall clock (ms since the Unix epoch).
+    pub fn started_wall_ms(&self) -> u64 {
+        self.started_wall_ms
+    }
+
+    /// The lag now of a node that has applied `node_applied`, polled when this node had
+    /// applied `leader_applied` (`lag::lag`; meaningful on the leader).
+    pub fn lag_of(&self, leader_applied: Zxid, node_applied: Zxid) -> Lag {
+        let now = self.mono_ms();
+        lag(leader_applied, node_applied, &self.history(), now)
+    }
+
     fn guard(&self) -> MutexGuard<'_, StalenessGuard> {
         self.guard.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn history(&self) -> MutexGuard<'_, AppliedHistory> {
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn on_published(&self, catalog: &Catalog, last_ts: &mut u64) {
+        let now = self.mono_ms();
+        self.history().record(now, catalog.journal_id());
         let ts = catalog.last_timestamp_ms();
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
-            let mono = self.mono_ms();
             let epoch = u64::from(catalog.journal_id().epoch().0);
-            self.guard().observe(ts, epoch, wall_ms(), mono);
+            self.guard().observe(ts, epoch, wall_ms(), now);
         }
     }
 }

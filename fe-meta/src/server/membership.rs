@@ -38,6 +38,8 @@ pub struct MemberView {
     pub client_addr: Option<String>,
     /// Its client port (0: unknown).
     pub client_port: u16,
+    /// Its quorum and election ports, if its address parses.
+    pub ports: Option<(u16, u16)>,
     /// Participant, observer or joining.
     pub state: MemberState,
 }
@@ -53,6 +55,7 @@ pub fn member_views(membership: &Membership) -> BTreeMap<u64, MemberView> {
                 Ok(addr) => MemberView {
                     client_addr: addr.client_endpoint(),
                     client_port: addr.client.as_ref().map_or(0, |c| c.port),
+                    ports: Some((addr.quorum_port, addr.election_port)),
                     host: addr.host,
                     state,
                 },
@@ -62,6 +65,7 @@ pub fn member_views(membership: &Membership) -> BTreeMap<u64, MemberView> {
                         host: String::new(),
                         client_addr: None,
                         client_port: 0,
+                        ports: None,
                         state,
                     }
                 }

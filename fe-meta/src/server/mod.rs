@@ -9,7 +9,7 @@
 //!         writes: leader plans + submits (write) · others forward once to the leader (peer)
 //!                 and wait until they applied the returned journal id
 //!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
-//!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
+//!   leader: TIMESTAMP every min(10 s, meta_delay_toleration_second / 2) (write::run_timestamps)
 //! ```
 //!
 //! Use [`run`] from a binary (it returns when the shutdown future completes, when the node
@@ -39,9 +39,11 @@
 pub mod config;
 mod conn;
 pub mod fatal;
+mod frontends;
 mod handle;
 mod hints;
 pub mod join;
+mod lag;
 pub mod machine;
 mod membership;
 pub mod meta_dir;
@@ -130,7 +132,7 @@ pub(crate) struct Shared {
     writer: pending::Writer,
     peers: peer::PeerPool,
     stats: stats::Stats,
-    frontends: handle::FrontendCache,
+    frontends: frontends::PeerAnswers,
 }
 
 /// A running server.
@@ -323,7 +325,7 @@ impl Server {
                 writer,
                 peers: peer::PeerPool::default(),
                 stats: stats::Stats::default(),
-                frontends: handle::FrontendCache::default(),
+                frontends: frontends::PeerAnswers::default(),
             });
             let stop = CancellationToken::new();
             let tasks = spawn_tasks(&shared, listener, meta, &stop);

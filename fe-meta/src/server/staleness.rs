@@ -1,8 +1,9 @@
 //! The staleness guard's rule, as a pure value: the server feeds it clock readings.
 //!
-//! The leader logs TIMESTAMP {its wall clock} every `meta_delay_toleration_second / 2`. When a
-//! node applies one, it records the entry's age at apply and the moment by its monotonic clock.
-//! Its lag is then `age at apply + monotonic time since` (PITFALLS E14):
+//! The leader logs TIMESTAMP {its wall clock} every min(10 s,
+//! `meta_delay_toleration_second / 2`) (`write::timestamp_interval`). When a node applies one,
+//! it records the entry's age at apply and the moment by its monotonic clock. Its lag is then
+//! `age at apply + monotonic time since` (PITFALLS E14):
 //! - time passing after an apply is measured on this node's monotonic clock, immune to wall
 //!   clock jumps here and to the leader's clock: a TIMESTAMP from a leader whose clock runs
 //!   ahead buys no extra freshness, the lag still grows from the moment it was applied;

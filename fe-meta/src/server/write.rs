@@ -365,12 +365,26 @@ pub async fn mark_synced_when_serving(shared: Arc<Shared>) {
     }
 }
 
+/// The longest time between two TIMESTAMPs: Doris' FE logs one every 10 s.
+pub const TIMESTAMP_INTERVAL_MAX: Duration = Duration::from_secs(10);
+
+/// How often the leader logs a TIMESTAMP under a staleness tolerance of `tolerance_ms`:
+/// every [`TIMESTAMP_INTERVAL_MAX`], or every half tolerance when that is shorter (so a
+/// follower that keeps up never reads as stale), and at least every millisecond. A follower's
+/// staleness on an idle cluster then swings between 0 and this interval, not by minutes.
+pub fn timestamp_interval(tolerance_ms: u64) -> Duration {
+    Duration::from_millis(tolerance_ms / 2)
+        .min(TIMESTAMP_INTERVAL_MAX)
+        .max(Duration::from_millis(1))
+}
+
 /// The leader's TIMESTAMP ticker: logs the wall clock on becoming a serving leader and then
-/// every half tolerance, while it leads. Runs until the node stops or the server shuts down.
-/// It waits on the node's role watch, which changes with elections, not with every write.
+/// every [`timestamp_interval`], while it leads. Runs until the node stops or the server
+/// shuts down. It waits on the node's role watch, which changes with elections, not with
+/// every write.
 pub async fn run_timestamps(shared: Arc<Shared>) {
     let mut w = shared.node.watch_role();
-    let interval = shared.cfg.timestamp_interval();
+    let interval = timestamp_interval(shared.cfg.tolerance_ms);
     let mut last: Option<(Epoch, Instant)> = None;
     let mut retry: Option<Instant> = None;
     loop {
@@ -412,5 +426,22 @@ pub async fn run_timestamps(shared: Arc<Shared>) {
             changed = w.changed() => if changed.is_err() { break },
             () = tokio::time::sleep(wait.max(Duration::from_millis(10))) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_come_every_ten_seconds_or_half_the_tolerance_if_shorter() {
+        let s = Duration::from_secs;
+        // The default tolerance (300 s): Doris' 10 s, not 150 s.
+        assert_eq!(timestamp_interval(300_000), s(10));
+        assert_eq!(timestamp_interval(20_000), s(10));
+        assert_eq!(timestamp_interval(19_000), Duration::from_millis(9_500));
+        assert_eq!(timestamp_interval(2_000), s(1));
+        assert_eq!(timestamp_interval(1), Duration::from_millis(1));
+        assert_eq!(timestamp_interval(u64::MAX), s(10));
     }
 }
