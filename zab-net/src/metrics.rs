@@ -47,14 +47,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
-};
+use prometheus::Registry;
 use zab_core::{Role, SyncMode, Zxid};
-use zab_store::{SyncBatch, SyncObserver};
+use zab_store::SyncObserver;
 
 use crate::node::SyncCounters;
+
+mod topics;
+
+use topics::{
+    Builder, CommitMetrics, ElectionMetrics, LogMetrics, QueueMetrics, SnapshotMetrics,
+    StateGauges, SyncMetrics,
+};
 
 /// Latency buckets in µs: 50 µs to 10 s.
 pub const LATENCY_BUCKETS_US: [f64; 18] = [
@@ -78,26 +82,6 @@ pub const LATENCY_BUCKETS_US: [f64; 18] = [
     10_000_000.0,
 ];
 
-/// Records per group-commit sync: 1 to 65536 (the writer's batch limit).
-const RECORD_BUCKETS: [f64; 9] = [
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0,
-];
-
-/// Bytes per group-commit sync: 64 B to 64 MiB.
-const BYTE_BUCKETS: [f64; 11] = [
-    64.0,
-    256.0,
-    1024.0,
-    4096.0,
-    16384.0,
-    65536.0,
-    262_144.0,
-    1_048_576.0,
-    4_194_304.0,
-    16_777_216.0,
-    67_108_864.0,
-];
-
 /// Which side of a learner sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -107,63 +91,16 @@ pub(crate) enum Direction {
     Received,
 }
 
-/// The counters of one direction, by mode.
-#[derive(Clone, Debug)]
-struct SyncSide {
-    diff: IntCounter,
-    trunc: IntCounter,
-    snap: IntCounter,
-    duration: Histogram,
-}
-
-/// The node's metrics (see the module docs). Cheap to clone (shared atomics).
+/// The node's metrics (see the module docs), by topic. Cheap to clone (shared atomics).
 #[derive(Clone, Debug)]
 pub struct NodeMetrics {
-    roles: [(Role, IntGauge); 4],
-    epoch: IntGauge,
-    last_logged: IntGauge,
-    last_committed: IntGauge,
-    last_applied: IntGauge,
-    serving: IntGauge,
-    initialized: IntGauge,
-    pub(crate) commits: IntCounter,
-    pub(crate) proposals: IntCounter,
-    pub(crate) proposals_in_flight: IntGauge,
-    pub(crate) commit_latency: Histogram,
-    log: Arc<LogMetrics>,
-    pub(crate) append_durable_latency: Histogram,
-    pub(crate) appends_pending: IntGauge,
-    pub(crate) input_queue: IntGauge,
-    pub(crate) writes_pending: IntGauge,
-    pub(crate) snapshots_taken: IntCounter,
-    pub(crate) snapshot_duration: Histogram,
-    pub(crate) snapshot_last_size: IntGauge,
-    sent: SyncSide,
-    received: SyncSide,
-    pub(crate) diff_from_log: IntCounter,
-    pub(crate) elections: IntCounter,
-    pub(crate) election_duration: Histogram,
-    pub(crate) learners_connected: IntGauge,
-    pub(crate) learners_synced: IntGauge,
-    pub(crate) peer_queued: IntGaugeVec,
-}
-
-/// What the txn log's sync thread updates (zab-store's [`SyncObserver`]).
-#[derive(Debug)]
-struct LogMetrics {
-    fsync: Histogram,
-    batch_records: Histogram,
-    batch_bytes: Histogram,
-}
-
-impl SyncObserver for LogMetrics {
-    fn on_sync(&self, batch: &SyncBatch) {
-        self.fsync.observe(micros(batch.duration));
-        if batch.records > 0 {
-            self.batch_records.observe(batch.records as f64);
-            self.batch_bytes.observe(batch.bytes as f64);
-        }
-    }
+    state: StateGauges,
+    pub(crate) commit: CommitMetrics,
+    pub(crate) log: LogMetrics,
+    pub(crate) queues: QueueMetrics,
+    pub(crate) snapshots: SnapshotMetrics,
+    learner_syncs: SyncMetrics,
+    pub(crate) election: ElectionMetrics,
 }
 
 /// A duration in µs, as a histogram sample.
@@ -171,218 +108,34 @@ pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// A zxid as a gauge value (exact below epoch 2^31, saturating above).
-fn zxid_value(z: Zxid) -> i64 {
-    i64::try_from(z.0).unwrap_or(i64::MAX)
-}
-
-/// Builds and registers metrics in one registry, failing on the first error.
-struct Builder<'a> {
-    registry: &'a Registry,
-}
-
-impl Builder<'_> {
-    fn gauge(&self, name: &str, help: &str) -> prometheus::Result<IntGauge> {
-        let g = IntGauge::new(name, help)?;
-        self.registry.register(Box::new(g.clone()))?;
-        Ok(g)
-    }
-
-    fn counter(&self, name: &str, help: &str) -> prometheus::Result<IntCounter> {
-        let c = IntCounter::new(name, help)?;
-        self.registry.register(Box::new(c.clone()))?;
-        Ok(c)
-    }
-
-    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> prometheus::Result<Histogram> {
-        let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))?;
-        self.registry.register(Box::new(h.clone()))?;
-        Ok(h)
-    }
-}
-
 impl NodeMetrics {
     /// Creates the metrics and registers them in `registry` (INV-3).
     pub fn register(registry: &Registry) -> prometheus::Result<NodeMetrics> {
         let b = Builder { registry };
-        let role_vec = IntGaugeVec::new(
-            Opts::new(
-                "zab_role",
-                "1 for the node's current role, 0 for the others",
-            ),
-            &["role"],
-        )?;
-        registry.register(Box::new(role_vec.clone()))?;
-        let roles = [
-            Role::Looking,
-            Role::Following,
-            Role::Leading,
-            Role::Observing,
-        ]
-        .map(|r| (r, role_vec.with_label_values(&[role_label(r)])));
-        let syncs = IntCounterVec::new(
-            Opts::new(
-                "zab_syncs_total",
-                "learner syncs by direction (sent by the leader, received by a learner) and \
-                 mode (a TRUNC+DIFF counts one trunc and one diff)",
-            ),
-            &["direction", "mode"],
-        )?;
-        registry.register(Box::new(syncs.clone()))?;
-        let sync_durations = HistogramVec::new(
-            HistogramOpts::new(
-                "zab_sync_duration_us",
-                "learner sync duration: leader, sync chosen to UPTODATE sent; learner, sync \
-                 header received to serving",
-            )
-            .buckets(LATENCY_BUCKETS_US.to_vec()),
-            &["direction"],
-        )?;
-        registry.register(Box::new(sync_durations.clone()))?;
-        let side = |dir: &str| SyncSide {
-            diff: syncs.with_label_values(&[dir, "diff"]),
-            trunc: syncs.with_label_values(&[dir, "trunc"]),
-            snap: syncs.with_label_values(&[dir, "snap"]),
-            duration: sync_durations.with_label_values(&[dir]),
-        };
-        let log = LogMetrics {
-            fsync: b.histogram(
-                "zab_log_fsync_duration_us",
-                "time in the txn log's sync call",
-                &LATENCY_BUCKETS_US,
-            )?,
-            batch_records: b.histogram(
-                "zab_log_sync_batch_records",
-                "records made durable per txn log sync (group commit)",
-                &RECORD_BUCKETS,
-            )?,
-            batch_bytes: b.histogram(
-                "zab_log_sync_batch_bytes",
-                "encoded bytes made durable per txn log sync",
-                &BYTE_BUCKETS,
-            )?,
-        };
         Ok(NodeMetrics {
-            roles,
-            sent: side("sent"),
-            received: side("received"),
-            log: Arc::new(log),
-            epoch: b.gauge("zab_epoch", "the epoch being led or followed")?,
-            last_logged: b.gauge("zab_last_logged_zxid", "the newest zxid in the txn log")?,
-            last_committed: b
-                .gauge("zab_last_committed_zxid", "the newest zxid known committed")?,
-            last_applied: b.gauge(
-                "zab_last_applied_zxid",
-                "the newest zxid applied to the state machine",
-            )?,
-            serving: b.gauge("zab_serving", "1 while the node serves clients")?,
-            initialized: b.gauge(
-                "zab_initialized",
-                "1 once the data dir completed its first sync (the node votes)",
-            )?,
-            commits: b.counter("zab_commits_total", "txns applied to the state machine")?,
-            proposals: b.counter("zab_proposals_total", "txns proposed while leading")?,
-            proposals_in_flight: b.gauge(
-                "zab_proposals_in_flight",
-                "leader: txns proposed and not yet committed",
-            )?,
-            commit_latency: b.histogram(
-                "zab_commit_latency_us",
-                "leader: proposed to committed",
-                &LATENCY_BUCKETS_US,
-            )?,
-            append_durable_latency: b.histogram(
-                "zab_log_append_durable_latency_us",
-                "append queued by the driver to reported durable",
-                &LATENCY_BUCKETS_US,
-            )?,
-            appends_pending: b.gauge(
-                "zab_log_appends_pending",
-                "appends queued to the txn log, not yet durable",
-            )?,
-            input_queue: b.gauge(
-                "zab_input_queue_depth",
-                "requests waiting in the driver's input channel",
-            )?,
-            writes_pending: b.gauge(
-                "zab_writes_pending",
-                "writes, syncs and membership changes submitted and not yet answered",
-            )?,
-            snapshots_taken: b
-                .counter("zab_snapshots_taken_total", "background snapshots written")?,
-            snapshot_duration: b.histogram(
-                "zab_snapshot_duration_us",
-                "time to write one background snapshot",
-                &LATENCY_BUCKETS_US,
-            )?,
-            snapshot_last_size: b.gauge(
-                "zab_snapshot_last_size_bytes",
-                "size of the newest snapshot written",
-            )?,
-            diff_from_log: b.counter(
-                "zab_syncs_diff_from_log_total",
-                "leader: DIFFs read (partly) from the on-disk log",
-            )?,
-            elections: b.counter(
-                "zab_elections_total",
-                "elections ended (LOOKING until serving again)",
-            )?,
-            election_duration: b.histogram(
-                "zab_election_duration_us",
-                "election duration: LOOKING until serving again as leader or learner",
-                &LATENCY_BUCKETS_US,
-            )?,
-            learners_connected: b.gauge(
-                "zab_learners_connected",
-                "leader: learners being synced or synced",
-            )?,
-            peer_queued: {
-                let v = IntGaugeVec::new(
-                    Opts::new(
-                        "zab_peer_queued_messages",
-                        "messages waiting to be sent to a member (quorum outbox and the \
-                         driver's queue behind a stream)",
-                    ),
-                    &["peer"],
-                )?;
-                registry.register(Box::new(v.clone()))?;
-                v
-            },
-            learners_synced: b.gauge(
-                "zab_learners_synced",
-                "leader: learners sent UPTODATE and still connected",
-            )?,
+            state: StateGauges::register(&b)?,
+            commit: CommitMetrics::register(&b)?,
+            log: LogMetrics::register(&b)?,
+            queues: QueueMetrics::register(&b)?,
+            snapshots: SnapshotMetrics::register(&b)?,
+            learner_syncs: SyncMetrics::register(&b)?,
+            election: ElectionMetrics::register(&b)?,
         })
     }
 
     /// The observer the txn log's sync thread reports to.
     pub(crate) fn log_observer(&self) -> Arc<dyn SyncObserver> {
-        Arc::clone(&self.log) as Arc<dyn SyncObserver>
+        Arc::clone(&self.log.sync) as Arc<dyn SyncObserver>
     }
 
     /// Sets the state gauges (once per driver batch).
     pub(crate) fn set_state(&self, s: &StateSample) {
-        for (r, g) in &self.roles {
-            g.set(i64::from(*r == s.role));
-        }
-        self.epoch.set(i64::from(s.epoch));
-        self.last_logged.set(zxid_value(s.last_logged));
-        self.last_committed.set(zxid_value(s.last_committed));
-        self.last_applied.set(zxid_value(s.last_applied));
-        self.serving.set(i64::from(s.serving));
-        self.initialized.set(i64::from(s.initialized));
-    }
-
-    fn side(&self, dir: Direction) -> &SyncSide {
-        match dir {
-            Direction::Sent => &self.sent,
-            Direction::Received => &self.received,
-        }
+        self.state.set(s);
     }
 
     /// One more sync in `dir` by `mode` (a TRUNC+DIFF counts a TRUNC and a DIFF header).
     pub(crate) fn count_sync(&self, dir: Direction, mode: SyncMode) {
-        let s = self.side(dir);
+        let s = self.learner_syncs.side(dir);
         match mode {
             SyncMode::Diff => s.diff.inc(),
             SyncMode::TruncDiff => {
@@ -393,16 +146,22 @@ impl NodeMetrics {
         }
     }
 
+    /// A DIFF sent that read (part of) its txns from the on-disk log.
+    pub(crate) fn count_diff_from_log(&self) {
+        self.learner_syncs.diff_from_log.inc();
+    }
+
     /// A sync in `dir` that took `d`.
     pub(crate) fn sync_done(&self, dir: Direction, d: Duration) {
-        self.side(dir).duration.observe(micros(d));
+        self.learner_syncs.side(dir).duration.observe(micros(d));
     }
 
     /// The sync counters of `dir`, as `NodeStatus` shows them (INV-2).
     pub(crate) fn syncs(&self, dir: Direction) -> SyncCounters {
-        let s = self.side(dir);
+        let syncs = &self.learner_syncs;
+        let s = syncs.side(dir);
         let diff_from_log = match dir {
-            Direction::Sent => self.diff_from_log.get(),
+            Direction::Sent => syncs.diff_from_log.get(),
             Direction::Received => 0,
         };
         SyncCounters {
@@ -424,14 +183,4 @@ pub(crate) struct StateSample {
     pub(crate) last_applied: Zxid,
     pub(crate) serving: bool,
     pub(crate) initialized: bool,
-}
-
-/// The `role` label of `r`.
-fn role_label(r: Role) -> &'static str {
-    match r {
-        Role::Looking => "looking",
-        Role::Following => "following",
-        Role::Leading => "leading",
-        Role::Observing => "observing",
-    }
 }

@@ -93,17 +93,22 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
         value(n, "zab_learners_synced", &[]) == 2.0
     })
     .await;
+    assert_leader_state(leader);
+    assert_leader_commit_path(leader);
+    assert_peer_queues_sampled(&c, leader_sid);
+    assert_followers_state(&c, leader_sid);
+    assert_elections_and_syncs(&c);
+    restarted_follower_sync_is_counted(&mut c, leader_sid).await;
+    assert_text_format(c.node(leader_sid));
+    c.shutdown().await;
+}
+
+/// The leader's role, learners and state gauges (these match its status).
+fn assert_leader_state(leader: &Node) {
     assert_eq!(value(leader, "zab_learners_connected", &[]), 2.0);
     assert_eq!(role(leader, "leading"), 1.0);
     assert_eq!(role(leader, "looking"), 0.0);
     assert_eq!(role(leader, "following"), 0.0);
-    assert!(value(leader, "zab_commits_total", &[]) >= 200.0);
-    assert!(value(leader, "zab_proposals_total", &[]) >= 200.0);
-    assert!(value(leader, "zab_commit_latency_us", &[]) >= 200.0);
-    assert!(value(leader, "zab_log_fsync_duration_us", &[]) > 0.0);
-    assert!(value(leader, "zab_log_sync_batch_records", &[]) > 0.0);
-    assert!(value(leader, "zab_log_append_durable_latency_us", &[]) >= 200.0);
-    assert!(value(leader, "zab_sync_duration_us", &[("direction", "sent")]) >= 2.0);
     assert_eq!(value(leader, "zab_serving", &[]), 1.0);
     assert_eq!(value(leader, "zab_initialized", &[]), 1.0);
     let st = leader.status();
@@ -112,22 +117,40 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
     assert_eq!(applied as u64, st.last_applied.0);
     assert!(value(leader, "zab_last_committed_zxid", &[]) >= applied);
     assert!(value(leader, "zab_last_logged_zxid", &[]) >= applied);
-    // Sampled per tick, one gauge per other member.
-    let peers = |n: &Node| {
-        let families = n.metrics_registry().gather();
-        c.sids()
-            .into_iter()
-            .filter(|s| {
-                sample(
-                    &families,
-                    "zab_peer_queued_messages",
-                    &[("peer", &s.0.to_string())],
-                )
-                .is_some()
-            })
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(peers(leader), c.followers(leader_sid));
+}
+
+/// The leader's commit path after 200 writes: commits, proposals, latencies, the txn log's
+/// syncs, and the two learners synced.
+fn assert_leader_commit_path(leader: &Node) {
+    assert!(value(leader, "zab_commits_total", &[]) >= 200.0);
+    assert!(value(leader, "zab_proposals_total", &[]) >= 200.0);
+    assert!(value(leader, "zab_commit_latency_us", &[]) >= 200.0);
+    assert!(value(leader, "zab_log_fsync_duration_us", &[]) > 0.0);
+    assert!(value(leader, "zab_log_sync_batch_records", &[]) > 0.0);
+    assert!(value(leader, "zab_log_append_durable_latency_us", &[]) >= 200.0);
+    assert!(value(leader, "zab_sync_duration_us", &[("direction", "sent")]) >= 2.0);
+}
+
+/// Sampled per tick, the leader has one queue gauge per other member.
+fn assert_peer_queues_sampled(c: &Cluster, leader_sid: ServerId) {
+    let families = c.node(leader_sid).metrics_registry().gather();
+    let peers = c
+        .sids()
+        .into_iter()
+        .filter(|s| {
+            sample(
+                &families,
+                "zab_peer_queued_messages",
+                &[("peer", &s.0.to_string())],
+            )
+            .is_some()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(peers, c.followers(leader_sid));
+}
+
+/// Each follower: its role, commits without proposals, its log's syncs and its own sync.
+fn assert_followers_state(c: &Cluster, leader_sid: ServerId) {
     for sid in c.followers(leader_sid) {
         let f = c.node(sid);
         assert_eq!(role(f, "following"), 1.0, "server {}", sid.0);
@@ -138,6 +161,10 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
         assert!(value(f, "zab_log_fsync_duration_us", &[]) > 0.0);
         assert!(value(f, "zab_sync_duration_us", &[("direction", "received")]) >= 1.0);
     }
+}
+
+/// Every node counted and timed its election, and its sync counters match its status.
+fn assert_elections_and_syncs(c: &Cluster) {
     for sid in c.sids() {
         let n = c.node(sid);
         assert!(
@@ -148,9 +175,11 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
         assert!(value(n, "zab_election_duration_us", &[]) >= 1.0);
         assert_syncs_match(n);
     }
+}
 
-    // A follower that missed writes is synced again when it restarts (by DIFF here); its new
-    // registry counts that sync, the leader's counts one more sent.
+/// A follower that missed writes is synced again when it restarts (by DIFF here); its new
+/// registry counts that sync, the leader's counts one more sent.
+async fn restarted_follower_sync_is_counted(c: &mut Cluster, leader_sid: ServerId) {
     let lag = c.followers(leader_sid)[0];
     let sent_before = value(
         c.node(leader_sid),
@@ -189,8 +218,10 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
     })
     .await;
     assert_syncs_match(leader);
+}
 
-    // The text format an embedder serves.
+/// The text format an embedder serves.
+fn assert_text_format(leader: &Node) {
     let mut text = Vec::new();
     TextEncoder::new()
         .encode(&leader.metrics_registry().gather(), &mut text)
@@ -201,7 +232,6 @@ async fn a_three_node_cluster_shows_roles_commits_fsyncs_syncs_and_elections() {
         text.contains("zab_commit_latency_us_bucket{le=\"50\"}"),
         "{text}"
     );
-    c.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,7 +54,7 @@ impl StatusBoard {
 
     /// The background snapshots written, read from the metrics (metrics INV-2).
     pub(super) fn set_snapshots_taken(&mut self, m: &NodeMetrics) {
-        self.status.snapshots_taken = m.snapshots_taken.get();
+        self.status.snapshots_taken = m.snapshots.snapshots_taken.get();
     }
 
     /// Publishes what changed of `peer`'s state and the counters (INV-1).

@@ -107,9 +107,9 @@ impl Meter {
     pub(super) fn appended(&mut self, zxid: Zxid, role: Role) {
         let now = Instant::now();
         self.appended.push_back((zxid, now));
-        self.m.appends_pending.inc();
+        self.m.log.appends_pending.inc();
         if role == Role::Leading {
-            self.m.proposals.inc();
+            self.m.commit.proposals.inc();
             self.proposed.push_back((zxid, now));
         }
         if let Some(r) = &mut self.receiving {
@@ -124,7 +124,10 @@ impl Meter {
                 break;
             }
             self.appended.pop_front();
-            self.m.append_durable_latency.observe(micros(at.elapsed()));
+            self.m
+                .log
+                .append_durable_latency
+                .observe(micros(at.elapsed()));
         }
         self.set_appends_pending();
     }
@@ -147,13 +150,14 @@ impl Meter {
 
     fn set_appends_pending(&self) {
         self.m
+            .log
             .appends_pending
             .set(i64::try_from(self.appended.len()).unwrap_or(i64::MAX));
     }
 
     /// A committed txn applied.
     pub(super) fn applied(&mut self, zxid: Zxid) {
-        self.m.commits.inc();
+        self.m.commit.commits.inc();
         if self.apply_run.is_some() {
             self.apply_run_step(zxid);
         }
@@ -162,7 +166,7 @@ impl Meter {
                 break;
             }
             self.proposed.pop_front();
-            self.m.commit_latency.observe(micros(at.elapsed()));
+            self.m.commit.commit_latency.observe(micros(at.elapsed()));
         }
     }
 
@@ -230,7 +234,7 @@ impl Meter {
 
     /// A DIFF sync read from the on-disk log.
     pub(super) fn diff_from_log(&self) {
-        self.m.diff_from_log.inc();
+        self.m.count_diff_from_log();
     }
 
     /// The leader sent UPTODATE to `learner`: its sync is over.
@@ -267,8 +271,11 @@ impl Meter {
     fn set_learners(&self) {
         let synced = self.learners.values().filter(|s| s.synced).count();
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.m.learners_connected.set(count(self.learners.len()));
-        self.m.learners_synced.set(count(synced));
+        self.m
+            .election
+            .learners_connected
+            .set(count(self.learners.len()));
+        self.m.election.learners_synced.set(count(synced));
     }
 
     /// This learner, which applied up to `applied`, received its leader's sync header (a
@@ -314,6 +321,7 @@ impl Meter {
         for sid in peers {
             let gauge = self.peer_queued.entry(sid).or_insert_with(|| {
                 self.m
+                    .queues
                     .peer_queued
                     .with_label_values(&[sid.0.to_string().as_str()])
             });
@@ -331,6 +339,7 @@ impl Meter {
             // Absent already only if it was never sampled; nothing to undo then.
             let _ = self
                 .m
+                .queues
                 .peer_queued
                 .remove_label_values(&[sid.0.to_string().as_str()]);
         }
@@ -339,6 +348,7 @@ impl Meter {
     /// Requests waiting in the driver's input channel.
     pub(super) fn input_queue(&self, depth: usize) {
         self.m
+            .queues
             .input_queue
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
@@ -357,12 +367,16 @@ impl Meter {
 
     /// A background snapshot of `bytes` written.
     pub(super) fn snapshot_done(&mut self, bytes: u64) {
-        self.m.snapshots_taken.inc();
+        self.m.snapshots.snapshots_taken.inc();
         self.m
+            .snapshots
             .snapshot_last_size
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
         if let Some(at) = self.snapshot_started.take() {
-            self.m.snapshot_duration.observe(micros(at.elapsed()));
+            self.m
+                .snapshots
+                .snapshot_duration
+                .observe(micros(at.elapsed()));
         }
     }
 
@@ -382,6 +396,7 @@ impl Meter {
             initialized: !peer.needs_initial_sync(),
         });
         self.m
+            .queues
             .writes_pending
             .set(i64::try_from(writes_pending).unwrap_or(i64::MAX));
         if role == Role::Leading {
@@ -392,9 +407,9 @@ impl Meter {
             } else {
                 last_logged.counter()
             };
-            self.m.proposals_in_flight.set(i64::from(in_flight));
+            self.m.commit.proposals_in_flight.set(i64::from(in_flight));
         } else {
-            self.m.proposals_in_flight.set(0);
+            self.m.commit.proposals_in_flight.set(0);
             self.proposed.clear();
             if !self.learners.is_empty() {
                 self.learners.clear();
@@ -416,8 +431,8 @@ impl Meter {
             return;
         };
         let took = since.elapsed();
-        self.m.elections.inc();
-        self.m.election_duration.observe(micros(took));
+        self.m.election.elections.inc();
+        self.m.election.election_duration.observe(micros(took));
         let leader = peer.leader().map_or(0, |l| l.0);
         info!(
             "elected leader {leader} for epoch {} in {} ms (this node: {})",

@@ -19,29 +19,13 @@ impl Driver {
     /// Carries out one action (INV-1).
     pub(super) async fn execute(&mut self, action: Action) -> Result<(), Fatal> {
         match action {
-            Action::Send { to, msg } => {
-                if matches!(msg, Message::UpToDate) {
-                    self.meter.uptodate_sent(to);
-                }
-                self.out.send(&self.transport, to, msg)
-            }
-            Action::Disconnect { peer } => {
-                self.meter.peer_lost(peer);
-                self.out.disconnect(&self.transport, peer)
-            }
+            Action::Send { to, msg } => self.send(to, msg),
+            Action::Disconnect { peer } => self.disconnect(peer),
             Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
             Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
             Action::PersistInitialized => self.persist_initialized().await?,
-            Action::AppendLog(txn) => {
-                self.meter.appended(txn.zxid, self.peer.role());
-                self.log.append(txn)?
-            }
-            Action::TruncateLog { zxid } => {
-                let inputs = &mut self.inputs;
-                self.log.truncate(zxid, |i| inputs.push_back(i)).await?;
-                self.meter.log_cut(Some(zxid));
-                info!(%zxid, "log truncated (TRUNC)");
-            }
+            Action::AppendLog(txn) => self.append_log(txn)?,
+            Action::TruncateLog { zxid } => self.truncate_log(zxid).await?,
             Action::SendLogRange { to, after, upto } => {
                 let s = Stream::Range { after, upto };
                 self.out.stream(&self.transport, to, s);
@@ -54,20 +38,10 @@ impl Driver {
             Action::BeginSnapshot { zxid, membership } => {
                 self.snapper.begin_receive(zxid, &membership).await?
             }
-            Action::SnapshotChunk(data) => {
-                self.meter.snap_chunk(data.len());
-                self.snapper.receive_chunk(&data)?
-            }
+            Action::SnapshotChunk(data) => self.receive_snap_chunk(&data)?,
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
-            Action::Apply(txn) => {
-                let (zxid, kind) = (txn.zxid, txn.kind);
-                self.apply(txn)?;
-                self.meter.applied(zxid);
-                if kind == TxnKind::Membership && self.removed_by_committed() {
-                    self.persist_removal(zxid).await?;
-                }
-            }
+            Action::Apply(txn) => self.apply_committed(txn).await?,
             Action::WriteDone {
                 request_id,
                 outcome,
@@ -100,6 +74,55 @@ impl Driver {
                 leader,
                 epoch,
             } => self.on_role_changed(role, leader, epoch),
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` to `to` (an UPTODATE is counted: the learner's sync ends).
+    fn send(&mut self, to: ServerId, msg: Message) {
+        if matches!(msg, Message::UpToDate) {
+            self.meter.uptodate_sent(to);
+        }
+        self.out.send(&self.transport, to, msg)
+    }
+
+    /// Drops the connection to `peer` (the meter forgets it).
+    fn disconnect(&mut self, peer: ServerId) {
+        self.meter.peer_lost(peer);
+        self.out.disconnect(&self.transport, peer)
+    }
+
+    /// Queues `txn` to the txn log (the meter times it until durable).
+    fn append_log(&mut self, txn: Txn) -> Result<(), Fatal> {
+        self.meter.appended(txn.zxid, self.peer.role());
+        self.log.append(txn)?;
+        Ok(())
+    }
+
+    /// Cuts the txn log after `zxid` (TRUNC); inputs the log link had queued are kept.
+    async fn truncate_log(&mut self, zxid: Zxid) -> Result<(), Fatal> {
+        let inputs = &mut self.inputs;
+        self.log.truncate(zxid, |i| inputs.push_back(i)).await?;
+        self.meter.log_cut(Some(zxid));
+        info!(%zxid, "log truncated (TRUNC)");
+        Ok(())
+    }
+
+    /// One chunk of a SNAP being received.
+    fn receive_snap_chunk(&mut self, data: &[u8]) -> Result<(), Fatal> {
+        self.meter.snap_chunk(data.len());
+        self.snapper.receive_chunk(data)?;
+        Ok(())
+    }
+
+    /// Applies a committed txn and counts it; a configuration removing this server is made
+    /// durable at once.
+    async fn apply_committed(&mut self, txn: Txn) -> Result<(), Fatal> {
+        let (zxid, kind) = (txn.zxid, txn.kind);
+        self.apply(txn)?;
+        self.meter.applied(zxid);
+        if kind == TxnKind::Membership && self.removed_by_committed() {
+            self.persist_removal(zxid).await?;
         }
         Ok(())
     }
