@@ -8,9 +8,13 @@
 use fe_meta::Zxid;
 use serde_json::{json, Value};
 
-use fe_meta::client::{Members, Read, Reconfigured, Written};
+use fe_meta::client::{Read, Reconfigured, Written};
 use fe_meta::protocol::{ClusterConfig, StatusInfo};
 use fe_meta::state::catalog::{Backend, Column, Database, Table};
+
+mod show_frontends;
+
+pub(super) use show_frontends::frontends;
 
 /// A rendered answer.
 pub(super) struct Output {
@@ -117,89 +121,6 @@ pub(super) fn utc(ms: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-/// SHOW FRONTENDS, with Doris' columns: the members of the committed configuration as the
-/// leader sees them (ROLE LEADER / FOLLOWER / OBSERVER / JOINING); times in UTC.
-pub(super) fn frontends(r: Read<Members>) -> Output {
-    let rows: Vec<Vec<String>> = r
-        .value
-        .rows
-        .iter()
-        .map(|m| {
-            let f = &m.row;
-            vec![
-                f.sid.to_string(),
-                f.name.clone(),
-                f.host.clone(),
-                f.client_port.to_string(),
-                opt(f.quorum_port),
-                opt(f.election_port),
-                f.role_name(m.joining).to_owned(),
-                f.is_leader.to_string(),
-                f.alive.to_string(),
-                f.last_heartbeat_ms.map_or("-".to_owned(), utc),
-                f.replayed_journal_id.map_or("-".to_owned(), hex),
-                f.last_start_time_ms.map_or("-".to_owned(), utc),
-                f.version.clone().unwrap_or_else(|| "-".to_owned()),
-                opt(f.lag_entries),
-                opt(f.lag_ms),
-                f.err_msg.clone(),
-            ]
-        })
-        .collect();
-    let items: Vec<Value> = r
-        .value
-        .rows
-        .iter()
-        .map(|m| {
-            let f = &m.row;
-            json!({"sid": f.sid, "name": f.name, "host": f.host, "client_port": f.client_port,
-                   "quorum_port": f.quorum_port, "election_port": f.election_port,
-                   "role": f.role_name(m.joining), "joining": m.joining,
-                   "is_leader": f.is_leader, "alive": f.alive,
-                   "last_heartbeat_ms": f.last_heartbeat_ms,
-                   "replayed_journal_id": f.replayed_journal_id.map(|z| z.0),
-                   "last_start_time_ms": f.last_start_time_ms, "version": f.version,
-                   "err_msg": f.err_msg, "lag_entries": f.lag_entries, "lag_ms": f.lag_ms})
-        })
-        .collect();
-    let joining = r.value.rows.iter().any(|m| m.joining);
-    let headers = [
-        "SID",
-        "NAME",
-        "HOST",
-        "CLIENT_PORT",
-        "QUORUM_PORT",
-        "ELECTION_PORT",
-        "ROLE",
-        "IS_LEADER",
-        "ALIVE",
-        "LAST_HEARTBEAT",
-        "REPLAYED_JOURNAL_ID",
-        "LAST_START_TIME",
-        "VERSION",
-        "LAG_ENTRIES",
-        "LAG_MS",
-        "ERR_MSG",
-    ];
-    let s = if rows.len() == 1 { "" } else { "s" };
-    let mut human = table(&headers, &rows);
-    human += &format!(
-        "({} frontend{s}, configuration version {}, journal id {}; times UTC)\n",
-        rows.len(),
-        hex(r.value.config_version),
-        hex(r.journal_id)
-    );
-    if joining {
-        human += "JOINING: added as a follower, not yet synced; it votes once the leader \
-                  promoted it\n";
-    }
-    Output {
-        human,
-        json: json!({ "journal_id": r.journal_id.0, "config_version": r.value.config_version.0,
-                      "frontends": items }),
-    }
 }
 
 fn config_json(c: &ClusterConfig) -> Value {
