@@ -28,13 +28,14 @@ use zab_net::Zxid;
 
 use super::lag::{Lag, WINDOW_MS};
 use super::machine::wall_ms;
-use super::membership::member_views;
+use super::membership::{member_views, MemberView};
 use super::session::RequestContext;
 use super::write::is_serving_leader;
 use super::Shared;
 use crate::protocol::{
     FrontendRow, MemberRow, MemberState, Mode, RequestBody, RequestMeta, ResponseBody, StatusInfo,
 };
+use crate::state::catalog::Frontend;
 
 /// A member's answer to one STATUS poll.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,90 +196,49 @@ impl Shared {
         let last = self.frontends.lock().clone();
         let mut rows = BTreeMap::new();
         for (sid, m) in &member_views(&committed) {
-            let (alive, status, heartbeat, mut errors) = if *sid == self.cfg.sid {
-                (true, Some(me.clone()), Some(now), Vec::new())
+            let seen = if *sid == self.cfg.sid {
+                Seen::answered(me.clone(), now)
             } else {
-                match polled.get(sid) {
-                    Some(Polled::Answered(s)) => (true, Some(s.clone()), Some(now), Vec::new()),
-                    failed => {
-                        let seen = last.get(sid);
-                        let why = match failed {
-                            Some(Polled::Failed(why)) => why.clone(),
-                            _ => "it was not asked".to_owned(),
-                        };
-                        (
-                            false,
-                            seen.map(|l| l.status.clone()),
-                            seen.map(|l| l.at_ms),
-                            vec![why],
-                        )
-                    }
-                }
+                Seen::by_poll(polled.get(sid), last.get(sid), now)
             };
-            let mut row = FrontendRow {
-                sid: *sid,
-                name: format!("fe{sid}"),
-                host: m.host.clone(),
-                client_port: m.client_port,
-                quorum_port: m.ports.map(|p| p.0),
-                election_port: m.ports.map(|p| p.1),
-                role: m.state.frontend_role(),
-                is_leader: me.leader_sid == Some(*sid),
-                alive,
-                last_heartbeat_ms: heartbeat,
-                replayed_journal_id: status.as_ref().map(|s| s.applied_journal_id),
-                last_start_time_ms: status.as_ref().and_then(|s| s.last_start_time_ms),
-                version: status.as_ref().map(|s| s.version.clone()),
-                err_msg: String::new(),
-                lag_entries: None,
-                lag_ms: None,
-            };
-            if let Some(s) = status.as_ref().filter(|_| alive) {
-                errors.extend(self.status_problems(s));
-                match not_leader {
-                    None => {
-                        let lag = self.progress.lag_of(leader_applied, s.applied_journal_id);
-                        errors.extend(lag_problems(&lag, s.applied_journal_id, leader_applied));
-                        row.lag_entries = lag.entries;
-                        row.lag_ms = lag.ms;
-                    }
-                    Some(why) => errors.push(format!("lag unknown: {why}")),
-                }
-            }
-            row.err_msg = errors.join("; ");
+            let mut row = member_row(*sid, m, me.leader_sid, &seen);
+            self.judge(&mut row, seen, not_leader, leader_applied);
             let joining = m.state == MemberState::Joining;
             rows.insert(*sid, MemberRow { row, joining });
         }
         for fe in catalog.frontends() {
-            rows.entry(fe.sid).or_insert_with(|| MemberRow {
-                row: FrontendRow {
-                    sid: fe.sid,
-                    name: fe.name.clone(),
-                    host: fe.host.clone(),
-                    client_port: fe.client_port,
-                    quorum_port: None,
-                    election_port: None,
-                    role: fe.role,
-                    is_leader: false,
-                    alive: false,
-                    last_heartbeat_ms: None,
-                    replayed_journal_id: None,
-                    last_start_time_ms: None,
-                    version: None,
-                    err_msg: "registered in the catalog but not a member of the cluster \
-                              configuration"
-                        .into(),
-                    lag_entries: None,
-                    lag_ms: None,
-                },
-                joining: false,
-            });
+            rows.entry(fe.sid).or_insert_with(|| catalog_only_row(fe));
         }
         Rows {
             journal_id: catalog.journal_id(),
             config_version: committed.version,
             rows: rows.into_values().collect(),
         }
+    }
+
+    /// Fills a member's ERR_MSG (why it is not alive, what its STATUS says is wrong and, on the
+    /// leader, what its lag says, else why lags are unknown) and, on the leader, its lags.
+    fn judge(
+        &self,
+        row: &mut FrontendRow,
+        seen: Seen,
+        not_leader: Option<&str>,
+        leader_applied: Zxid,
+    ) {
+        let mut errors = seen.errors;
+        if let Some(s) = seen.status.as_ref().filter(|_| seen.alive) {
+            errors.extend(self.status_problems(s));
+            match not_leader {
+                None => {
+                    let lag = self.progress.lag_of(leader_applied, s.applied_journal_id);
+                    errors.extend(lag_problems(&lag, s.applied_journal_id, leader_applied));
+                    row.lag_entries = lag.entries;
+                    row.lag_ms = lag.ms;
+                }
+                Some(why) => errors.push(format!("lag unknown: {why}")),
+            }
+        }
+        row.err_msg = errors.join("; ");
     }
 
     /// What is wrong with a member by its own STATUS: not serving, or refusing reads as stale.
@@ -295,6 +255,96 @@ impl Shared {
             ));
         }
         problems
+    }
+}
+
+/// What this node knows of a member after a poll.
+struct Seen {
+    /// It answered STATUS to this poll (or it is this node).
+    alive: bool,
+    /// Its answer now, else its last one.
+    status: Option<StatusInfo>,
+    /// When this node last got an answer from it.
+    heartbeat_ms: Option<u64>,
+    /// Why it is not alive; empty when it is.
+    errors: Vec<String>,
+}
+
+impl Seen {
+    /// A member that answered `status` at `now_ms`.
+    fn answered(status: StatusInfo, now_ms: u64) -> Self {
+        Self {
+            alive: true,
+            status: Some(status),
+            heartbeat_ms: Some(now_ms),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Another member by this poll (`polled`, looked at `now_ms`), or by its `last` answer if
+    /// it did not answer.
+    fn by_poll(polled: Option<&Polled>, last: Option<&LastAnswer>, now_ms: u64) -> Self {
+        let why = match polled {
+            Some(Polled::Answered(s)) => return Self::answered(s.clone(), now_ms),
+            Some(Polled::Failed(why)) => why.clone(),
+            None => "it was not asked".to_owned(),
+        };
+        Self {
+            alive: false,
+            status: last.map(|l| l.status.clone()),
+            heartbeat_ms: last.map(|l| l.at_ms),
+            errors: vec![why],
+        }
+    }
+}
+
+/// A member's row from its configuration entry and what was `seen` of it; ERR_MSG empty and
+/// lags unknown (`Shared::judge` fills them).
+fn member_row(sid: u64, m: &MemberView, leader_sid: Option<u64>, seen: &Seen) -> FrontendRow {
+    let status = seen.status.as_ref();
+    FrontendRow {
+        sid,
+        name: format!("fe{sid}"),
+        host: m.host.clone(),
+        client_port: m.client_port,
+        quorum_port: m.ports.map(|p| p.0),
+        election_port: m.ports.map(|p| p.1),
+        role: m.state.frontend_role(),
+        is_leader: leader_sid == Some(sid),
+        alive: seen.alive,
+        last_heartbeat_ms: seen.heartbeat_ms,
+        replayed_journal_id: status.map(|s| s.applied_journal_id),
+        last_start_time_ms: status.and_then(|s| s.last_start_time_ms),
+        version: status.map(|s| s.version.clone()),
+        err_msg: String::new(),
+        lag_entries: None,
+        lag_ms: None,
+    }
+}
+
+/// The row of a frontend registered in the catalog that is not a member.
+fn catalog_only_row(fe: &Frontend) -> MemberRow {
+    let row = FrontendRow {
+        sid: fe.sid,
+        name: fe.name.clone(),
+        host: fe.host.clone(),
+        client_port: fe.client_port,
+        quorum_port: None,
+        election_port: None,
+        role: fe.role,
+        is_leader: false,
+        alive: false,
+        last_heartbeat_ms: None,
+        replayed_journal_id: None,
+        last_start_time_ms: None,
+        version: None,
+        err_msg: "registered in the catalog but not a member of the cluster configuration".into(),
+        lag_entries: None,
+        lag_ms: None,
+    };
+    MemberRow {
+        row,
+        joining: false,
     }
 }
 
