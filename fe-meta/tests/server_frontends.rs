@@ -73,13 +73,20 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
     for s in 1..=3 {
         call(c.addr(s), RequestBody::Sync).await.unwrap();
     }
+    idle_rows_show_lag_zero(&c, leader, stopped).await;
+    paused_node_lags_then_catches_up(&c, leader, paused).await;
+    stopped_node_is_not_alive(&mut c, leader, stopped).await;
+    without_a_leader_a_node_answers_itself(&mut c, leader, paused).await;
+    c.stop_all().await;
+}
 
-    // Idle and caught up: lag 0 everywhere, sample after sample; a follower's answer is the
-    // leader's. A sample during which an entry (a TIMESTAMP) committed is not judged.
+/// Idle and caught up: lag 0 everywhere, sample after sample; a follower's (`via`) answer is
+/// the leader's. A sample during which an entry (a TIMESTAMP) committed is not judged.
+async fn idle_rows_show_lag_zero(c: &Cluster, leader: u64, via: u64) {
     let mut judged = 0;
     for _ in 0..8 {
-        let (journal_id, rows) = members(&c, leader).await;
-        let (forwarded_journal_id, via_follower) = members(&c, stopped).await;
+        let (journal_id, rows) = members(c, leader).await;
+        let (forwarded_journal_id, via_follower) = members(c, via).await;
         assert_eq!(rows.len(), 3, "{rows:?}");
         let idle = |rows: &[MemberRow]| {
             rows.iter()
@@ -90,19 +97,7 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
         }
         judged += 1;
         for m in &rows {
-            let f = &m.row;
-            assert!(f.alive, "{f:?}");
-            assert_eq!((f.lag_entries, f.lag_ms), (Some(0), Some(0)), "{f:?}");
-            assert_eq!(f.err_msg, "", "{f:?}");
-            assert!(f.last_heartbeat_ms.is_some() && f.last_start_time_ms.is_some());
-            assert!(f.version.is_some() && f.quorum_port.is_some());
-            let role = if f.sid == leader {
-                "LEADER"
-            } else {
-                "FOLLOWER"
-            };
-            assert_eq!(f.role_name(m.joining), role);
-            assert_eq!(f.is_leader, f.sid == leader);
+            assert_caught_up(m, leader);
         }
         assert_eq!(settled(&via_follower), settled(&rows));
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -112,9 +107,28 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
         ResponseBody::Status(s) => assert!(s.is_leader() && s.last_start_time_ms.is_some()),
         other => panic!("{other:?}"),
     }
+}
 
-    // A paused node falls behind while writes go on: it still answers STATUS, with its old
-    // journal id, and its lag counts entries and time.
+/// A caught-up member's row on an idle cluster led by `leader`.
+fn assert_caught_up(m: &MemberRow, leader: u64) {
+    let f = &m.row;
+    assert!(f.alive, "{f:?}");
+    assert_eq!((f.lag_entries, f.lag_ms), (Some(0), Some(0)), "{f:?}");
+    assert_eq!(f.err_msg, "", "{f:?}");
+    assert!(f.last_heartbeat_ms.is_some() && f.last_start_time_ms.is_some());
+    assert!(f.version.is_some() && f.quorum_port.is_some());
+    let role = if f.sid == leader {
+        "LEADER"
+    } else {
+        "FOLLOWER"
+    };
+    assert_eq!(f.role_name(m.joining), role);
+    assert_eq!(f.is_leader, f.sid == leader);
+}
+
+/// A paused node falls behind while writes go on: it still answers STATUS, with its old
+/// journal id, and its lag counts entries and time; resumed, it catches up to lag 0.
+async fn paused_node_lags_then_catches_up(c: &Cluster, leader: u64, paused: u64) {
     c.servers[&paused].pause_node(Duration::from_secs(3)).await;
     let pause_start = Instant::now();
     for i in 0..5 {
@@ -123,7 +137,7 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
             .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (_, rows) = members(&c, leader).await;
+    let (_, rows) = members(c, leader).await;
     if pause_start.elapsed() < Duration::from_millis(2_500) {
         let f = &row(&rows, paused).row;
         assert!(f.alive, "{f:?}");
@@ -134,32 +148,36 @@ async fn show_frontends_tells_role_liveness_and_a_lag_that_means_what_it_says() 
     }
     let t0 = Instant::now();
     loop {
-        let (_, rows) = members(&c, leader).await;
+        let (_, rows) = members(c, leader).await;
         if row(&rows, paused).row.lag_ms == Some(0) {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(20), "{rows:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
 
-    // A stopped node: not alive, its last journal id, why, and no lag.
-    let (_, before) = members(&c, leader).await;
+/// A stopped node: not alive, its last journal id, why, and no lag.
+async fn stopped_node_is_not_alive(c: &mut Cluster, leader: u64, stopped: u64) {
+    let (_, before) = members(c, leader).await;
     let last_known = row(&before, stopped).row.replayed_journal_id;
     assert!(last_known.is_some());
     c.stop(stopped).await;
-    let (_, rows) = members(&c, leader).await;
+    let (_, rows) = members(c, leader).await;
     let f = &row(&rows, stopped).row;
     assert!(!f.alive, "{f:?}");
     assert_eq!(f.replayed_journal_id, last_known);
     assert!(f.err_msg.contains("no answer"), "{f:?}");
     assert_eq!((f.lag_entries, f.lag_ms), (None, None));
     assert!(f.last_heartbeat_ms.is_some());
+}
 
-    // No leader: the last node answers itself, lags unknown, and says why.
+/// No leader (`leader` stopped): the last node (`last`) answers itself, lags unknown, and
+/// says why.
+async fn without_a_leader_a_node_answers_itself(c: &mut Cluster, leader: u64, last: u64) {
     c.stop(leader).await;
-    let (_, rows) = members(&c, paused).await;
-    let f = &row(&rows, paused).row;
+    let (_, rows) = members(c, last).await;
+    let f = &row(&rows, last).row;
     assert!(f.alive && f.lag_ms.is_none(), "{f:?}");
     assert!(f.err_msg.contains("lag unknown"), "{f:?}");
-    c.stop_all().await;
 }
