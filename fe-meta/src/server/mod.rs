@@ -10,6 +10,8 @@
 //!                 and wait until they applied the returned journal id
 //!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
 //!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
+//!   admin HTTP port (admin): /metrics from the node's registry (zab_*, fe_meta_* [metrics],
+//!   process_*), /health, /ready, /commands/<word>
 //! ```
 //!
 //! Use [`run`] from a binary (it returns when the shutdown future completes, when the node
@@ -36,6 +38,7 @@
 //! log); where zoo.cfg's `server.N` lines differ from it, one fe-meta WARN line at start names
 //! the servers, and the node runs with the data dir's.
 
+mod admin;
 pub mod config;
 mod conn;
 pub mod fatal;
@@ -45,6 +48,7 @@ pub mod join;
 pub mod machine;
 mod membership;
 pub mod meta_dir;
+pub mod metrics;
 mod peer;
 mod pending;
 pub mod removal;
@@ -101,6 +105,9 @@ pub enum ServerError {
     /// ([`REMOVED_EXIT_STATUS`]).
     #[error("{0}")]
     Removed(Removal),
+    /// fe-meta's metrics could not be registered in the node's registry (a name taken).
+    #[error("registering fe-meta's metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
     /// The client port could not be bound.
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
@@ -138,6 +145,7 @@ pub(crate) struct Shared {
 pub struct Server {
     shared: Arc<Shared>,
     client_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -298,6 +306,8 @@ impl Server {
                 Some(meta.open(&check).map_err(|e| removal_refused(e, &cfg))?)
             };
             let (listener, client_addr) = bind_client_port(&cfg.client_listen).await?;
+            let registry = opts.metrics_registry.get_or_insert_with(Default::default);
+            let metrics = Arc::new(metrics::FeMetrics::new(registry)?);
             let catalog = Arc::new(SharedCatalog::default());
             let progress = Arc::new(Progress::new(cfg.tolerance_ms));
             let machine = machine::state_machine(catalog.clone(), progress.clone());
@@ -309,10 +319,16 @@ impl Server {
             let identity = settle_started(&node, &cfg, &meta, &check, identity).await?;
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
+            let admin = match &cfg.admin_listen {
+                Some(addr) => admin::bind(addr).await,
+                None => None,
+            };
+            let admin_addr = admin.as_ref().map(|(_, a)| *a);
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
                 %client_addr,
+                admin = admin_addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
             let shared = Arc::new(Shared {
@@ -322,14 +338,20 @@ impl Server {
                 progress,
                 writer,
                 peers: peer::PeerPool::default(),
-                stats: stats::Stats::default(),
+                stats: stats::Stats::new(metrics),
                 frontends: handle::FrontendCache::default(),
             });
             let stop = CancellationToken::new();
-            let tasks = spawn_tasks(&shared, listener, meta, &stop);
+            let mut tasks = spawn_tasks(&shared, listener, meta, &stop);
+            if let Some((admin_listener, _)) = admin {
+                tasks.push(tokio::spawn(
+                    admin::run(shared.clone(), admin_listener, stop.clone()).in_current_span(),
+                ));
+            }
             Ok(Server {
                 shared,
                 client_addr,
+                admin_addr,
                 stop,
                 tasks,
             })
@@ -341,6 +363,16 @@ impl Server {
     /// Where clients connect.
     pub fn client_addr(&self) -> SocketAddr {
         self.client_addr
+    }
+
+    /// Where the admin HTTP port listens (`None`: disabled, or its bind failed).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The node's metrics registry (what `GET /metrics` encodes).
+    pub fn metrics_registry(&self) -> &prometheus::Registry {
+        self.shared.node.metrics_registry()
     }
 
     /// This node's server id.
