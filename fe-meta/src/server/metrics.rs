@@ -27,11 +27,14 @@
 //! INV-3: the Prometheus counters only grow (`srst` resets the four-letter words' own
 //! counters in `stats`, not these).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
+
+use zab_net::NodeOptions;
 
 use crate::protocol::{RequestBody, Status};
 
@@ -161,6 +164,13 @@ fn clamp(v: u64) -> i64 {
 }
 
 impl FeMetrics {
+    /// Registers the metrics in the registry of the node `opts` starts (made there if the
+    /// embedder gave none).
+    pub fn in_node_registry(opts: &mut NodeOptions) -> prometheus::Result<Arc<FeMetrics>> {
+        let registry = opts.metrics_registry.get_or_insert_with(Registry::new);
+        FeMetrics::new(registry).map(Arc::new)
+    }
+
     /// Registers fe-meta's metrics and the process collector in `registry` and resolves every
     /// labelled child (INV-1). Fails if a name is registered there already.
     pub fn new(registry: &Registry) -> prometheus::Result<FeMetrics> {
@@ -202,41 +212,29 @@ impl FeMetrics {
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
+        let gauges = |name: &str, help: &str| gauge(registry, name, help);
         Ok(FeMetrics {
             classes,
-            open_connections: gauge(
-                registry,
-                "fe_meta_open_connections",
-                "Framed client connections open",
-            )?,
-            outstanding: gauge(
-                registry,
+            open_connections: gauges("fe_meta_open_connections", "Framed client connections open")?,
+            outstanding: gauges(
                 "fe_meta_outstanding_requests",
                 "Client requests received and not yet answered",
             )?,
-            applied_journal_id: gauge(
-                registry,
+            applied_journal_id: gauges(
                 "fe_meta_applied_journal_id",
                 "The last journal id (zxid) applied to this node's catalog",
             )?,
-            staleness_ms: gauge(
-                registry,
+            staleness_ms: gauges(
                 "fe_meta_staleness_ms",
                 "How far this node's catalog lags the leader's clock, ms (0 on the serving \
                  leader, -1 when unknown)",
             )?,
-            catalog_entries: gauge(
-                registry,
-                "fe_meta_catalog_entries",
-                "Entries in this node's catalog",
-            )?,
-            last_timestamp_ms: gauge(
-                registry,
+            catalog_entries: gauges("fe_meta_catalog_entries", "Entries in this node's catalog")?,
+            last_timestamp_ms: gauges(
                 "fe_meta_last_timestamp_ms",
                 "The leader clock (Unix ms) of the last TIMESTAMP entry applied here; 0: none",
             )?,
-            fatal: gauge(
-                registry,
+            fatal: gauges(
                 "fe_meta_fatal",
                 "1 once the node stopped on a fatal error (the process is exiting)",
             )?,

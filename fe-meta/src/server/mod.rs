@@ -306,8 +306,7 @@ impl Server {
                 Some(meta.open(&check).map_err(|e| removal_refused(e, &cfg))?)
             };
             let (listener, client_addr) = bind_client_port(&cfg.client_listen).await?;
-            let registry = opts.metrics_registry.get_or_insert_with(Default::default);
-            let metrics = Arc::new(metrics::FeMetrics::new(registry)?);
+            let metrics = metrics::FeMetrics::in_node_registry(&mut opts)?;
             let catalog = Arc::new(SharedCatalog::default());
             let progress = Arc::new(Progress::new(cfg.tolerance_ms));
             let machine = machine::state_machine(catalog.clone(), progress.clone());
@@ -319,11 +318,7 @@ impl Server {
             let identity = settle_started(&node, &cfg, &meta, &check, identity).await?;
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
-            let admin = match &cfg.admin_listen {
-                Some(addr) => admin::bind(addr).await,
-                None => None,
-            };
-            let admin_addr = admin.as_ref().map(|(_, a)| *a);
+            let (admin_listener, admin_addr) = admin::bind_configured(&cfg).await;
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
@@ -343,11 +338,7 @@ impl Server {
             });
             let stop = CancellationToken::new();
             let mut tasks = spawn_tasks(&shared, listener, meta, &stop);
-            if let Some((admin_listener, _)) = admin {
-                tasks.push(tokio::spawn(
-                    admin::run(shared.clone(), admin_listener, stop.clone()).in_current_span(),
-                ));
-            }
+            tasks.extend(admin_listener.map(|l| admin::spawn(&shared, l, &stop)));
             Ok(Server {
                 shared,
                 client_addr,
@@ -368,11 +359,6 @@ impl Server {
     /// Where the admin HTTP port listens (`None`: disabled, or its bind failed).
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
-    }
-
-    /// The node's metrics registry (what `GET /metrics` encodes).
-    pub fn metrics_registry(&self) -> &prometheus::Registry {
-        self.shared.node.metrics_registry()
     }
 
     /// This node's server id.

@@ -35,17 +35,37 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{Encoder, TextEncoder};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::handle::mode_of;
 use super::write::is_serving_leader;
-use super::Shared;
+use super::{ServerConfig, Shared};
 use crate::protocol::FourLetterWord;
 use probes::ProbeInput;
 
 /// How long a client may take to send a request head (INV-2).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds the admin port `cfg` asks for, if any (INV-1): the listener and its address.
+pub async fn bind_configured(cfg: &ServerConfig) -> (Option<TcpListener>, Option<SocketAddr>) {
+    match &cfg.admin_listen {
+        Some(addr) => bind(addr)
+            .await
+            .map_or((None, None), |(l, a)| (Some(l), Some(a))),
+        None => (None, None),
+    }
+}
+
+/// Serves the admin port on `listener` in the caller's span until `stop` is cancelled.
+pub fn spawn(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(run(shared.clone(), listener, stop.clone()).in_current_span())
+}
 
 /// Binds the admin port at `addr`; on failure logs one WARN line and returns `None` (INV-1).
 pub async fn bind(addr: &str) -> Option<(TcpListener, SocketAddr)> {

@@ -231,29 +231,7 @@ pub fn command_json(word: FourLetterWord, i: &WordInputs) -> (u16, Value) {
     let x = &i.extras;
     let fields = match word {
         FourLetterWord::Ruok | FourLetterWord::Srst => json!({}),
-        FourLetterWord::Srvr | FourLetterWord::Stat => {
-            let mut v = json!({
-                "version": format!("fe-meta {}", s.version),
-                "server_state": s.mode.name(),
-                "sid": s.sid,
-                "epoch": s.epoch,
-                "zxid": s.zxid.to_string(),
-                "node_count": s.node_count,
-                "min_latency_ms": s.latency_min_ms,
-                "avg_latency_ms": s.latency_avg_ms,
-                "max_latency_ms": s.latency_max_ms,
-                "packets_received": s.received,
-                "packets_sent": s.sent,
-                "num_alive_client_connections": s.connections,
-                "outstanding_requests": s.outstanding,
-                "staleness_ms": s.staleness_ms,
-                "initialized": s.initialized,
-            });
-            if word == FourLetterWord::Stat {
-                v["connections"] = connections(s);
-            }
-            v
-        }
+        FourLetterWord::Srvr | FourLetterWord::Stat => stats_json(s, word == FourLetterWord::Stat),
         FourLetterWord::Cons => json!({ "connections": connections(s) }),
         FourLetterWord::Mntr => {
             let text = render_four_letter_word(word, s, x);
@@ -292,6 +270,31 @@ pub fn command_json(word: FourLetterWord, i: &WordInputs) -> (u16, Value) {
         body.extend(m);
     }
     (200, Value::Object(body))
+}
+
+/// `server_stats`, and `stats` (`with_connections`).
+fn stats_json(s: &ServerStats, with_connections: bool) -> Value {
+    let mut v = json!({
+        "version": format!("fe-meta {}", s.version),
+        "server_state": s.mode.name(),
+        "sid": s.sid,
+        "epoch": s.epoch,
+        "zxid": s.zxid.to_string(),
+        "node_count": s.node_count,
+        "min_latency_ms": s.latency_min_ms,
+        "avg_latency_ms": s.latency_avg_ms,
+        "max_latency_ms": s.latency_max_ms,
+        "packets_received": s.received,
+        "packets_sent": s.sent,
+        "num_alive_client_connections": s.connections,
+        "outstanding_requests": s.outstanding,
+        "staleness_ms": s.staleness_ms,
+        "initialized": s.initialized,
+    });
+    if with_connections {
+        v["connections"] = connections(s);
+    }
+    v
 }
 
 fn connections(s: &ServerStats) -> Value {
