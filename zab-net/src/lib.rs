@@ -26,6 +26,34 @@
 //! transport events) are `#[non_exhaustive]`: read their fields, build them with their
 //! constructors or `Default` and set the fields, and give matches a `_` arm.
 //!
+//! # Metrics
+//! Every node keeps Prometheus metrics named `zab_*` (role, epoch, zxids, commits, proposals
+//! and commit latency, txn log syncs, queue depths, snapshots, learner syncs, elections; the
+//! full list with units and meanings is in [`metrics`]). They are registered in the registry
+//! given in [`NodeOptions::metrics_registry`], so an embedder serves them beside its own, or
+//! else in a registry of the node's own; either way [`Node::metrics_registry`] returns it.
+//! One registry holds one node's metrics: a second node started with the same registry is
+//! refused ([`NetError::Metrics`]). Serving them is the embedder's part:
+//! ```no_run
+//! # fn serve(node: &zab_net::Node) -> Result<String, Box<dyn std::error::Error>> {
+//! use prometheus::{Encoder, TextEncoder};
+//! let mut body = Vec::new();
+//! TextEncoder::new().encode(&node.metrics_registry().gather(), &mut body)?;
+//! // answer GET /metrics with `body`, Content-Type prometheus::TEXT_FORMAT
+//! # Ok(String::from_utf8(body)?)
+//! # }
+//! ```
+//! `registry.gather()` also reads the values back (a counter's value, a histogram's count and
+//! sum), for text reports such as ZooKeeper's `mntr`. Latencies are histograms in
+//! microseconds (`_us`, buckets [`metrics::LATENCY_BUCKETS_US`], 50 µs to 10 s). Updating
+//! them on the commit path costs atomic operations only.
+//!
+//! Long work is logged at INFO with its numbers: at start the snapshot loaded (zxid, file,
+//! bytes, restore time) and the txn log's range; the logged txns applied once a leader
+//! confirms them (count, time, progress every 5 s while it lasts); each learner sync when it
+//! ends, on the leader (mode, zxids, txns, time, rate) and on the learner (SNAP bytes or DIFF
+//! txns, time, rate); each election ("elected leader N for epoch E in X ms (this node: ...)").
+//!
 //! Test-only handles (`Node::pause`) exist only with the `test-support` feature, which the
 //! tests of this crate and of its embedders enable.
 //!
@@ -40,9 +68,11 @@
 pub mod config;
 pub mod frame;
 pub mod handshake;
+pub mod metrics;
 pub mod node;
 pub mod transport;
 
+pub use metrics::NodeMetrics;
 pub use node::{
     ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
     SubmitError, SyncCounters,

@@ -86,4 +86,6 @@ pub use snapshot::{
     parse_snapshot_name, snapshot_name, SnapshotInfo, SnapshotReader, SnapshotWriter,
     MAX_MEMBERSHIP_SECTION_LEN, SNAP_HEADER_LEN, SNAP_TRAILER_LEN,
 };
-pub use writer::{LogCommand, LogEvent, LogWriter, SyncThread};
+pub use writer::{
+    LogCommand, LogEvent, LogWriter, SyncBatch, SyncObserver, SyncThread, WriterOptions,
+};

@@ -16,6 +16,9 @@
 //! INV-2: `Persisted { upto }` is reported only after every append up to `upto` is durable;
 //! `Truncated`, `Reset` and `Purged` only after the removal is durable. Appends sent before a
 //! truncate/reset/flush are synced (and reported) before it runs.
+//! INV-4: an observer given in [`WriterOptions`] sees every sync of the batch's records
+//! ([`SyncBatch`]: records, bytes, time spent in the sync call) on the sync thread, after the
+//! sync and before its `Persisted`/`Flushed` report; it must be cheap and must not block.
 //! INV-3: the first error stops the thread: it is reported as [`LogEvent::Failed`] (with the
 //! error itself), later sends and [`SyncThread::join`] fail with [`StoreError::WriterStopped`]. The log is in
 //! an unknown state then; the owner must stop the peer and reopen.
@@ -24,6 +27,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use tracing::warn;
@@ -32,6 +36,7 @@ use zab_core::{Input, Txn, Zxid};
 use crate::error::{Result, StoreError};
 use crate::log::TxnLog;
 use crate::reader::LogReader;
+use crate::record::encoded_len;
 
 const MAX_BATCH: usize = 64 * 1024;
 
@@ -122,6 +127,39 @@ impl LogEvent {
     }
 }
 
+/// One sync of the txn log by the sync thread (INV-4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncBatch {
+    /// Records appended since the previous sync (0 for a flush with nothing new).
+    pub records: u64,
+    /// Their encoded size in the log, headers included.
+    pub bytes: u64,
+    /// Time spent in the sync call (msync/fsync of the dirty ranges).
+    pub duration: Duration,
+}
+
+/// Sees every sync of the log (INV-4): for metrics, without this crate knowing how they are
+/// kept. Called on the sync thread: keep it to a few atomic updates.
+pub trait SyncObserver: Send + Sync {
+    /// One sync done.
+    fn on_sync(&self, batch: &SyncBatch);
+}
+
+/// Options of the sync thread ([`LogWriter::spawn_with`]).
+#[derive(Clone, Default)]
+pub struct WriterOptions {
+    /// Sees every sync (INV-4); `None`: nobody.
+    pub observer: Option<Arc<dyn SyncObserver>>,
+}
+
+impl std::fmt::Debug for WriterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterOptions")
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
 /// The command queue shared by the handles and the sync thread.
 #[derive(Debug, Default)]
 struct Queue {
@@ -190,6 +228,18 @@ impl LogWriter {
     where
         F: FnMut(LogEvent) + Send + 'static,
     {
+        LogWriter::spawn_with(log, WriterOptions::default(), on_event)
+    }
+
+    /// Like [`LogWriter::spawn`], with [`WriterOptions`] (an observer of the syncs).
+    pub fn spawn_with<F>(
+        log: TxnLog,
+        opts: WriterOptions,
+        on_event: F,
+    ) -> Result<(LogWriter, LogReader, SyncThread)>
+    where
+        F: FnMut(LogEvent) + Send + 'static,
+    {
         let dir = log.dir().to_path_buf();
         let reader = log.reader();
         let queue = Arc::new(Queue::default());
@@ -197,7 +247,7 @@ impl LogWriter {
         let rx = Arc::clone(&queue);
         let handle = thread::Builder::new()
             .name("zab-log-sync".into())
-            .spawn(move || run(log, &rx, on_event))
+            .spawn(move || run(log, &rx, opts.observer, on_event))
             .map_err(|e| StoreError::io("spawn sync thread for", &dir, e))?;
         let writer = LogWriter {
             queue,
@@ -297,11 +347,23 @@ fn next_batch(queue: &Queue, batch: &mut Vec<LogCommand>) -> bool {
     true
 }
 
-fn run<F: FnMut(LogEvent)>(mut log: TxnLog, queue: &Queue, mut on_event: F) -> Result<()> {
+fn run<F: FnMut(LogEvent)>(
+    log: TxnLog,
+    queue: &Queue,
+    observer: Option<Arc<dyn SyncObserver>>,
+    mut on_event: F,
+) -> Result<()> {
     let _stop = StopOnExit(queue);
     let mut batch = Vec::new();
+    let mut syncer = Syncer {
+        log,
+        observer,
+        records: 0,
+        bytes: 0,
+    };
     while next_batch(queue, &mut batch) {
-        if let Err(e) = run_batch(&mut log, &mut batch, &mut on_event) {
+        if let Err(e) = run_batch(&mut syncer, &mut batch, &mut on_event) {
+            let log = &syncer.log;
             // WARN, not ERROR: the error itself goes to the owner in `LogEvent::Failed`
             // (INV-3), which decides what it means and reports it once (fe-meta: one ERROR
             // line saying what to do).
@@ -316,48 +378,81 @@ fn run<F: FnMut(LogEvent)>(mut log: TxnLog, queue: &Queue, mut on_event: F) -> R
     Ok(())
 }
 
+/// The log with what was appended since its last sync, for the observer (INV-4).
+struct Syncer {
+    log: TxnLog,
+    observer: Option<Arc<dyn SyncObserver>>,
+    records: u64,
+    bytes: u64,
+}
+
+impl Syncer {
+    fn append(&mut self, txn: &Txn) -> Result<()> {
+        self.log.append(txn)?;
+        self.records += 1;
+        self.bytes += u64::try_from(encoded_len(txn.data.len())).unwrap_or(u64::MAX);
+        Ok(())
+    }
+
+    /// Syncs the log and tells the observer.
+    fn sync(&mut self) -> Result<Option<Zxid>> {
+        let started = Instant::now();
+        let upto = self.log.sync()?;
+        if let Some(o) = &self.observer {
+            o.on_sync(&SyncBatch {
+                records: self.records,
+                bytes: self.bytes,
+                duration: started.elapsed(),
+            });
+        }
+        self.records = 0;
+        self.bytes = 0;
+        Ok(upto)
+    }
+}
+
 fn run_batch<F: FnMut(LogEvent)>(
-    log: &mut TxnLog,
+    s: &mut Syncer,
     batch: &mut Vec<LogCommand>,
     on_event: &mut F,
 ) -> Result<()> {
     let mut pending = false;
     for cmd in batch.drain(..) {
         if !matches!(cmd, LogCommand::Append(_)) && pending {
-            sync_and_report(log, on_event)?;
+            sync_and_report(s, on_event)?;
             pending = false;
         }
         match cmd {
             LogCommand::Append(txn) => {
-                log.append(&txn)?;
+                s.append(&txn)?;
                 pending = true;
             }
             LogCommand::Truncate { to } => {
-                let last = log.truncate(to)?;
+                let last = s.log.truncate(to)?;
                 on_event(LogEvent::Truncated { to, last });
             }
             LogCommand::Reset { after } => {
-                log.reset(after)?;
+                s.log.reset(after)?;
                 on_event(LogEvent::Reset { after });
             }
             LogCommand::Purge { upto } => {
-                let first = log.purge(upto)?;
+                let first = s.log.purge(upto)?;
                 on_event(LogEvent::Purged { first });
             }
             LogCommand::Flush { token } => {
-                let upto = log.sync()?;
+                let upto = s.sync()?;
                 on_event(LogEvent::Flushed { token, upto });
             }
         }
     }
     if pending {
-        sync_and_report(log, on_event)?;
+        sync_and_report(s, on_event)?;
     }
     Ok(())
 }
 
-fn sync_and_report<F: FnMut(LogEvent)>(log: &mut TxnLog, on_event: &mut F) -> Result<()> {
-    if let Some(upto) = log.sync()? {
+fn sync_and_report<F: FnMut(LogEvent)>(s: &mut Syncer, on_event: &mut F) -> Result<()> {
+    if let Some(upto) = s.sync()? {
         on_event(LogEvent::Persisted { upto });
     }
     Ok(())

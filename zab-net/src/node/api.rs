@@ -110,11 +110,11 @@ pub struct NodeStatus {
     /// False while the data dir needs its first sync from a leader: the node does not vote
     /// and is counted in no quorum until then (PITFALLS B9; [`NodeOptions::bootstrap`]).
     pub initialized: bool,
-    /// What the leader sent learners while this node led.
+    /// What the leader sent learners while this node led (the `zab_syncs_total` metric).
     pub syncs_sent: SyncCounters,
-    /// What this node received as a learner.
+    /// What this node received as a learner (the `zab_syncs_total` metric).
     pub syncs_received: SyncCounters,
-    /// Background snapshots written.
+    /// Background snapshots written (the `zab_snapshots_taken_total` metric).
     pub snapshots_taken: u64,
     /// The configuration in force: the newest in this node's log, committed or not (zab-core
     /// `membership` R1); quorums and elections use it.

@@ -7,7 +7,8 @@
 use tokio::sync::watch;
 use zab_core::{Peer, ServerId};
 
-use super::api::{NodeStatus, RoleStatus, SyncCounters};
+use super::api::{NodeStatus, RoleStatus};
+use crate::metrics::{Direction, NodeMetrics};
 
 /// The status and the senders of its two watches.
 pub(super) struct StatusBoard {
@@ -44,19 +45,16 @@ impl StatusBoard {
         self.status.sid
     }
 
-    /// What the leader sent learners (counted by the driver).
-    pub(super) fn syncs_sent(&mut self) -> &mut SyncCounters {
-        &mut self.status.syncs_sent
+    /// The sync counters, read from the metrics (metrics INV-2); published with the next
+    /// status.
+    pub(super) fn set_syncs(&mut self, m: &NodeMetrics) {
+        self.status.syncs_sent = m.syncs(Direction::Sent);
+        self.status.syncs_received = m.syncs(Direction::Received);
     }
 
-    /// What this node received as a learner (counted by the driver).
-    pub(super) fn syncs_received(&mut self) -> &mut SyncCounters {
-        &mut self.status.syncs_received
-    }
-
-    /// One more background snapshot written.
-    pub(super) fn snapshot_taken(&mut self) {
-        self.status.snapshots_taken += 1;
+    /// The background snapshots written, read from the metrics (metrics INV-2).
+    pub(super) fn set_snapshots_taken(&mut self, m: &NodeMetrics) {
+        self.status.snapshots_taken = m.snapshots_taken.get();
     }
 
     /// Publishes what changed of `peer`'s state and the counters (INV-1).

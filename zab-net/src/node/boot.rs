@@ -36,7 +36,11 @@ use super::peers::PeerBook;
 use super::snap::{SnapTarget, Snapper};
 use super::Request;
 use crate::config::NodeConfig;
+use crate::metrics::NodeMetrics;
 use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
+
+/// Requests the handle may queue at the driver before a sender waits.
+pub(super) const REQUEST_QUEUE_LEN: usize = 1024;
 
 /// The core's and the transport's configurations.
 pub(super) fn configs(
@@ -89,15 +93,46 @@ pub(super) fn open_store(
         force_sync: cfg.force_sync,
     };
     let mut dd = DataDir::open(&cfg.data_dir, &cfg.data_log_dir, opts)?;
+    let mut restored = None;
     let durable = dd.load(|r| {
         let zxid = r.info().zxid;
-        sm.restore(zxid, r)
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        let started = std::time::Instant::now();
+        let result = sm
+            .restore(zxid, r)
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        restored = Some((r.info().path.clone(), started.elapsed()));
+        result
     })?;
+    log_loaded(&durable, restored);
     let durable = settle_membership(&dd, durable, cfg, &start)?;
     let bootstrap = start.bootstrap && start.join.is_none();
     let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
+}
+
+/// Logs what start-up found: the snapshot the state machine was restored from (file, size,
+/// time to restore), the txn log's range, and the logged txns that will be applied once a
+/// leader confirms them (the driver logs when they are).
+fn log_loaded(durable: &zab_core::DurableState, restored: Option<(std::path::PathBuf, Duration)>) {
+    match restored {
+        Some((file, took)) => info!(
+            "loaded snapshot {} ({}, {} bytes): state machine restored in {} ms",
+            durable.snapshot_zxid,
+            file.display(),
+            durable.snapshot_bytes,
+            took.as_millis()
+        ),
+        None => info!("no snapshot: the state machine starts empty"),
+    }
+    match (durable.log_index.first(), durable.log_index.last()) {
+        (Some(first), Some(last)) => info!(
+            "txn log holds {} records from {first} to {last}; {} logged after the snapshot \
+             will be applied once a leader confirms them",
+            durable.log_index.len(),
+            durable.log_tail.len()
+        ),
+        _ => info!("txn log is empty"),
+    }
 }
 
 /// Which committed configuration holds (INV-3): the newest of the data dir's snapshot's and
@@ -253,6 +288,7 @@ pub(super) struct Parts<'a> {
     pub(super) peer: Peer,
     pub(super) sm: Box<dyn StateMachine>,
     pub(super) clock: Instant,
+    pub(super) metrics: NodeMetrics,
 }
 
 /// What the handle keeps.
@@ -261,7 +297,7 @@ pub(super) type Launched = (PeerAddrs, mpsc::Sender<Request>, Watches, Cancellat
 /// Starts the log thread, the transport and the driver task (INV-1).
 pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let sid = p.tcfg.sid;
-    let log = LogLink::spawn(p.dd.log)?;
+    let log = LogLink::spawn(p.dd.log, &p.metrics)?;
     let (transport, events) = Transport::start(p.tcfg).await?;
     let local = transport.local_addrs();
     let (out, streams) = OutQueues::new(
@@ -281,7 +317,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         usize::try_from(p.config.snap_retain_count).unwrap_or(3),
         target,
     );
-    let (req_tx, requests) = mpsc::channel(1024);
+    let (req_tx, requests) = mpsc::channel(REQUEST_QUEUE_LEN);
     let (board, watches) = StatusBoard::new(sid, &p.peer);
     let shutdown = CancellationToken::new();
     let io = DriverIo {
@@ -293,7 +329,15 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         peer_book: PeerBook::new(sid, p.opts.peer_addrs.clone()),
     };
     let tick = Duration::from_millis((p.config.tick_ms / 2).clamp(5, 50));
-    let driver = Driver::new(p.peer, p.sm, io, board, p.clock, tick, shutdown.clone());
+    let driver = Driver::new(
+        p.peer,
+        p.sm,
+        io,
+        board,
+        (p.clock, tick),
+        shutdown.clone(),
+        p.metrics,
+    );
     let inbox = Inbox {
         events,
         streams,

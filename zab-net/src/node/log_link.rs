@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 use zab_core::{Input, Txn, Zxid};
-use zab_store::{LogEvent, LogReader, LogWriter, SyncThread, TxnLog};
+use zab_store::{LogEvent, LogReader, LogWriter, SyncThread, TxnLog, WriterOptions};
+
+use crate::metrics::NodeMetrics;
 
 use super::fatal::Fatal;
 
@@ -30,9 +32,12 @@ pub(super) struct LogLink {
 
 impl LogLink {
     /// Moves `log` into its group-commit thread.
-    pub(super) fn spawn(log: TxnLog) -> zab_store::Result<LogLink> {
+    pub(super) fn spawn(log: TxnLog, metrics: &NodeMetrics) -> zab_store::Result<LogLink> {
         let (tx, events) = mpsc::unbounded_channel();
-        let (writer, reader, thread) = LogWriter::spawn(log, move |ev| {
+        let opts = WriterOptions {
+            observer: Some(metrics.log_observer()),
+        };
+        let (writer, reader, thread) = LogWriter::spawn_with(log, opts, move |ev| {
             // The driver may be gone during shutdown; nobody is left to tell then.
             let _ = tx.send(ev);
         })?;

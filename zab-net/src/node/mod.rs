@@ -6,7 +6,8 @@
 //! Reading order: [`api`] (what the application implements and sees), `boot` (start-up),
 //! `driver` (the task, and the execution of the core's actions), `pending` (requests paired
 //! with their answers), `board` (the published status), `fatal` (why the driver stops),
-//! `log_link` (the txn log thread), `out` / `out_state` / `stream` (per-peer FIFOs, their
+//! `log_link` (the txn log thread), `meter` (the driver's side of the metrics and the logs of
+//! long work), `out` / `out_state` / `stream` (per-peer FIFOs, their
 //! state machine, flow-controlled streams), `snap` / `snap_prefix` (snapshots taken, SNAPs
 //! received; a configuration as bytes, for the join file), `peers` (where the members in force
 //! listen).
@@ -49,6 +50,7 @@ mod driver;
 mod fatal;
 mod join_file;
 mod log_link;
+mod meter;
 mod out;
 mod out_state;
 mod peers;
@@ -72,6 +74,7 @@ pub use api::{
 };
 
 use crate::config::{NodeConfig, ServerAddr};
+use crate::metrics::NodeMetrics;
 use crate::transport::{NetError, PeerAddrs};
 use pending::ChangeReply;
 pub use pending::Reply;
@@ -138,6 +141,7 @@ impl Node {
     ) -> Result<Node, NetError> {
         let (core_cfg, tcfg) = boot::configs(&config, sid, &opts)?;
         let metrics_registry = opts.metrics_registry.clone().unwrap_or_default();
+        let metrics = NodeMetrics::register(&metrics_registry)?;
         let cluster_id = tcfg.cluster_id;
         let sm: Box<dyn StateMachine> = Box::new(state_machine);
         let boot_cfg = config.clone();
@@ -172,6 +176,7 @@ impl Node {
             peer,
             sm,
             clock,
+            metrics,
         })
         .await?;
         let (local, req_tx, (status_rx, role_rx), shutdown) = launched;

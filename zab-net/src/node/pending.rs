@@ -167,8 +167,7 @@ impl Pending {
         }
     }
 
-    /// How many requests wait for the core's answer.
-    #[cfg(test)]
+    /// How many requests wait for the core's answer (a metric; tests).
     pub(super) fn waiting(&self) -> usize {
         self.waiting.len()
     }

@@ -155,6 +155,10 @@ pub enum NetError {
     /// The state machine could not restore the loaded snapshot (a node's start).
     #[error("state machine: {0}")]
     StateMachine(String),
+    /// The node's metrics could not be registered (a node's start): most often the registry
+    /// given in `NodeOptions::metrics_registry` already holds another node's.
+    #[error("metrics registry: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// Counters, for tests and monitoring.

@@ -6,12 +6,12 @@
 
 use tracing::{info, warn};
 use zab_core::{
-    Action, DiffSource, Epoch, Membership, Role, ServerId, SyncMode, Txn, TxnKind, Zxid,
+    Action, DiffSource, Epoch, Membership, Message, Role, ServerId, SyncMode, Txn, TxnKind, Zxid,
 };
 use zab_store::EpochKind;
 
 use super::{node_span, Driver};
-use crate::node::api::{StateMachine, SyncCounters};
+use crate::node::api::StateMachine;
 use crate::node::fatal::Fatal;
 use crate::node::out::Stream;
 
@@ -19,15 +19,27 @@ impl Driver {
     /// Carries out one action (INV-1).
     pub(super) async fn execute(&mut self, action: Action) -> Result<(), Fatal> {
         match action {
-            Action::Send { to, msg } => self.out.send(&self.transport, to, msg),
-            Action::Disconnect { peer } => self.out.disconnect(&self.transport, peer),
+            Action::Send { to, msg } => {
+                if matches!(msg, Message::UpToDate) {
+                    self.meter.uptodate_sent(to);
+                }
+                self.out.send(&self.transport, to, msg)
+            }
+            Action::Disconnect { peer } => {
+                self.meter.peer_lost(peer);
+                self.out.disconnect(&self.transport, peer)
+            }
             Action::PersistAcceptedEpoch(e) => self.persist_epoch(EpochKind::Accepted, e).await?,
             Action::PersistCurrentEpoch(e) => self.persist_epoch(EpochKind::Current, e).await?,
             Action::PersistInitialized => self.persist_initialized().await?,
-            Action::AppendLog(txn) => self.log.append(txn)?,
+            Action::AppendLog(txn) => {
+                self.meter.appended(txn.zxid, self.peer.role());
+                self.log.append(txn)?
+            }
             Action::TruncateLog { zxid } => {
                 let inputs = &mut self.inputs;
                 self.log.truncate(zxid, |i| inputs.push_back(i)).await?;
+                self.meter.log_cut(Some(zxid));
                 info!(%zxid, "log truncated (TRUNC)");
             }
             Action::SendLogRange { to, after, upto } => {
@@ -42,12 +54,16 @@ impl Driver {
             Action::BeginSnapshot { zxid, membership } => {
                 self.snapper.begin_receive(zxid, &membership).await?
             }
-            Action::SnapshotChunk(data) => self.snapper.receive_chunk(&data)?,
+            Action::SnapshotChunk(data) => {
+                self.meter.snap_chunk(data.len());
+                self.snapper.receive_chunk(&data)?
+            }
             Action::EndSnapshot { zxid } => self.install_snapshot(zxid).await?,
             Action::AbortSnapshot => self.snapper.abort_receive(),
             Action::Apply(txn) => {
                 let (zxid, kind) = (txn.zxid, txn.kind);
                 self.apply(txn)?;
+                self.meter.applied(zxid);
                 if kind == TxnKind::Membership && self.removed_by_committed() {
                     self.persist_removal(zxid).await?;
                 }
@@ -106,9 +122,12 @@ impl Driver {
         Ok(())
     }
 
-    /// Counts and logs a sync of this node by `leader`, by `mode` to `zxid`.
+    /// Counts and logs a sync of this node by `leader`, by `mode` to `zxid` (its end is
+    /// logged by the meter).
     fn on_sync_received(&mut self, leader: ServerId, mode: SyncMode, zxid: Zxid) {
-        count_sync(self.board.syncs_received(), mode);
+        let applied = self.peer.last_applied_zxid();
+        self.meter.sync_received(leader, (mode, zxid), applied);
+        self.board.set_syncs(self.meter.metrics());
         let at = match mode {
             SyncMode::Diff => "up to",
             SyncMode::TruncDiff => "cutting the log to",
@@ -133,15 +152,17 @@ impl Driver {
         txns: u64,
         source: DiffSource,
     ) {
-        let sent = self.board.syncs_sent();
-        count_sync(sent, mode);
+        self.meter.sync_chosen(learner, mode, (from, to), txns);
+        if matches!(source, DiffSource::Log { .. }) {
+            self.meter.diff_from_log();
+        }
+        self.board.set_syncs(self.meter.metrics());
         match source {
             DiffSource::Memory => info!(
                 "syncing learner {} by {mode} from {from} to {to}, {txns} txns",
                 learner.0
             ),
             DiffSource::Log { count, .. } => {
-                sent.diff_from_log += 1;
                 info!(
                     "syncing learner {} by {mode} from {from} to {to}, {txns} txns \
                      ({count} read from the on-disk log)",
@@ -193,6 +214,7 @@ impl Driver {
     async fn persist_removal(&mut self, zxid: Zxid) -> Result<(), Fatal> {
         self.snapper.wait_idle().await;
         let source = self.sm_mut()?.snapshot();
+        self.meter.snapshot_started();
         self.snapper.start(zxid, source, self.log.writer().clone());
         self.snapper.wait_idle().await;
         info!(%zxid, "the removal of this server is durable: a restart will be refused");
@@ -220,6 +242,7 @@ impl Driver {
         }
         if self.snapper.applied(txn.data.len()) {
             let source = self.sm_mut()?.snapshot();
+            self.meter.snapshot_started();
             self.snapper.start(zxid, source, self.log.writer().clone());
         }
         Ok(())
@@ -245,17 +268,5 @@ impl Driver {
             .map_err(Fatal::InitialSyncMarker)?;
         info!("initial sync complete and durable: this node now votes");
         Ok(())
-    }
-}
-
-/// One more sync in `c`: a TRUNC+DIFF counts a TRUNC and a DIFF header (what goes on the wire).
-fn count_sync(c: &mut SyncCounters, mode: SyncMode) {
-    match mode {
-        SyncMode::Diff => c.diff += 1,
-        SyncMode::TruncDiff => {
-            c.trunc += 1;
-            c.diff += 1;
-        }
-        SyncMode::Snap => c.snap += 1,
     }
 }

@@ -33,6 +33,7 @@ impl Driver {
         let membership = membership.ok_or(Fatal::InstalledWithoutMembership(zxid))?;
         let inputs = &mut self.inputs;
         self.log.reset(zxid, |i| inputs.push_back(i)).await?;
+        self.meter.log_cut(None);
         self.snapper.installed();
         info!(%zxid, configuration = %membership.version, "SNAP installed");
         self.snapper.set_committed(membership.clone());

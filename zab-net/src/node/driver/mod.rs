@@ -42,11 +42,13 @@ use super::api::{StateMachine, SubmitError};
 use super::board::StatusBoard;
 use super::fatal::Fatal;
 use super::log_link::{to_input, LogLink};
+use super::meter::Meter;
 use super::out::{OutQueues, StreamDone};
 use super::peers::PeerBook;
 use super::pending::{Pending, Reply, StopReason};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
+use crate::metrics::NodeMetrics;
 use crate::transport::{Event, Transport};
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
@@ -125,21 +127,25 @@ pub(super) struct Driver {
     shutdown: CancellationToken,
     tick: Duration,
     span: Span,
+    /// The node's metrics and what timing them needs.
+    meter: Meter,
 }
 
 impl Driver {
     /// A driver for `peer` and its state machine `sm` (restored from the same durable state),
-    /// whose clock started at `clock` and which ticks every `tick`.
+    /// whose clock started at `clock` and which ticks every `tick`, measured in `metrics`.
     pub(super) fn new(
         peer: Peer,
         sm: Box<dyn StateMachine>,
         io: DriverIo,
         board: StatusBoard,
-        clock: Instant,
-        tick: Duration,
+        (clock, tick): (Instant, Duration),
         shutdown: CancellationToken,
+        metrics: NodeMetrics,
     ) -> Driver {
         let span = node_span(board.sid(), Role::Looking, 0);
+        let logged = peer.last_logged_zxid();
+        let backlog = (logged > peer.last_applied_zxid()).then_some(logged);
         Driver {
             peer,
             sm: Some(sm),
@@ -157,6 +163,7 @@ impl Driver {
             shutdown,
             tick,
             span,
+            meter: Meter::new(metrics, backlog),
         }
     }
 
@@ -207,7 +214,9 @@ impl Driver {
             Wake::Request(req) => self.on_request(req).await,
         }
         self.gather(inbox)?;
-        self.drain().await
+        let result = self.drain().await;
+        self.meter.input_queue(inbox.requests.len());
+        result
     }
 
     /// Takes what is already waiting on the log, transport and request channels (at most
@@ -255,6 +264,7 @@ impl Driver {
         match ev {
             Event::Message { from, msg } => self.inputs.push_back(Input::Message { from, msg }),
             Event::ConnectionLost { peer } => {
+                self.meter.peer_lost(peer);
                 if self.out.connection_lost(&self.transport, peer) {
                     debug!(peer = peer.0, "connection closed at the core's request");
                     return;
@@ -266,6 +276,9 @@ impl Driver {
 
     /// Turns a log event into a later input (INV-2).
     fn defer_log_event(&mut self, ev: LogEvent) -> Result<(), Fatal> {
+        if let LogEvent::Persisted { upto } = ev {
+            self.meter.persisted(upto);
+        }
         if let Some(input) = to_input(ev)? {
             self.inputs.push_back(input);
         }
@@ -276,7 +289,8 @@ impl Driver {
         self.snapper.finished();
         match done {
             Ok((zxid, bytes)) => {
-                self.board.snapshot_taken();
+                self.meter.snapshot_done(bytes);
+                self.board.set_snapshots_taken(self.meter.metrics());
                 info!(%zxid, bytes, "background snapshot done");
                 self.inputs.push_back(Input::SnapshotSaved { zxid, bytes });
                 self.board.publish(&self.peer);
@@ -341,6 +355,7 @@ impl Driver {
     /// inputs decided (INV-4; also when a fatal condition ends the batch early).
     async fn drain(&mut self) -> Result<(), Fatal> {
         let result = self.feed().await;
+        self.meter.after_batch(&self.peer, self.pending.waiting());
         self.board.publish(&self.peer);
         self.pending.send_answers();
         result
