@@ -119,6 +119,11 @@ async fn metrics_of_a_three_node_cluster_under_a_write_load() {
         assert!(after["process_resident_memory_bytes{}"] > 0.0);
         assert!(after.contains_key("process_cpu_seconds_total{}"));
         assert_eq!(after["fe_meta_fatal{}"], 0.0);
+        assert!(
+            after["fe_meta_timestamps_applied_total{}"] >= 1.0,
+            "sid {sid}"
+        );
+        assert!(after["fe_meta_last_timestamp_ms{}"] > 0.0, "sid {sid}");
     }
     let (before, after) = (&first[&leader], scrape(admin(&c, leader)).await);
     let writes = "fe_meta_request_duration_us_count{class=write}";

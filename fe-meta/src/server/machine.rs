@@ -12,6 +12,7 @@
 //! machine records every ignored entry before it publishes (`state_machine` INV-5), so the
 //! write path, answered by the node once the entry is applied, reads a settled outcome.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use zab_net::Zxid;
@@ -28,6 +29,7 @@ pub struct Progress {
     guard: Mutex<StalenessGuard>,
     started: Instant,
     outcomes: Arc<RecentOutcomes>,
+    timestamps_applied: AtomicU64,
 }
 
 impl Progress {
@@ -37,6 +39,7 @@ impl Progress {
             guard: Mutex::new(StalenessGuard::new(tolerance_ms)),
             started: Instant::now(),
             outcomes: Arc::default(),
+            timestamps_applied: AtomicU64::new(0),
         }
     }
 
@@ -65,6 +68,11 @@ impl Progress {
         self.guard().lag_ms(self.mono_ms())
     }
 
+    /// TIMESTAMP entries applied since the process started (the metrics).
+    pub fn timestamps_applied(&self) -> u64 {
+        self.timestamps_applied.load(Ordering::Relaxed)
+    }
+
     /// The staleness tolerance, ms.
     pub fn tolerance_ms(&self) -> u64 {
         self.guard().tolerance_ms()
@@ -78,6 +86,7 @@ impl Progress {
         let ts = catalog.last_timestamp_ms();
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
+            self.timestamps_applied.fetch_add(1, Ordering::Relaxed);
             let mono = self.mono_ms();
             let epoch = u64::from(catalog.journal_id().epoch().0);
             self.guard().observe(ts, epoch, wall_ms(), mono);

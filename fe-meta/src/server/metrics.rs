@@ -13,6 +13,7 @@
 //! | `fe_meta_staleness_ms` | gauge | | how far this node's catalog lags the leader's clock, ms; 0 on the serving leader, -1 when unknown |
 //! | `fe_meta_catalog_entries` | gauge | | entries in the catalog (`Node count` of `srvr`) |
 //! | `fe_meta_last_timestamp_ms` | gauge | | the leader clock of the last applied TIMESTAMP entry (Unix ms; 0: none yet) |
+//! | `fe_meta_timestamps_applied_total` | counter | | TIMESTAMP entries applied since the process started |
 //! | `fe_meta_fatal` | gauge | | 1 once the node stopped on a fatal error |
 //!
 //! A request's class: `write` (catalog writes and membership changes), `sync` (SYNC, and reads
@@ -21,7 +22,7 @@
 //!
 //! INV-1: the request path touches atomics only: every `(class, status)` counter and every
 //! class's histogram is resolved once, when the metrics are registered ([`FeMetrics::new`]).
-//! INV-2: the gauges that mirror state (journal id, staleness, catalog entries, TIMESTAMP,
+//! INV-2: the gauges that mirror state (journal id, staleness, catalog entries, TIMESTAMPs,
 //! fatal) are set from that state right before each scrape ([`FeMetrics::refresh`]), so a
 //! scrape never shows an older value than the state it was taken from.
 //! INV-3: the Prometheus counters only grow (`srst` resets the four-letter words' own
@@ -135,6 +136,7 @@ pub struct FeMetrics {
     staleness_ms: IntGauge,
     catalog_entries: IntGauge,
     last_timestamp_ms: IntGauge,
+    timestamps_applied: IntCounter,
     fatal: IntGauge,
 }
 
@@ -149,6 +151,8 @@ pub struct StateGauges {
     pub catalog_entries: u64,
     /// The last applied TIMESTAMP's leader clock, Unix ms (0: none).
     pub last_timestamp_ms: u64,
+    /// TIMESTAMP entries applied since the start.
+    pub timestamps_applied: u64,
     /// Whether the node stopped on a fatal error.
     pub fatal: bool,
 }
@@ -157,6 +161,12 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntG
     let g = IntGauge::with_opts(Opts::new(name, help))?;
     registry.register(Box::new(g.clone()))?;
     Ok(g)
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
+    let c = IntCounter::new(name, help)?;
+    registry.register(Box::new(c.clone()))?;
+    Ok(c)
 }
 
 fn clamp(v: u64) -> i64 {
@@ -234,6 +244,11 @@ impl FeMetrics {
                 "fe_meta_last_timestamp_ms",
                 "The leader clock (Unix ms) of the last TIMESTAMP entry applied here; 0: none",
             )?,
+            timestamps_applied: counter(
+                registry,
+                "fe_meta_timestamps_applied_total",
+                "TIMESTAMP entries applied since the process started",
+            )?,
             fatal: gauges(
                 "fe_meta_fatal",
                 "1 once the node stopped on a fatal error (the process is exiting)",
@@ -265,6 +280,11 @@ impl FeMetrics {
         self.staleness_ms.set(s.staleness_ms.map_or(-1, clamp));
         self.catalog_entries.set(clamp(s.catalog_entries));
         self.last_timestamp_ms.set(clamp(s.last_timestamp_ms));
+        let counted = self.timestamps_applied.get();
+        if s.timestamps_applied > counted {
+            self.timestamps_applied
+                .inc_by(s.timestamps_applied - counted);
+        }
         self.fatal.set(i64::from(s.fatal));
     }
 
@@ -346,6 +366,7 @@ mod tests {
             staleness_ms: None,
             catalog_entries: 7,
             last_timestamp_ms: 0,
+            timestamps_applied: 3,
             fatal: false,
         });
         let flat: std::collections::BTreeMap<_, _> = gather_flat(&registry).into_iter().collect();
@@ -372,6 +393,7 @@ mod tests {
         assert_eq!(flat["fe_meta_staleness_ms"], "-1");
         assert_eq!(flat["fe_meta_applied_journal_id"], "4294967301");
         assert_eq!(flat["fe_meta_catalog_entries"], "7");
+        assert_eq!(flat["fe_meta_timestamps_applied_total"], "3");
         assert!(m.latency(RequestClass::Admin).is_some());
     }
 

@@ -10,8 +10,7 @@
 //!                 and wait until they applied the returned journal id
 //!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
 //!   leader: TIMESTAMP every meta_delay_toleration_second / 2 (write::run_timestamps)
-//!   admin HTTP port (admin): /metrics from the node's registry (zab_*, fe_meta_* [metrics],
-//!   process_*), /health, /ready, /commands/<word>
+//!   admin HTTP port (admin): /metrics (zab_*, fe_meta_*, process_*), /health, /ready, ...
 //! ```
 //!
 //! Use [`run`] from a binary (it returns when the shutdown future completes, when the node
@@ -145,8 +144,8 @@ pub(crate) struct Shared {
 pub struct Server {
     shared: Arc<Shared>,
     client_addr: SocketAddr,
-    admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
+    admin: admin::AdminPort,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -318,12 +317,12 @@ impl Server {
             let identity = settle_started(&node, &cfg, &meta, &check, identity).await?;
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
-            let (admin_listener, admin_addr) = admin::bind_configured(&cfg).await;
+            let (admin_listener, admin) = admin::bind_configured(&cfg).await;
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
                 %client_addr,
-                admin = admin_addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
+                admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
             let shared = Arc::new(Shared {
@@ -338,12 +337,12 @@ impl Server {
             });
             let stop = CancellationToken::new();
             let mut tasks = spawn_tasks(&shared, listener, meta, &stop);
-            tasks.extend(admin_listener.map(|l| admin::spawn(&shared, l, &stop)));
+            tasks.extend(admin_listener.map(|l| admin::spawn(&shared, l, &admin.stop)));
             Ok(Server {
                 shared,
                 client_addr,
-                admin_addr,
                 stop,
+                admin,
                 tasks,
             })
         }
@@ -358,7 +357,7 @@ impl Server {
 
     /// Where the admin HTTP port listens (`None`: disabled, or its bind failed).
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin_addr
+        self.admin.addr
     }
 
     /// This node's server id.
@@ -388,6 +387,7 @@ impl Server {
     /// Stops accepting clients, closes the connections, stops the node and waits for it.
     pub async fn shutdown(self) {
         self.stop.cancel();
+        self.admin.stop.cancel();
         self.shared.node.shutdown().await;
         for t in self.tasks {
             t.abort();

@@ -11,7 +11,8 @@
 //!
 //! INV-1: a bind failure is one WARN line naming the address and the keys to change; the node
 //! runs on without the admin port (as ZooKeeper).
-//! INV-2: every connection ends when the server stops; a client that sends no complete
+//! INV-2: every connection ends when the server shuts down (a fatal stop leaves the port
+//! up: [`AdminPort::stop`]); a client that sends no complete
 //! request head within [`HEADER_READ_TIMEOUT`] is disconnected.
 //! INV-3: any request gets a well-formed answer: an unknown path 404 and a method other than
 //! GET or HEAD 405, each with a JSON body; nothing a client sends panics the server.
@@ -48,14 +49,30 @@ use probes::ProbeInput;
 /// How long a client may take to send a request head (INV-2).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Binds the admin port `cfg` asks for, if any (INV-1): the listener and its address.
-pub async fn bind_configured(cfg: &ServerConfig) -> (Option<TcpListener>, Option<SocketAddr>) {
-    match &cfg.admin_listen {
-        Some(addr) => bind(addr)
-            .await
-            .map_or((None, None), |(l, a)| (Some(l), Some(a))),
-        None => (None, None),
-    }
+/// The admin port of a running server.
+#[derive(Debug, Default)]
+pub struct AdminPort {
+    /// Where it listens (`None`: disabled, or its bind failed).
+    pub addr: Option<SocketAddr>,
+    /// Stops it: cancelled only by the server's shutdown, not by a fatal stop, so that
+    /// `/health` reports the fatal stop while the process exits.
+    pub stop: CancellationToken,
+}
+
+/// Binds the admin port `cfg` asks for, if any (INV-1): the listener and the port.
+pub async fn bind_configured(cfg: &ServerConfig) -> (Option<TcpListener>, AdminPort) {
+    let bound = match &cfg.admin_listen {
+        Some(addr) => bind(addr).await,
+        None => None,
+    };
+    let addr = bound.as_ref().map(|(_, a)| *a);
+    (
+        bound.map(|(l, _)| l),
+        AdminPort {
+            addr,
+            ..AdminPort::default()
+        },
+    )
 }
 
 /// Serves the admin port on `listener` in the caller's span until `stop` is cancelled.

@@ -43,6 +43,7 @@ impl Shared {
             },
             catalog_entries: catalog.entry_count(),
             last_timestamp_ms: catalog.last_timestamp_ms(),
+            timestamps_applied: self.progress.timestamps_applied(),
             fatal: st.fatal.is_some(),
         });
     }
