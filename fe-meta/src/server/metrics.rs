@@ -163,6 +163,50 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntG
     Ok(g)
 }
 
+/// The per-class request counters and histograms, resolved (INV-1) and registered, and the
+/// process collector.
+fn class_metrics(registry: &Registry) -> prometheus::Result<Vec<ClassMetrics>> {
+    let requests = IntCounterVec::new(
+        Opts::new(
+            "fe_meta_requests_total",
+            "Client requests answered, by class (write, read, sync, admin) and outcome \
+             status (OK or the error status)",
+        ),
+        &["class", "status"],
+    )?;
+    let latency = HistogramVec::new(
+        HistogramOpts::new(
+            "fe_meta_request_duration_us",
+            "Time from decoding a client request to queueing its answer, in microseconds, \
+             by class",
+        )
+        .buckets(LATENCY_BUCKETS_US.to_vec()),
+        &["class"],
+    )?;
+    let classes = RequestClass::ALL
+        .iter()
+        .map(|class| {
+            let c = class.label();
+            let mut outcomes = vec![requests.get_metric_with_label_values(&[c, "OK"])?];
+            for status in Status::ALL {
+                outcomes.push(requests.get_metric_with_label_values(&[c, status.name()])?);
+            }
+            let latency_us = latency.get_metric_with_label_values(&[c])?;
+            Ok(ClassMetrics {
+                outcomes,
+                latency_us,
+            })
+        })
+        .collect::<prometheus::Result<Vec<_>>>()?;
+    registry.register(Box::new(requests))?;
+    registry.register(Box::new(latency))?;
+    #[cfg(target_os = "linux")]
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
+    Ok(classes)
+}
+
 fn counter(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
     let c = IntCounter::new(name, help)?;
     registry.register(Box::new(c.clone()))?;
@@ -184,44 +228,7 @@ impl FeMetrics {
     /// Registers fe-meta's metrics and the process collector in `registry` and resolves every
     /// labelled child (INV-1). Fails if a name is registered there already.
     pub fn new(registry: &Registry) -> prometheus::Result<FeMetrics> {
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "fe_meta_requests_total",
-                "Client requests answered, by class (write, read, sync, admin) and outcome \
-                 status (OK or the error status)",
-            ),
-            &["class", "status"],
-        )?;
-        let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "fe_meta_request_duration_us",
-                "Time from decoding a client request to queueing its answer, in microseconds, \
-                 by class",
-            )
-            .buckets(LATENCY_BUCKETS_US.to_vec()),
-            &["class"],
-        )?;
-        let classes = RequestClass::ALL
-            .iter()
-            .map(|class| {
-                let c = class.label();
-                let mut outcomes = vec![requests.get_metric_with_label_values(&[c, "OK"])?];
-                for status in Status::ALL {
-                    outcomes.push(requests.get_metric_with_label_values(&[c, status.name()])?);
-                }
-                let latency_us = latency.get_metric_with_label_values(&[c])?;
-                Ok(ClassMetrics {
-                    outcomes,
-                    latency_us,
-                })
-            })
-            .collect::<prometheus::Result<Vec<_>>>()?;
-        registry.register(Box::new(requests))?;
-        registry.register(Box::new(latency))?;
-        #[cfg(target_os = "linux")]
-        registry.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        ))?;
+        let classes = class_metrics(registry)?;
         let gauges = |name: &str, help: &str| gauge(registry, name, help);
         Ok(FeMetrics {
             classes,
