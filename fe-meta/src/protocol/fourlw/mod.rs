@@ -331,8 +331,12 @@ fn summary(s: &ServerStats, with_clients: bool) -> String {
 
 fn mntr(s: &ServerStats, metrics: &[(String, String)]) -> String {
     let mut out = String::new();
+    let mut keys = std::collections::BTreeSet::new();
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
-        let _ = writeln!(out, "{k}\t{v}");
+        // A registry line whose name the fixed part has already is not repeated.
+        if keys.insert(k.to_owned()) {
+            let _ = writeln!(out, "{k}\t{v}");
+        }
     };
     kv("zk_version", &format!("fe-meta {}", s.version));
     kv("zk_server_state", &s.mode.name());

@@ -55,7 +55,10 @@ fn a_stopped_node_says_so_and_never_imok() {
 fn outputs_carry_zookeeper_fields() {
     let s = stats();
     let x = WordExtras {
-        metrics: vec![("zab_commits_total".into(), "12".into())],
+        metrics: vec![
+            ("fe_meta_staleness_ms".into(), "-1".into()),
+            ("zab_commits_total".into(), "12".into()),
+        ],
         ..WordExtras::default()
     };
     assert_eq!(
