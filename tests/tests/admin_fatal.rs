@@ -64,6 +64,46 @@ fn config(root: &Path, log_dir: &Path) -> PathBuf {
     path
 }
 
+async fn wait_ready(admin: SocketAddr) {
+    let start = Instant::now();
+    loop {
+        let (code, body) = get(admin, "/ready").await;
+        if code == 200 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never ready: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes 1000-byte values until the node reports a fatal error or `FILL_WITHIN` passes; the
+/// writes acknowledged.
+async fn fill_until_fatal(server: &Server) -> u64 {
+    let opts = ClientOptions {
+        request_timeout: Duration::from_secs(5),
+        ..ClientOptions::DEFAULT
+    };
+    let writer = Client::connect_with(&server.client_addr().to_string(), opts)
+        .await
+        .unwrap();
+    let value = tests::proc::load::value_of("fill", 1000);
+    let start = Instant::now();
+    let mut written = 0u64;
+    while server.node_status().fatal.is_none() && start.elapsed() < FILL_WITHIN {
+        if writer
+            .set_var(&format!("fill-{written}"), &value)
+            .await
+            .is_ok()
+        {
+            written += 1;
+        }
+    }
+    written
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_ready_report_a_fatal_stop_until_shutdown() {
     let name = "admin_fatal";
@@ -84,38 +124,10 @@ async fn health_and_ready_report_a_fatal_stop_until_shutdown() {
         .await
         .unwrap();
     let admin = server.admin_addr().expect("the admin port is bound");
-    let start = Instant::now();
-    loop {
-        let (code, body) = get(admin, "/ready").await;
-        if code == 200 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never ready: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(admin).await;
     assert_eq!(get(admin, "/health").await.0, 200);
 
-    let opts = ClientOptions {
-        request_timeout: Duration::from_secs(5),
-        ..ClientOptions::DEFAULT
-    };
-    let writer = Client::connect_with(&server.client_addr().to_string(), opts)
-        .await
-        .unwrap();
-    let value = tests::proc::load::value_of("fill", 1000);
-    let mut written = 0u64;
-    while server.node_status().fatal.is_none() && start.elapsed() < FILL_WITHIN {
-        if writer
-            .set_var(&format!("fill-{written}"), &value)
-            .await
-            .is_ok()
-        {
-            written += 1;
-        }
-    }
+    let written = fill_until_fatal(&server).await;
     assert!(
         server.node_status().fatal.is_some(),
         "no fatal error after {written} writes"
