@@ -8,8 +8,9 @@
 //! DIR/nodeN/fe-meta.log    node N's stdout and stderr (appended across runs)
 //! ```
 //!
-//! Ports from `basePort` B, node N = 1..: client B+N-1, quorum B+100+N-1, election B+200+N-1
-//! (default B = 9030: clients on 9030.., quorum 9130.., election 9230..).
+//! Ports from `basePort` B, node N = 1..: client B+N-1, quorum B+100+N-1, election B+200+N-1,
+//! admin HTTP B+300+N-1 on 127.0.0.1 (default B = 9030: clients on 9030.., quorum 9130..,
+//! election 9230.., admin 9330..).
 //!
 //! INV-1: an existing folder is never rewritten: its manifest decides nodes, ports and cluster
 //! id, so a second run finds the same data under the same identity.
@@ -38,12 +39,19 @@ pub struct Node {
     pub log: PathBuf,
     /// Its client port on 127.0.0.1.
     pub client_port: u16,
+    /// Its admin HTTP port on 127.0.0.1 (`/metrics`, `/health`, `/ready`, `/commands`).
+    pub admin_port: u16,
 }
 
 impl Node {
     /// `127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// `http://127.0.0.1:PORT`, its admin port.
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
     }
 }
 
@@ -87,10 +95,10 @@ pub fn open_or_create(dir: &Path, nodes: u16, base_port: u16) -> Result<Layout, 
             "--nodes must be 1..={NODES_MAX}, got {nodes}"
         )));
     }
-    if base_port < 1024 || u32::from(base_port) + 200 + u32::from(nodes) > 65535 {
+    if base_port < 1024 || u32::from(base_port) + 300 + u32::from(nodes) > 65535 {
         return Err(Failure::other(format!(
             "--base-port {base_port}: the cluster needs ports {base_port}..{} (above 1023)",
-            u32::from(base_port) + 200 + u32::from(nodes)
+            u32::from(base_port) + 300 + u32::from(nodes)
         )));
     }
     let cluster_id = loop {
@@ -132,6 +140,7 @@ fn build(
                 log: node_dir.join("fe-meta.log"),
                 dir: node_dir,
                 client_port: base_port + n - 1,
+                admin_port: base_port + 300 + n - 1,
             }
         })
         .collect();
@@ -178,10 +187,12 @@ fn zoo_cfg(layout: &Layout, node: &Node) -> String {
         s,
         "# fe-meta node {sid} of a local cluster (made by `fe-meta local-cluster`)\n\
          tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\n\
-         dataDir={data}\nclientPort={client}\nclusterId={cid:#x}",
+         dataDir={data}\nclientPort={client}\nclusterId={cid:#x}\n\
+         admin.serverAddress=127.0.0.1\nadmin.serverPort={admin}",
         sid = node.sid,
         data = node.dir.join("data").display(),
         client = node.client_port,
+        admin = node.admin_port,
         cid = layout.cluster_id,
     );
     for n in &layout.nodes {
@@ -209,6 +220,7 @@ mod tests {
         assert!(first.created);
         let cfg = fs::read_to_string(&first.nodes[1].config).unwrap();
         assert!(cfg.contains("clientPort=20001"), "{cfg}");
+        assert!(cfg.contains("admin.serverPort=20301\n"), "{cfg}");
         assert!(
             cfg.contains("server.3=127.0.0.1:20102:20202;127.0.0.1:20002"),
             "{cfg}"

@@ -4,7 +4,8 @@
 //! Run: make or reuse the folder → start one child per node (this executable, its own process
 //! group so a terminal's Ctrl-C reaches only the supervisor, stdout/stderr appended to the
 //! node's log) → poll STATUS until one leader is followed by every node → print the endpoints
-//! (`127.0.0.1:PORT`, one a line) and a status table → watch: report any child that exits →
+//! (`127.0.0.1:PORT`, one a line; on stderr each beside its admin URL `http://127.0.0.1:PORT`)
+//! and a status table → watch: report any child that exits →
 //! on SIGINT/SIGTERM stop the children (SIGTERM, wait, SIGKILL after `--stop-timeout`).
 //!
 //! INV-1: every child started is waited for before `run` returns (no zombies, no leftovers);
@@ -40,7 +41,7 @@ pub struct LocalClusterArgs {
     #[arg(long, default_value_t = 3)]
     pub nodes: u16,
     /// Node 1's client port; node N uses BASE+N-1 (client), BASE+100+N-1 (quorum) and
-    /// BASE+200+N-1 (election). First run only.
+    /// BASE+200+N-1 (election), BASE+300+N-1 (admin HTTP). First run only.
     #[arg(long, default_value_t = DEFAULT_BASE_PORT)]
     pub base_port: u16,
     /// Seconds to wait for a leader before giving up.
@@ -87,6 +88,12 @@ async fn supervise(args: &LocalClusterArgs, layout: &Layout, exe: PathBuf) -> Re
     };
     for node in &layout.nodes {
         println!("{}", node.endpoint());
+        eprintln!(
+            "fe-meta local-cluster: node {}: client {}  admin {}",
+            node.sid,
+            node.endpoint(),
+            node.admin_url()
+        );
     }
     print!("{}", status_table(layout, &statuses));
     eprintln!(

@@ -127,8 +127,8 @@ mod tests {
         );
         assert_eq!(classify_start([0, 0, 0, 12]), ConnectionStart::Frames);
         assert_eq!(
-            classify_start(*b"envi"),
-            ConnectionStart::UnknownWord(*b"envi")
+            classify_start(*b"kill"),
+            ConnectionStart::UnknownWord(*b"kill")
         );
         assert_eq!(classify_start(*b"Envi"), ConnectionStart::Frames);
         let max = (FRAME_LEN_MAX as u32).to_be_bytes();

@@ -28,8 +28,8 @@ pub use config::{
     ServerLineError, ADDRESS_LEN_MAX,
 };
 pub use fourlw::{
-    refuse_unknown_word, render as render_four_letter_word, ClientStats, FourLetterWord, Mode,
-    ServerStats,
+    refuse_unknown_word, refuse_unlisted_word, render as render_four_letter_word, ClientStats,
+    FourLetterWord, Mode, ServerStats, WordExtras,
 };
 pub use frame::{
     classify_start, encode_frame, ConnectionStart, FrameDecoder, FrameTooLong, FRAME_LEN_MAX,

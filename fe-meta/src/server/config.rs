@@ -5,11 +5,15 @@
 //!
 //! | key | meaning | default |
 //! |-----|---------|---------|
-//! | `meta_delay_toleration_second` | staleness tolerance of non-leader reads, s (≥ 1) | 300 |
+//! | `meta_delay_toleration_second` | staleness tolerance of non-leader reads, s (≥ 1); the leader logs a TIMESTAMP every min(10 s, half of it) (Doris' FE: every 10 s) | 300 |
 //! | `write_timeout_ms` | bound on a write: submit, forwarding, read-your-writes wait | 10000 |
 //! | `leader_wait_ms` | how long a write or sync waits for a leader before failing with QUORUM_UNAVAILABLE | 2000 |
-//! | `peer_status_timeout_ms` | SHOW FRONTENDS: how long a peer's STATUS may take | 500 |
+//! | `peer_status_timeout_ms` | SHOW FRONTENDS and `mntr`: how long each member's STATUS call may take (asked fresh on every request) | 500 |
 //! | `client_session_expiry_s` | a client session idle this long (by the leader's logged clock) is forgotten; 0: never. The leader logs it in every TIMESTAMP, so the leader's value is the one in force | 600 |
+//! | `admin.enableServer` | serve the admin HTTP port (`/metrics`, `/health`, `/ready`, `/commands`), `true` or `false` (ZooKeeper's key) | true |
+//! | `admin.serverAddress` | the admin port's listen address (ZooKeeper's key) | 0.0.0.0 |
+//! | `admin.serverPort` | the admin port; 0: one the OS chooses (ZooKeeper's key) | 8080 |
+//! | `4lw.commands.whitelist` | the four-letter words answered on the client port: `*` or a comma-separated list (ZooKeeper's key; ZooKeeper's default is `srvr` only) | `*` |
 //!
 //! Required by fe-meta (zab-net keys): `clusterId` (the cluster's identity, the same on every
 //! node; `local-cluster` generates one) and a client port: `clientPort` (this node's listen
@@ -27,6 +31,7 @@ use zab_net::config::{load, read_myid, ConfigError, NodeConfig, ServerAddr};
 use zab_net::{LearnerType, Membership, ServerId};
 
 use super::ServerError;
+use crate::protocol::FourLetterWord;
 use crate::state::catalog::FrontendRole;
 
 /// The keys fe-meta adds to zoo.cfg.
@@ -36,7 +41,14 @@ pub const EXTRA_KEYS: &[&str] = &[
     "leader_wait_ms",
     "peer_status_timeout_ms",
     "client_session_expiry_s",
+    "admin.enableServer",
+    "admin.serverAddress",
+    "admin.serverPort",
+    "4lw.commands.whitelist",
 ];
+
+/// `admin.serverPort`'s default (ZooKeeper's).
+pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 
 /// One member as the server sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +88,10 @@ pub struct ServerConfig {
     pub peer_timeout: Duration,
     /// `client_session_expiry_s`, in ms (0: sessions never expire by time).
     pub session_expiry_ms: u64,
+    /// Where the admin HTTP port listens, `host:port` (`None`: `admin.enableServer=false`).
+    pub admin_listen: Option<String>,
+    /// The four-letter words answered on the client port (`4lw.commands.whitelist`).
+    pub four_letter_words: Vec<FourLetterWord>,
     /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
     /// once; without it an empty dir first syncs from a leader as a non-voting learner.
     pub bootstrap: bool,
@@ -130,6 +146,8 @@ impl ServerConfig {
                 .extra_value::<u64>("client_session_expiry_s")?
                 .unwrap_or(600)
                 .saturating_mul(1000),
+            admin_listen: admin_listen(&node)?,
+            four_letter_words: four_letter_words(&node)?,
             bootstrap: false,
             node,
         })
@@ -161,6 +179,76 @@ fn cluster_id(node: &NodeConfig) -> Result<u64, ServerError> {
                 .to_string(),
         )),
     }
+}
+
+/// `admin.enableServer`, `admin.serverAddress` and `admin.serverPort` as the admin port's
+/// listen address.
+fn admin_listen(node: &NodeConfig) -> Result<Option<String>, ServerError> {
+    let enabled = match node
+        .extra
+        .get("admin.enableServer")
+        .map(|v| v.value.as_str())
+    {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(_) => return Err(bad(node, "admin.enableServer", "must be `true` or `false`")),
+    };
+    let host = node
+        .extra
+        .get("admin.serverAddress")
+        .map_or("0.0.0.0", |v| v.value.as_str());
+    let host_ok = !host.is_empty()
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+    if !host_ok {
+        return Err(bad(
+            node,
+            "admin.serverAddress",
+            "must be an IP address or a host name",
+        ));
+    }
+    let port: u16 = node
+        .extra_value("admin.serverPort")?
+        .unwrap_or(ADMIN_PORT_DEFAULT);
+    if !enabled {
+        return Ok(None);
+    }
+    Ok(Some(if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }))
+}
+
+/// `4lw.commands.whitelist`: `*` (the default) or a comma-separated list of words.
+fn four_letter_words(node: &NodeConfig) -> Result<Vec<FourLetterWord>, ServerError> {
+    let Some(v) = node.extra.get("4lw.commands.whitelist") else {
+        return Ok(FourLetterWord::ALL.to_vec());
+    };
+    let mut words = Vec::new();
+    for item in v.value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if item == "*" {
+            return Ok(FourLetterWord::ALL.to_vec());
+        }
+        match FourLetterWord::ALL.into_iter().find(|w| w.word() == item) {
+            Some(w) if !words.contains(&w) => words.push(w),
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = FourLetterWord::ALL.iter().map(|w| w.word()).collect();
+                return Err(bad(
+                    node,
+                    "4lw.commands.whitelist",
+                    &format!(
+                        "`{item}` is no four-letter word of this server (`*` or some of: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(words)
 }
 
 /// A `server.N` line as a frontend member.
@@ -295,5 +383,54 @@ mod tests {
             .to_string();
         assert!(e.contains("unknown key `meta_delay`"), "{e}");
         assert!(cfg("clusterId=1\n", 9).is_err());
+    }
+
+    #[test]
+    fn admin_port_keys_and_their_errors() {
+        let c = cfg("clusterId=1\n", 1).unwrap();
+        assert_eq!(c.admin_listen.as_deref(), Some("0.0.0.0:8080"));
+        assert_eq!(c.four_letter_words, FourLetterWord::ALL.to_vec());
+        let c = cfg(
+            "clusterId=1\nadmin.serverAddress=127.0.0.1\nadmin.serverPort=0\n",
+            1,
+        )
+        .unwrap();
+        assert_eq!(c.admin_listen.as_deref(), Some("127.0.0.1:0"));
+        let c = cfg(
+            "clusterId=1\nadmin.serverAddress=::1\nadmin.serverPort=9\n",
+            1,
+        )
+        .unwrap();
+        assert_eq!(c.admin_listen.as_deref(), Some("[::1]:9"));
+        let c = cfg("clusterId=1\nadmin.enableServer=false\n", 1).unwrap();
+        assert_eq!(c.admin_listen, None);
+        for (extra, key) in [
+            ("admin.enableServer=yes\n", "admin.enableServer"),
+            ("admin.serverPort=70000\n", "admin.serverPort"),
+            ("admin.serverPort=-1\n", "admin.serverPort"),
+            ("admin.serverAddress=a b\n", "admin.serverAddress"),
+            (
+                "4lw.commands.whitelist=srvr, kill\n",
+                "4lw.commands.whitelist",
+            ),
+        ] {
+            let e = cfg(&format!("clusterId=1\n{extra}"), 1)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains("line 9"), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_whitelist_takes_words_or_a_star() {
+        let c = cfg("clusterId=1\n4lw.commands.whitelist=srvr, ruok,srvr\n", 1).unwrap();
+        assert_eq!(
+            c.four_letter_words,
+            vec![FourLetterWord::Srvr, FourLetterWord::Ruok]
+        );
+        let c = cfg("clusterId=1\n4lw.commands.whitelist=stat,*\n", 1).unwrap();
+        assert_eq!(c.four_letter_words.len(), FourLetterWord::ALL.len());
+        let c = cfg("clusterId=1\n4lw.commands.whitelist=\n", 1).unwrap();
+        assert!(c.four_letter_words.is_empty());
     }
 }

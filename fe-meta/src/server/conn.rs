@@ -12,6 +12,8 @@
 //! length, a short header or a wrong version gets an error frame for id 0 and the connection
 //! is closed (after the answers in flight are written).
 //! INV-2: every connection task ends when the server shuts down.
+//! Four-letter words off `4lw.commands.whitelist` are refused in text, as ZooKeeper does.
+//!
 //! INV-3: a four-letter word's connection is closed only after the client's remaining input is
 //! read (at most [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`]): closing a socket with unread input makes
 //! the kernel reset it, and the client may then drop the answer it had not read yet.
@@ -28,13 +30,14 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
 
+use super::metrics::RequestClass;
 use super::session::RequestContext;
 use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
     classify_start, decode_request, encode_frame, encode_response_bounded, refuse_unknown_word,
-    render_four_letter_word, ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response,
-    Status, FORWARDED_BIT,
+    refuse_unlisted_word, ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response, Status,
+    FORWARDED_BIT,
 };
 
 /// Requests in flight per connection.
@@ -77,8 +80,11 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
     }
     match classify_start(first) {
         ConnectionStart::FourLetterWord(word) => {
-            let stats = shared.server_stats().await;
-            let text = render_four_letter_word(word, &stats);
+            let text = if shared.cfg.four_letter_words.contains(&word) {
+                shared.word_text(word).await
+            } else {
+                refuse_unlisted_word(word)
+            };
             answer_and_close(stream, &text).await;
         }
         ConnectionStart::UnknownWord(word) => {
@@ -154,14 +160,18 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
                     let started = Instant::now();
                     let forwarded = req.id & FORWARDED_BIT != 0;
                     let ctx = RequestContext::new(received, &req.meta);
+                    let class = RequestClass::of(&req.body);
                     let result = shared.handle(&ctx, &req.body, forwarded).await;
+                    let status = result.as_ref().err().map(|e| e.status);
                     let resp = Response {
                         id: req.id,
                         kind: req.body.kind(),
                         result,
                     };
                     let _ = tx.send(encode_response_bounded(&resp));
-                    shared.stats.answered(&conn, started.elapsed());
+                    shared
+                        .stats
+                        .answered(&conn, class, status, started.elapsed());
                     drop(permit);
                 }
                 .in_current_span(),

@@ -14,6 +14,7 @@
 //! INV-4: every publish is recorded in the applied history (`lag` INV-1) that dates other
 //! nodes' lag when this node leads.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use zab_net::Zxid;
@@ -33,6 +34,7 @@ pub struct Progress {
     started: Instant,
     started_wall_ms: u64,
     outcomes: Arc<RecentOutcomes>,
+    timestamps_applied: AtomicU64,
 }
 
 impl Progress {
@@ -44,6 +46,7 @@ impl Progress {
             started: Instant::now(),
             started_wall_ms: wall_ms(),
             outcomes: Arc::default(),
+            timestamps_applied: AtomicU64::new(0),
         }
     }
 
@@ -70,6 +73,11 @@ impl Progress {
     /// The current lag, if a TIMESTAMP was applied.
     pub fn lag_ms(&self) -> Option<u64> {
         self.guard().lag_ms(self.mono_ms())
+    }
+
+    /// TIMESTAMP entries applied since the process started (the metrics).
+    pub fn timestamps_applied(&self) -> u64 {
+        self.timestamps_applied.load(Ordering::Relaxed)
     }
 
     /// The staleness tolerance, ms.
@@ -103,6 +111,7 @@ impl Progress {
         let ts = catalog.last_timestamp_ms();
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
+            self.timestamps_applied.fetch_add(1, Ordering::Relaxed);
             let epoch = u64::from(catalog.journal_id().epoch().0);
             self.guard().observe(ts, epoch, wall_ms(), now);
         }

@@ -10,6 +10,7 @@
 //!                 and wait until they applied the returned journal id
 //!         reads:  sync flag → Node::sync; else the staleness guard (machine::Progress)
 //!   leader: TIMESTAMP every min(10 s, meta_delay_toleration_second / 2) (write::run_timestamps)
+//!   admin HTTP port (admin): /metrics (zab_*, fe_meta_*, process_*), /health, /ready, ...
 //! ```
 //!
 //! Use [`run`] from a binary (it returns when the shutdown future completes, when the node
@@ -36,6 +37,7 @@
 //! log); where zoo.cfg's `server.N` lines differ from it, one fe-meta WARN line at start names
 //! the servers, and the node runs with the data dir's.
 
+mod admin;
 pub mod config;
 mod conn;
 pub mod fatal;
@@ -47,6 +49,7 @@ mod lag;
 pub mod machine;
 mod membership;
 pub mod meta_dir;
+pub mod metrics;
 mod peer;
 mod pending;
 pub mod removal;
@@ -103,6 +106,9 @@ pub enum ServerError {
     /// ([`REMOVED_EXIT_STATUS`]).
     #[error("{0}")]
     Removed(Removal),
+    /// fe-meta's metrics could not be registered in the node's registry (a name taken).
+    #[error("registering fe-meta's metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
     /// The client port could not be bound.
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
@@ -141,6 +147,7 @@ pub struct Server {
     shared: Arc<Shared>,
     client_addr: SocketAddr,
     stop: CancellationToken,
+    admin: admin::AdminPort,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -300,6 +307,7 @@ impl Server {
                 Some(meta.open(&check).map_err(|e| removal_refused(e, &cfg))?)
             };
             let (listener, client_addr) = bind_client_port(&cfg.client_listen).await?;
+            let metrics = metrics::FeMetrics::in_node_registry(&mut opts)?;
             let catalog = Arc::new(SharedCatalog::default());
             let progress = Arc::new(Progress::new(cfg.tolerance_ms));
             let machine = machine::state_machine(catalog.clone(), progress.clone());
@@ -311,10 +319,12 @@ impl Server {
             let identity = settle_started(&node, &cfg, &meta, &check, identity).await?;
             let node = Arc::new(node);
             let writer = pending::Writer::new(catalog.clone());
+            let (admin_listener, admin) = admin::bind_configured(&cfg).await;
             info!(
                 cluster_id = identity.cluster_id,
                 role = identity.role.name(),
                 %client_addr,
+                admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
             let shared = Arc::new(Shared {
@@ -324,15 +334,17 @@ impl Server {
                 progress,
                 writer,
                 peers: peer::PeerPool::default(),
-                stats: stats::Stats::default(),
+                stats: stats::Stats::new(metrics),
                 frontends: frontends::PeerAnswers::default(),
             });
             let stop = CancellationToken::new();
-            let tasks = spawn_tasks(&shared, listener, meta, &stop);
+            let mut tasks = spawn_tasks(&shared, listener, meta, &stop);
+            tasks.extend(admin_listener.map(|l| admin::spawn(&shared, l, &admin.stop)));
             Ok(Server {
                 shared,
                 client_addr,
                 stop,
+                admin,
                 tasks,
             })
         }
@@ -343,6 +355,11 @@ impl Server {
     /// Where clients connect.
     pub fn client_addr(&self) -> SocketAddr {
         self.client_addr
+    }
+
+    /// Where the admin HTTP port listens (`None`: disabled, or its bind failed).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.addr
     }
 
     /// This node's server id.
@@ -372,6 +389,7 @@ impl Server {
     /// Stops accepting clients, closes the connections, stops the node and waits for it.
     pub async fn shutdown(self) {
         self.stop.cancel();
+        self.admin.stop.cancel();
         self.shared.node.shutdown().await;
         for t in self.tasks {
             t.abort();

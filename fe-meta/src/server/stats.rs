@@ -1,14 +1,21 @@
-//! Request counters and latencies for the four-letter words (`srvr`, `stat`, `mntr`).
+//! Request counters and latencies: the four-letter words' own (`srvr`, `stat`, `cons`,
+//! `mntr`'s `zk_*` keys; reset by `srst`, as ZooKeeper's) and, through [`FeMetrics`], the
+//! Prometheus ones (never reset).
 //!
-//! INV: counters only grow, except `outstanding` (requests in flight) and the set of open
-//! connections; nothing here blocks a request for longer than a short mutex section.
+//! INV-1: the request path ([`Stats::request`], [`Stats::answered`]) touches atomics only;
+//! the connection set's mutex is taken when a connection opens or closes and by the words.
+//! INV-2: between two [`Stats::reset`]s the counters only grow, except `outstanding`
+//! (requests in flight) and the set of open connections, which `reset` leaves alone.
+//! INV-3: latencies are kept in µs; min/avg/max are 0 while nothing was answered since the
+//! start or the last reset.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::protocol::ClientStats;
+use super::metrics::{FeMetrics, RequestClass};
+use crate::protocol::{ClientStats, Status};
 
 /// One client connection's counters.
 #[derive(Debug, Default)]
@@ -21,22 +28,19 @@ pub struct ConnStats {
     pub queued: AtomicU64,
 }
 
-#[derive(Debug, Default)]
-struct Latency {
-    min_ms: u64,
-    max_ms: u64,
-    sum_ms: u64,
-    count: u64,
-}
-
 /// The server's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
+    metrics: Arc<FeMetrics>,
     received: AtomicU64,
     sent: AtomicU64,
     outstanding: AtomicU64,
     next_conn: AtomicU64,
-    latency: Mutex<Latency>,
+    /// `u64::MAX` while nothing was answered (INV-3).
+    min_us: AtomicU64,
+    max_us: AtomicU64,
+    sum_us: AtomicU64,
+    count: AtomicU64,
     conns: Mutex<BTreeMap<u64, (String, Arc<ConnStats>)>>,
 }
 
@@ -49,55 +53,97 @@ pub struct Totals {
     pub sent: u64,
     /// In flight.
     pub outstanding: u64,
-    /// Latency min, ms.
-    pub min_ms: u64,
+    /// Latency min, ms (with a fraction).
+    pub min_ms: f64,
     /// Latency average, ms.
     pub avg_ms: f64,
     /// Latency max, ms.
-    pub max_ms: u64,
+    pub max_ms: f64,
     /// Open connections.
     pub clients: Vec<ClientStats>,
 }
 
 impl Stats {
+    /// Counters that also feed `metrics`.
+    pub fn new(metrics: Arc<FeMetrics>) -> Stats {
+        Stats {
+            metrics,
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            outstanding: AtomicU64::new(0),
+            next_conn: AtomicU64::new(0),
+            min_us: AtomicU64::new(u64::MAX),
+            max_us: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            conns: Mutex::default(),
+        }
+    }
+
+    /// The Prometheus metrics these counters feed.
+    pub fn metrics(&self) -> &FeMetrics {
+        &self.metrics
+    }
+
     /// Registers a connection from `addr`; returns its id and counters.
     pub fn open(&self, addr: String) -> (u64, Arc<ConnStats>) {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let c = Arc::new(ConnStats::default());
         lock(&self.conns).insert(id, (addr, c.clone()));
+        self.metrics.open_connections.inc();
         (id, c)
     }
 
     /// Forgets connection `id`.
     pub fn close(&self, id: u64) {
-        lock(&self.conns).remove(&id);
+        if lock(&self.conns).remove(&id).is_some() {
+            self.metrics.open_connections.dec();
+        }
     }
 
     /// A request arrived.
     pub fn request(&self, c: &ConnStats) {
         self.received.fetch_add(1, Ordering::Relaxed);
         self.outstanding.fetch_add(1, Ordering::Relaxed);
+        self.metrics.outstanding.inc();
         c.received.fetch_add(1, Ordering::Relaxed);
         c.queued.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Its answer was queued after `took`.
-    pub fn answered(&self, c: &ConnStats, took: Duration) {
+    /// Its answer (of `class`, outcome `status`, `None`: OK) was queued after `took`.
+    pub fn answered(
+        &self,
+        c: &ConnStats,
+        class: RequestClass,
+        status: Option<Status>,
+        took: Duration,
+    ) {
         self.sent.fetch_add(1, Ordering::Relaxed);
         self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.outstanding.dec();
         c.sent.fetch_add(1, Ordering::Relaxed);
         c.queued.fetch_sub(1, Ordering::Relaxed);
-        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        let mut l = lock(&self.latency);
-        l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
-        l.max_ms = l.max_ms.max(ms);
-        l.sum_ms = l.sum_ms.saturating_add(ms);
-        l.count += 1;
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.min_us.fetch_min(us, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.metrics.observe(class, status, took);
+    }
+
+    /// `srst`: zeroes the received/sent counters and the latencies (INV-2); the Prometheus
+    /// counters go on.
+    pub fn reset(&self) {
+        self.received.store(0, Ordering::Relaxed);
+        self.sent.store(0, Ordering::Relaxed);
+        self.min_us.store(u64::MAX, Ordering::Relaxed);
+        self.max_us.store(0, Ordering::Relaxed);
+        self.sum_us.store(0, Ordering::Relaxed);
+        self.count.store(0, Ordering::Relaxed);
     }
 
     /// A snapshot of the counters.
     pub fn totals(&self) -> Totals {
-        let l = lock(&self.latency);
         let clients = lock(&self.conns)
             .values()
             .map(|(addr, c)| ClientStats {
@@ -107,17 +153,20 @@ impl Stats {
                 sent: c.sent.load(Ordering::Relaxed),
             })
             .collect();
+        let count = self.count.load(Ordering::Relaxed);
+        let ms = |us: u64| us as f64 / 1000.0;
+        let min_us = self.min_us.load(Ordering::Relaxed);
         Totals {
             received: self.received.load(Ordering::Relaxed),
             sent: self.sent.load(Ordering::Relaxed),
             outstanding: self.outstanding.load(Ordering::Relaxed),
-            min_ms: l.min_ms,
-            avg_ms: if l.count == 0 {
+            min_ms: if min_us == u64::MAX { 0.0 } else { ms(min_us) },
+            avg_ms: if count == 0 {
                 0.0
             } else {
-                l.sum_ms as f64 / l.count as f64
+                ms(self.sum_us.load(Ordering::Relaxed)) / count as f64
             },
-            max_ms: l.max_ms,
+            max_ms: ms(self.max_us.load(Ordering::Relaxed)),
             clients,
         }
     }
@@ -125,4 +174,50 @@ impl Stats {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn latencies_keep_microseconds_and_reset_clears_them() {
+        let stats = Stats::new(Arc::new(
+            FeMetrics::new(&prometheus::Registry::new()).unwrap(),
+        ));
+        let (id, conn) = stats.open("127.0.0.1:1".into());
+        for us in [150, 250] {
+            stats.request(&conn);
+            stats.answered(&conn, RequestClass::Read, None, Duration::from_micros(us));
+        }
+        let t = stats.totals();
+        assert_eq!((t.received, t.sent, t.outstanding), (2, 2, 0));
+        assert_eq!((t.min_ms, t.avg_ms, t.max_ms), (0.15, 0.2, 0.25));
+        assert_eq!(
+            stats
+                .metrics()
+                .latency(RequestClass::Read)
+                .unwrap()
+                .get_sample_count(),
+            2
+        );
+        stats.reset();
+        let t = stats.totals();
+        assert_eq!(
+            (t.received, t.sent, t.min_ms, t.avg_ms, t.max_ms),
+            (0, 0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!(t.clients.len(), 1);
+        assert_eq!(
+            stats
+                .metrics()
+                .latency(RequestClass::Read)
+                .unwrap()
+                .get_sample_count(),
+            2
+        );
+        stats.close(id);
+        assert!(stats.totals().clients.is_empty());
+    }
 }

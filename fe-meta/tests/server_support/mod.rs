@@ -100,6 +100,11 @@ impl Cluster {
             self.ports[&sid].2,
             self.extra
         );
+        if !self.extra.contains("admin.") {
+            // The admin port on a port of the OS's choosing (the default 8080 is shared by
+            // every test process on the machine).
+            t += "admin.serverAddress=127.0.0.1\nadmin.serverPort=0\n";
+        }
         for s in self.ports.keys() {
             if !self.joiners.contains(s) || *s == sid {
                 t += &format!("server.{s}={}\n", self.server_value(*s));

@@ -110,6 +110,14 @@ impl ProcCluster {
             if let Some(k) = s.snap_count {
                 t += &format!("snapCount={k}\n");
             }
+            let extras = s
+                .extra
+                .iter()
+                .chain(s.node_extra.get(&n.sid()).into_iter().flatten());
+            if !extras.clone().any(|l| l.starts_with("admin.")) {
+                // The admin port on a port of the OS's choosing, not the shared default 8080.
+                t += "admin.serverAddress=127.0.0.1\nadmin.serverPort=0\n";
+            }
             for line in s
                 .extra
                 .iter()

@@ -78,7 +78,8 @@ impl ProcCluster {
         let mut node = ProcNode::new(sid, ports, Default::default(), self.dir(), None, &bin);
         std::fs::create_dir_all(node.data_dir()).map_err(ProcError::io("mkdir data dir"))?;
         let cfg = format!(
-            "dataDir={}\nclientPort={}\nforceSync={}\npreAllocSize={}\nserver.{sid}={}\n",
+            "dataDir={}\nclientPort={}\nforceSync={}\npreAllocSize={}\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort=0\nserver.{sid}={}\n",
             node.data_dir().display(),
             ports.client,
             if spec.force_sync { "yes" } else { "no" },
