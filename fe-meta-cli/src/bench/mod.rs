@@ -8,7 +8,8 @@
 //! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
 //! size and load time with a million catalog entries), [`w6`] (write unavailability during an
 //! online membership change; like the anchors' W6 it is not part of `all` and changes the
-//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables).
+//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables),
+//! [`histogram`] (latency buckets and their text bars), [`plot`] and [`svg`] (the SVG).
 //!
 //! INV-1: every workload is bounded in time; progress goes to stderr, results to stdout.
 //! INV-2: before each workload the machine must be idle (bounded wait, the reading printed);
@@ -20,9 +21,12 @@ mod catchup;
 mod cluster;
 mod cpu;
 mod failover;
+mod histogram;
 mod load;
 mod memory;
+mod plot;
 mod report;
+mod svg;
 mod w6;
 
 use std::future::Future;
@@ -97,9 +101,22 @@ pub struct BenchArgs {
     /// Seconds a request may take before the client gives up on it.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
-    /// Print one JSON document instead of RESULT lines and tables.
+    /// Print one JSON document instead of RESULT lines, tables and histograms.
     #[arg(long)]
     pub json: bool,
+    /// Also write an SVG of the W1 and W3 latency percentiles (p50, p90, p99, p99.9, max),
+    /// ours beside ZooKeeper's (from --zookeeper-results).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// ZooKeeper's RESULT lines for --svg: a raw-*.txt of the anchors' zookeeper/run.sh
+    /// [default: the newest $ANCHOR_OUT/zookeeper/results/raw-*.txt, ANCHOR_OUT defaulting to
+    /// /tmp/anchor-out; without one, ours alone is drawn]
+    #[arg(long, value_name = "FILE", requires = "svg")]
+    pub zookeeper_results: Option<PathBuf>,
+    /// With --svg: draw from this earlier run's output (its RESULT lines) instead of running
+    /// workloads; no cluster is launched.
+    #[arg(long, value_name = "FILE", requires = "svg")]
+    pub results: Option<PathBuf>,
 }
 
 /// The workload parameters every workload reads.
@@ -148,6 +165,10 @@ pub(crate) fn progress(msg: &str) {
 
 /// Runs `fe-meta bench`.
 pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
+    if let (Some(svg), Some(results)) = (&args.svg, &args.results) {
+        let ours = plot::read_results(results).map_err(plot_failure)?;
+        return draw(args, svg, &results.display().to_string(), &ours);
+    }
     let mut selected: Vec<String> = Vec::new();
     for w in &args.workload {
         let w = w.trim().to_ascii_uppercase();
@@ -203,7 +224,49 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
     let result = workloads(&mut cluster, args, selected, p, &mut out).await;
     cluster.shutdown().await;
     out.finish();
-    result
+    let drawn = match &args.svg {
+        Some(svg) => draw(args, svg, "this run", &out.lines),
+        None => Ok(()),
+    };
+    result.and(drawn)
+}
+
+fn plot_failure(e: plot::PlotError) -> Failure {
+    Failure::other(format!("--svg: {e}"))
+}
+
+/// Writes the SVG of `ours` beside ZooKeeper's results (`--zookeeper-results` or the newest
+/// anchors' run; ours alone, with a warning, when there is none).
+fn draw(
+    args: &BenchArgs,
+    svg: &std::path::Path,
+    ours_from: &str,
+    ours: &[Line],
+) -> Result<(), Failure> {
+    let zk_path = args.zookeeper_results.clone().or_else(|| {
+        let anchor_out = std::env::var_os("ANCHOR_OUT").unwrap_or_else(|| "/tmp/anchor-out".into());
+        plot::newest_zookeeper_results(std::path::Path::new(&anchor_out))
+    });
+    let zk = match &zk_path {
+        Some(p) => Some((
+            p.display().to_string(),
+            plot::read_results(p).map_err(plot_failure)?,
+        )),
+        None => {
+            progress(
+                "--svg: no ZooKeeper results found (--zookeeper-results); drawing fe-meta alone",
+            );
+            None
+        }
+    };
+    plot::write_svg(
+        svg,
+        (ours_from, ours),
+        zk.as_ref().map(|(p, l)| (p.as_str(), l.as_slice())),
+    )
+    .map_err(plot_failure)?;
+    progress(&format!("--svg: wrote {}", svg.display()));
+    Ok(())
 }
 
 fn header(args: &BenchArgs, cluster: &Cluster) -> String {
@@ -489,6 +552,7 @@ impl Output {
         } else {
             println!();
             print!("{}", report::human(&self.lines));
+            print!("{}", report::histograms(&self.lines));
         }
     }
 }
