@@ -115,7 +115,8 @@ pub enum Command {
     #[command(flatten)]
     Client(ClientCommand),
     /// Benchmark a fresh 3-node cluster (or an attached one) with the ZooKeeper anchors'
-    /// workloads W0-W5; RESULT lines and a table on stdout, progress on stderr.
+    /// workloads W0-W5; RESULT lines, a table and latency histograms on stdout, progress on
+    /// stderr; --svg draws W1/W3 latency percentiles beside ZooKeeper's.
     Bench(bench::BenchArgs),
 }
 
