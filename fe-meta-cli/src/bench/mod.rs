@@ -167,7 +167,7 @@ pub(crate) fn progress(msg: &str) {
 pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
     if let (Some(svg), Some(results)) = (&args.svg, &args.results) {
         let ours = plot::read_results(results).map_err(plot_failure)?;
-        return draw(args, svg, &results.display().to_string(), &ours);
+        return draw(args, svg, &file_name(results), &ours);
     }
     let mut selected: Vec<String> = Vec::new();
     for w in &args.workload {
@@ -231,6 +231,14 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
     result.and(drawn)
 }
 
+/// A results file as the SVG's note names it: its file name (the run's time stamp).
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 fn plot_failure(e: plot::PlotError) -> Failure {
     Failure::other(format!("--svg: {e}"))
 }
@@ -248,10 +256,7 @@ fn draw(
         plot::newest_zookeeper_results(std::path::Path::new(&anchor_out))
     });
     let zk = match &zk_path {
-        Some(p) => Some((
-            p.display().to_string(),
-            plot::read_results(p).map_err(plot_failure)?,
-        )),
+        Some(p) => Some((file_name(p), plot::read_results(p).map_err(plot_failure)?)),
         None => {
             progress(
                 "--svg: no ZooKeeper results found (--zookeeper-results); drawing fe-meta alone",

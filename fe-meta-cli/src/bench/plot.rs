@@ -190,7 +190,8 @@ pub fn write_svg(
         });
     }
     let note = format!(
-        "Both sides record summary percentiles only (p50, p90, p99, p99.9, max): the lines join those five points. fe-meta: {}; ZooKeeper: {zk_name}",
+        "Both sides record summary percentiles only (p50, p90, p99, p99.9, max): each line joins those five points, nothing in between.\n\
+         fe-meta: {}; ZooKeeper 3.8 (the anchors' zookeeper/run.sh): {zk_name}",
         ours.0
     );
     let doc = percentile_plot(

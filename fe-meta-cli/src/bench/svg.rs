@@ -73,7 +73,8 @@ const PANEL_W: f64 = 460.0;
 const PANEL_H: f64 = 330.0;
 const COLUMNS: usize = 2;
 const HEADER_H: f64 = 70.0;
-const FOOTER_H: f64 = 40.0;
+/// Height of one line of the note under the panels.
+const NOTE_LINE_H: f64 = 16.0;
 /// Plot area inside a panel: left, top, right, bottom margins.
 const MARGIN: (f64, f64, f64, f64) = (62.0, 34.0, 18.0, 46.0);
 /// The x ticks: (nines, label).
@@ -137,12 +138,14 @@ fn ms_label(v: f64) -> String {
     }
 }
 
-/// The SVG document: `title` on top with the legend, `note` at the bottom, the panels in
-/// rows of two.
+/// The SVG document: `title` on top with the legend, the panels in rows of two, `note` at
+/// the bottom (one text line per line of `note`).
 pub fn percentile_plot(title: &str, note: &str, panels: &[Panel]) -> String {
     let rows = panels.len().div_ceil(COLUMNS).max(1);
     let width = PANEL_W * COLUMNS as f64;
-    let height = HEADER_H + PANEL_H * rows as f64 + FOOTER_H;
+    let note_lines: Vec<&str> = note.lines().collect();
+    let footer_top = HEADER_H + PANEL_H * rows as f64;
+    let height = footer_top + NOTE_LINE_H * note_lines.len() as f64 + 12.0;
     let mut s = String::new();
     let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     let _ = writeln!(
@@ -165,12 +168,14 @@ pub fn percentile_plot(title: &str, note: &str, panels: &[Panel]) -> String {
         let y0 = HEADER_H + PANEL_H * (i / COLUMNS) as f64;
         draw_panel(&mut s, panel, x0, y0);
     }
-    let _ = writeln!(
-        s,
-        r##"<text class="note" x="10" y="{:.1}" font-size="11" fill="#444">{}</text>"##,
-        height - 16.0,
-        escape(note)
-    );
+    for (i, line) in note_lines.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text class="note" x="10" y="{:.1}" font-size="11" fill="#444">{}</text>"##,
+            footer_top + NOTE_LINE_H * (i + 1) as f64,
+            escape(line)
+        );
+    }
     s.push_str("</svg>\n");
     s
 }
@@ -427,7 +432,7 @@ mod tests {
                 series: vec![series("fe-meta", "#1f77b4", [0.9, 1.1, 2.3, 5.8, 38.0])],
             },
         ];
-        let doc = percentile_plot("W1 and W3 'latency'", "note: a < b", &panels);
+        let doc = percentile_plot("W1 and W3 'latency'", "note: a < b\nsecond line", &panels);
         let names = match check_xml(&doc) {
             Ok(n) => n,
             Err(e) => panic!("not well-formed: {e}\n{doc}"),
@@ -439,6 +444,7 @@ mod tests {
         assert_eq!(doc.matches(r#"data-series="ZooKeeper 3.8""#).count(), 2);
         assert_eq!(doc.matches(r#"<g class="legend">"#).count(), 2);
         assert!(doc.contains("W1 &lt;leader&gt; &amp; co"));
+        assert_eq!(doc.matches(r#"<text class="note""#).count(), 2);
         // The broken check is a real check.
         assert!(check_xml("<svg><g></svg>").is_err());
         assert!(check_xml("<svg a=b></svg>").is_err());
