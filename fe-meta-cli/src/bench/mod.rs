@@ -9,7 +9,8 @@
 //! size and load time with a million catalog entries), [`w6`] (write unavailability during an
 //! online membership change; like the anchors' W6 it is not part of `all` and changes the
 //! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables),
-//! [`histogram`] (latency buckets and their text bars), [`plot`] and [`svg`] (the SVG).
+//! [`output`] (where results go, and the SVG's inputs), [`histogram`] (latency buckets and
+//! their text bars), [`plot`] and [`svg`] (the SVG).
 //!
 //! INV-1: every workload is bounded in time; progress goes to stderr, results to stdout.
 //! INV-2: before each workload the machine must be idle (bounded wait, the reading printed);
@@ -24,13 +25,15 @@ mod failover;
 mod histogram;
 mod load;
 mod memory;
+mod output;
 mod plot;
 mod report;
 mod svg;
 mod w6;
+#[cfg(test)]
+mod xml_check;
 
 use std::future::Future;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,6 +43,7 @@ use super::{runtime, Failure};
 use cluster::Cluster;
 use cpu::{Quiet, Window};
 use fe_meta::client::{ClientError, ClientOptions};
+use output::{draw, file_name, plot_failure, Output};
 use report::Line;
 
 /// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9030..).
@@ -225,53 +229,10 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
     cluster.shutdown().await;
     out.finish();
     let drawn = match &args.svg {
-        Some(svg) => draw(args, svg, "this run", &out.lines),
+        Some(svg) => draw(args, svg, "this run", out.lines()),
         None => Ok(()),
     };
     result.and(drawn)
-}
-
-/// A results file as the SVG's note names it: its file name (the run's time stamp).
-fn file_name(path: &std::path::Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
-
-fn plot_failure(e: plot::PlotError) -> Failure {
-    Failure::other(format!("--svg: {e}"))
-}
-
-/// Writes the SVG of `ours` beside ZooKeeper's results (`--zookeeper-results` or the newest
-/// anchors' run; ours alone, with a warning, when there is none).
-fn draw(
-    args: &BenchArgs,
-    svg: &std::path::Path,
-    ours_from: &str,
-    ours: &[Line],
-) -> Result<(), Failure> {
-    let zk_path = args.zookeeper_results.clone().or_else(|| {
-        let anchor_out = std::env::var_os("ANCHOR_OUT").unwrap_or_else(|| "/tmp/anchor-out".into());
-        plot::newest_zookeeper_results(std::path::Path::new(&anchor_out))
-    });
-    let zk = match &zk_path {
-        Some(p) => Some((file_name(p), plot::read_results(p).map_err(plot_failure)?)),
-        None => {
-            progress(
-                "--svg: no ZooKeeper results found (--zookeeper-results); drawing fe-meta alone",
-            );
-            None
-        }
-    };
-    plot::write_svg(
-        svg,
-        (ours_from, ours),
-        zk.as_ref().map(|(p, l)| (p.as_str(), l.as_slice())),
-    )
-    .map_err(plot_failure)?;
-    progress(&format!("--svg: wrote {}", svg.display()));
-    Ok(())
 }
 
 fn header(args: &BenchArgs, cluster: &Cluster) -> String {
@@ -497,67 +458,4 @@ async fn measured(
     let mut line = r.map_err(Failure::from)?;
     line.add_cpu(window, quiet);
     Ok(line)
-}
-
-/// Where results go: RESULT lines as they come (then the human table), or one JSON document
-/// at the end.
-struct Output {
-    json: bool,
-    notes: Vec<String>,
-    lines: Vec<Line>,
-}
-
-impl Output {
-    fn new(json: bool) -> Output {
-        Output {
-            json,
-            notes: Vec::new(),
-            lines: Vec::new(),
-        }
-    }
-
-    fn note(&mut self, text: &str) {
-        if !self.json {
-            println!("{text}");
-            let _ = std::io::stdout().flush();
-        }
-        self.notes.push(text.to_owned());
-    }
-
-    fn line(&mut self, l: Line) {
-        if !self.json {
-            println!("{}", l.render());
-            let _ = std::io::stdout().flush();
-        }
-        self.lines.push(l);
-    }
-
-    fn result(&mut self, r: Result<Line, Failure>) -> Result<(), Failure> {
-        self.line(r?);
-        Ok(())
-    }
-
-    /// cpu.sh's comment line after an unsampled (fault) workload.
-    fn gate_note(&mut self, what: &str, q: Quiet, since: cpu::Stat) {
-        let (_, nice) = cpu::busy_between(since, cpu::stat());
-        let busy = q.busy.map_or("NA".to_owned(), |b| format!("{b:.2}"));
-        self.note(&format!(
-            "# {what}: pre_busy_cores={busy} quiet_wait_s={} nice_cores_during={nice:.2}",
-            q.waited_s
-        ));
-    }
-
-    fn finish(&self) {
-        if self.json {
-            let doc = serde_json::json!({
-                "notes": self.notes,
-                "results": self.lines.iter().map(Line::to_json).collect::<Vec<_>>(),
-            });
-            println!("{doc:#}");
-        } else {
-            println!();
-            print!("{}", report::human(&self.lines));
-            print!("{}", report::histograms(&self.lines));
-        }
-    }
 }
