@@ -8,7 +8,8 @@
 #   2. $ANCHORS/zookeeper/run.sh   ZooKeeper's W0..W5 (installs zookeeper from Debian if needed)
 #   3. fe-meta bench               our W0..W5 (release build) on a fresh 3-node cluster
 # and prints both tables side by side with ratios (ours / theirs) per figure, and the floor
-# (one fdatasync + two loopback round trips: the least a replicated durable write can cost).
+# (one fdatasync + two loopback round trips: the least a replicated durable write can cost),
+# and draws the W1 and W3 latency percentiles of both as an SVG (`fe-meta bench --svg`).
 #
 # Environment:
 #   FE_META_ANCHORS  the anchors folder (README.md, limits/, zookeeper/, common/);
@@ -18,6 +19,7 @@
 #                    3 10 3 100000 32 1000); a quick look: RUN=3 TRIALS=1 W5_TXNS=20000
 #   QUIET_CORES QUIET_MAX_WAIT   the idle-machine gate of both (defaults 0.15 cores, 180 s)
 #   SKIP_LIMITS=1 / SKIP_ZK=1 / SKIP_OURS=1   reuse the newest earlier result of that part
+#   SVG_OUT          the SVG of W1/W3 latency percentiles (default $ANCHOR_OUT/latency-w1-w3.svg)
 #   CARGO_TARGET_DIR  where the release build goes (default <repo>/target)
 #   FE_META_BIN      use this fe-meta binary instead of building one
 # Everything runs on 127.0.0.1; each step is wrapped in `timeout`. Do not build or test on the
@@ -156,3 +158,7 @@ PY
 echo
 echo "## fe-meta, rendered by the anchors' table.py"
 python3 "$ANCHORS/zookeeper/table.py" "$OURS_RAW"
+SVG_OUT=${SVG_OUT:-$ANCHOR_OUT/latency-w1-w3.svg}
+"$FE_META" bench --results "$OURS_RAW" --zookeeper-results "$ZK_RAW" --svg "$SVG_OUT"
+echo
+echo "W1/W3 latency percentiles, fe-meta and ZooKeeper: $SVG_OUT"

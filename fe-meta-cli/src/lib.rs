@@ -29,6 +29,7 @@ use clap::{Args, Parser, Subcommand};
 pub use client_cmds::ClientCommand;
 pub use exit::ExitCode;
 pub use local_cluster::{LocalClusterArgs, DEFAULT_BASE_PORT};
+pub use server_cmd::LogFormat;
 
 /// `127.0.0.1:<first client port of a default local-cluster>`.
 pub const DEFAULT_SERVER: &str = "127.0.0.1:9030";
@@ -82,7 +83,8 @@ fn secs(s: f64) -> Duration {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run one node (ZooKeeper-style zoo.cfg; logs to stderr, filter with RUST_LOG).
+    /// Run one node (ZooKeeper-style zoo.cfg; logs to stderr, filter with RUST_LOG; text, or
+    /// JSON lines with --log-format json).
     Server {
         /// The node's zoo.cfg.
         #[arg(long, short = 'c', value_name = "FILE")]
@@ -101,6 +103,10 @@ pub enum Command {
         /// belongs to the cluster starts from its own configuration.
         #[arg(long, value_name = "HOST:CLIENT_PORT")]
         helper: Option<String>,
+        /// Log line format on stderr: `text` (human-readable) or `json` (one JSON object per
+        /// line, for log shippers: timestamp, level, target, message, the event's fields).
+        #[arg(long, value_enum, env = "FE_META_LOG_FORMAT", default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Run a cluster of nodes on loopback as child processes, data under --dir (a second run
     /// reuses the folder, its data and its ports); Ctrl-C stops it.
@@ -109,7 +115,8 @@ pub enum Command {
     #[command(flatten)]
     Client(ClientCommand),
     /// Benchmark a fresh 3-node cluster (or an attached one) with the ZooKeeper anchors'
-    /// workloads W0-W5; RESULT lines and a table on stdout, progress on stderr.
+    /// workloads W0-W5; RESULT lines, a table and latency histograms on stdout, progress on
+    /// stderr; --svg draws W1/W3 latency percentiles beside ZooKeeper's.
     Bench(bench::BenchArgs),
 }
 
@@ -126,7 +133,12 @@ pub fn run(cli: Cli) -> ExitCode {
             config,
             bootstrap,
             helper,
-        } => server_cmd::run(&config, server_cmd::start_mode(bootstrap, helper)),
+            log_format,
+        } => server_cmd::run(
+            &config,
+            server_cmd::start_mode(bootstrap, helper),
+            log_format,
+        ),
         Command::LocalCluster(args) => local_cluster::run(&args),
         Command::Client(cmd) => client_cmds::run(cmd),
         Command::Bench(args) => bench::run(&args),

@@ -4,8 +4,10 @@
 //! after its first sync. `--helper` joins a running cluster through one of its members
 //! (`fe_meta::server::join`): it waits until this server was added, learns the cluster id, the
 //! configuration and the timing keys from the member, then syncs and serves.
-//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`);
-//! Ctrl-C (SIGINT) or SIGTERM stops the node cleanly (also while it waits to be added).
+//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`):
+//! human-readable text by default, or with `--log-format json` (or `FE_META_LOG_FORMAT=json`)
+//! one JSON object per line for log shippers ([`LogFormat`]). Ctrl-C (SIGINT) or SIGTERM
+//! stops the node cleanly (also while it waits to be added).
 //!
 //! INV: the process exits 0 after a clean stop, 1 with one line on stderr when the node cannot
 //! start, 4 ([`fe_meta::server::FATAL_EXIT_STATUS`]) when the node stopped on a fatal error
@@ -20,6 +22,8 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 use super::{runtime, ExitCode, Failure};
@@ -27,6 +31,44 @@ use fe_meta::server::{ServerError, StartMode, Stopped};
 
 /// How long the runtime's leftover blocking tasks may delay the exit.
 const RUNTIME_STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// How the server writes its log lines to stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines: time, level, target, message and fields (colours on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line for log shippers: `timestamp`, `level`, `target`, `message`,
+    /// the event's fields at the top level, and `span` (the current span and its fields).
+    Json,
+}
+
+/// The log subscriber of `format`, writing to `writer` (ANSI colours only in text, and only
+/// when `ansi`).
+fn subscriber<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    match format {
+        LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
+        LogFormat::Json => Box::new(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .finish(),
+        ),
+    }
+}
 
 /// The start mode of the command line's flags (clap refuses both at once).
 pub(super) fn start_mode(bootstrap: bool, helper: Option<String>) -> StartMode {
@@ -37,15 +79,17 @@ pub(super) fn start_mode(bootstrap: bool, helper: Option<String>) -> StartMode {
     }
 }
 
-/// Runs the node configured by `config` until Ctrl-C or SIGTERM.
-pub(super) fn run(config: &Path, mode: StartMode) -> Result<(), Failure> {
+/// Runs the node configured by `config` until Ctrl-C or SIGTERM, logging in `log_format`.
+pub(super) fn run(config: &Path, mode: StartMode, log_format: LogFormat) -> Result<(), Failure> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // A second init (tests calling this twice) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    let _ = subscriber(
+        log_format,
+        filter,
+        std::io::stderr,
+        std::io::stderr().is_terminal(),
+    )
+    .try_init();
     let rt = runtime()?;
     let ended = rt.block_on(fe_meta::server::run(config, mode, shutdown_signal()));
     rt.shutdown_timeout(RUNTIME_STOP_WAIT);
@@ -89,5 +133,73 @@ pub(super) async fn shutdown_signal() {
             }
         }
         Err(_) => ctrl_c.await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn log_with(format: LogFormat) -> String {
+        let out = Captured::default();
+        let writer = out.clone();
+        let sub = subscriber(
+            format,
+            EnvFilter::new("info"),
+            move || writer.clone(),
+            false,
+        );
+        tracing::subscriber::with_default(sub, || {
+            let span = tracing::info_span!("sync", learner = 2);
+            let _in = span.enter();
+            tracing::info!(zxid = 4096, mode = "DIFF", "snapshot loaded");
+            tracing::debug!("filtered out");
+        });
+        let text = out.0.lock().unwrap().clone();
+        String::from_utf8(text).unwrap()
+    }
+
+    #[test]
+    fn json_format_writes_one_object_per_line_with_the_fields() {
+        let text = log_with(LogFormat::Json);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["level"], "INFO");
+        assert_eq!(v["message"], "snapshot loaded");
+        assert_eq!(v["zxid"], 4096);
+        assert_eq!(v["mode"], "DIFF");
+        assert_eq!(v["span"]["name"], "sync");
+        assert_eq!(v["span"]["learner"], 2);
+        assert!(v["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("fe_meta_cli")));
+        assert!(v["timestamp"].as_str().is_some());
+    }
+
+    #[test]
+    fn text_format_stays_the_default_and_is_not_json() {
+        assert_eq!(LogFormat::default(), LogFormat::Text);
+        let text = log_with(LogFormat::Text);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("INFO") && text.contains("snapshot loaded zxid=4096"));
+        assert!(serde_json::from_str::<serde_json::Value>(text.trim()).is_err());
     }
 }

@@ -96,6 +96,23 @@ fn check_steady(w0: &Value, w2: &Value) {
         num(w2, "ops") > 0.0 && num(w2, "outstanding") == 50.0,
         "{w2}"
     );
+    // The latency histogram: every measured W0 read in exactly one bucket, bounds rising.
+    let buckets = w0["histogram"].as_array().expect("W0 has a histogram");
+    let total: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(total as f64, num(w0, "ops"), "{w0}");
+    let bounds: Vec<f64> = buckets
+        .iter()
+        .map(|b| b["le_us"].as_f64().unwrap())
+        .collect();
+    assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+    assert!(
+        bounds.last().copied().unwrap_or(0.0) >= num(w0, "max_us"),
+        "{w0}"
+    );
+    assert!(
+        w2["histogram"].as_array().is_some_and(|b| !b.is_empty()),
+        "{w2}"
+    );
 }
 
 fn check_failover(trial: &Value, summary: &Value) {

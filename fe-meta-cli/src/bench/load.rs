@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use super::report::{percentiles, Line};
+use super::report::{latencies, Line};
 use super::Params;
 use fe_meta::client::{Client, ClientError};
 
@@ -76,7 +76,7 @@ pub async fn closed_loop(
     }
     let mut line = Line::new(workload, label);
     rate(&mut line, lat.len(), p);
-    percentiles(&mut line, &mut lat);
+    latencies(&mut line, &mut lat);
     Ok(line)
 }
 
@@ -119,7 +119,7 @@ pub async fn pipelined(label: &str, endpoint: &str, p: &Params) -> Result<Line, 
         .set("ops_per_s", format!("{:.0}", done as f64 / secs(p)))
         .set("errors", errors)
         .set("issued", issued);
-    percentiles(&mut line, &mut lat);
+    latencies(&mut line, &mut lat);
     Ok(line)
 }
 
@@ -176,6 +176,6 @@ pub async fn concurrent(
         .set("servers", endpoints.len());
     rate(&mut line, all.len(), p);
     line.set("per_thread_min", min).set("per_thread_max", max);
-    percentiles(&mut line, &mut all);
+    latencies(&mut line, &mut all);
     Ok(line)
 }

@@ -8,7 +8,9 @@
 //! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
 //! size and load time with a million catalog entries), [`w6`] (write unavailability during an
 //! online membership change; like the anchors' W6 it is not part of `all` and changes the
-//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables).
+//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables),
+//! [`output`] (where results go, and the SVG's inputs), [`histogram`] (latency buckets and
+//! their text bars), [`plot`] and [`svg`] (the SVG).
 //!
 //! INV-1: every workload is bounded in time; progress goes to stderr, results to stdout.
 //! INV-2: before each workload the machine must be idle (bounded wait, the reading printed);
@@ -20,13 +22,18 @@ mod catchup;
 mod cluster;
 mod cpu;
 mod failover;
+mod histogram;
 mod load;
 mod memory;
+mod output;
+mod plot;
 mod report;
+mod svg;
 mod w6;
+#[cfg(test)]
+mod xml_check;
 
 use std::future::Future;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -36,6 +43,7 @@ use super::{runtime, Failure};
 use cluster::Cluster;
 use cpu::{Quiet, Window};
 use fe_meta::client::{ClientError, ClientOptions};
+use output::{draw, file_name, plot_failure, Output};
 use report::Line;
 
 /// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9030..).
@@ -97,9 +105,22 @@ pub struct BenchArgs {
     /// Seconds a request may take before the client gives up on it.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
-    /// Print one JSON document instead of RESULT lines and tables.
+    /// Print one JSON document instead of RESULT lines, tables and histograms.
     #[arg(long)]
     pub json: bool,
+    /// Also write an SVG of the W1 and W3 latency percentiles (p50, p90, p99, p99.9, max),
+    /// ours beside ZooKeeper's (from --zookeeper-results).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// ZooKeeper's RESULT lines for --svg: a raw-*.txt of the anchors' zookeeper/run.sh
+    /// [default: the newest $ANCHOR_OUT/zookeeper/results/raw-*.txt, ANCHOR_OUT defaulting to
+    /// /tmp/anchor-out; without one, ours alone is drawn]
+    #[arg(long, value_name = "FILE", requires = "svg")]
+    pub zookeeper_results: Option<PathBuf>,
+    /// With --svg: draw from this earlier run's output (its RESULT lines) instead of running
+    /// workloads; no cluster is launched.
+    #[arg(long, value_name = "FILE", requires = "svg")]
+    pub results: Option<PathBuf>,
 }
 
 /// The workload parameters every workload reads.
@@ -148,6 +169,10 @@ pub(crate) fn progress(msg: &str) {
 
 /// Runs `fe-meta bench`.
 pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
+    if let (Some(svg), Some(results)) = (&args.svg, &args.results) {
+        let ours = plot::read_results(results).map_err(plot_failure)?;
+        return draw(args, svg, &file_name(results), &ours);
+    }
     let mut selected: Vec<String> = Vec::new();
     for w in &args.workload {
         let w = w.trim().to_ascii_uppercase();
@@ -203,7 +228,11 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
     let result = workloads(&mut cluster, args, selected, p, &mut out).await;
     cluster.shutdown().await;
     out.finish();
-    result
+    let drawn = match &args.svg {
+        Some(svg) => draw(args, svg, "this run", out.lines()),
+        None => Ok(()),
+    };
+    result.and(drawn)
 }
 
 fn header(args: &BenchArgs, cluster: &Cluster) -> String {
@@ -429,66 +458,4 @@ async fn measured(
     let mut line = r.map_err(Failure::from)?;
     line.add_cpu(window, quiet);
     Ok(line)
-}
-
-/// Where results go: RESULT lines as they come (then the human table), or one JSON document
-/// at the end.
-struct Output {
-    json: bool,
-    notes: Vec<String>,
-    lines: Vec<Line>,
-}
-
-impl Output {
-    fn new(json: bool) -> Output {
-        Output {
-            json,
-            notes: Vec::new(),
-            lines: Vec::new(),
-        }
-    }
-
-    fn note(&mut self, text: &str) {
-        if !self.json {
-            println!("{text}");
-            let _ = std::io::stdout().flush();
-        }
-        self.notes.push(text.to_owned());
-    }
-
-    fn line(&mut self, l: Line) {
-        if !self.json {
-            println!("{}", l.render());
-            let _ = std::io::stdout().flush();
-        }
-        self.lines.push(l);
-    }
-
-    fn result(&mut self, r: Result<Line, Failure>) -> Result<(), Failure> {
-        self.line(r?);
-        Ok(())
-    }
-
-    /// cpu.sh's comment line after an unsampled (fault) workload.
-    fn gate_note(&mut self, what: &str, q: Quiet, since: cpu::Stat) {
-        let (_, nice) = cpu::busy_between(since, cpu::stat());
-        let busy = q.busy.map_or("NA".to_owned(), |b| format!("{b:.2}"));
-        self.note(&format!(
-            "# {what}: pre_busy_cores={busy} quiet_wait_s={} nice_cores_during={nice:.2}",
-            q.waited_s
-        ));
-    }
-
-    fn finish(&self) {
-        if self.json {
-            let doc = serde_json::json!({
-                "notes": self.notes,
-                "results": self.lines.iter().map(Line::to_json).collect::<Vec<_>>(),
-            });
-            println!("{doc:#}");
-        } else {
-            println!();
-            print!("{}", report::human(&self.lines));
-        }
-    }
 }

@@ -1,12 +1,18 @@
 //! The bench's output: RESULT lines with the keys of the anchors' ZkBench + cpu.sh (so
-//! `zookeeper/table.py` renders ours unchanged), a human table, or one JSON document.
+//! `zookeeper/table.py` renders ours unchanged), a human table and latency histograms, or one
+//! JSON document; and the reverse, RESULT lines read back from a results file (ours or the
+//! anchors' ZooKeeper run).
 //!
-//! INV: a [`Line`] keeps its keys in insertion order and renders `RESULT k=v ...`, quoting
-//! (shell style) a value that holds a space or a quote.
+//! INV-1: a [`Line`] keeps its keys in insertion order and renders `RESULT k=v ...`, quoting
+//! (shell style) a value that holds a space or a quote; [`Line::parse`] reads back what
+//! [`Line::render`] wrote (and ZkBench's lines, which `table.py` splits with `shlex`).
+//! INV-2: a line's histogram is in the JSON document and the human output, never in the
+//! RESULT line (whose keys stay ZkBench's).
 
 use std::fmt::Write as _;
 
 use super::cpu::{Quiet, Window};
+use super::histogram::{self, Bucket};
 
 /// One RESULT line.
 #[derive(Clone, Debug, Default)]
@@ -14,6 +20,22 @@ pub struct Line {
     fields: Vec<(String, String)>,
     /// A bare word after the workload/label (W4's `summary`).
     flag: Option<String>,
+    /// The latency histogram of a workload with per-operation latencies (else empty).
+    histogram: Vec<Bucket>,
+}
+
+/// Why a RESULT line could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    /// The line does not start with `RESULT `.
+    #[error("not a RESULT line")]
+    NotResult,
+    /// A quoted value has no closing quote.
+    #[error("unterminated quote")]
+    UnterminatedQuote,
+    /// A word after the workload/label that is neither `key=value` nor the one bare flag.
+    #[error("unexpected word `{0}`")]
+    UnexpectedWord(String),
 }
 
 impl Line {
@@ -89,7 +111,26 @@ impl Line {
         s
     }
 
-    /// The line as a JSON object (numbers where the value parses as one).
+    /// Reads `RESULT k=v ... [flag] ...` as [`Line::render`] or ZkBench writes it.
+    pub fn parse(text: &str) -> Result<Line, ParseError> {
+        let rest = text.strip_prefix("RESULT ").ok_or(ParseError::NotResult)?;
+        let mut line = Line::default();
+        for word in split_words(rest)? {
+            match word.split_once('=') {
+                Some((k, v)) => {
+                    line.set(k, v);
+                }
+                None if line.flag.is_none() => {
+                    line.flag(&word);
+                }
+                None => return Err(ParseError::UnexpectedWord(word)),
+            }
+        }
+        Ok(line)
+    }
+
+    /// The line as a JSON object (numbers where the value parses as one), with its latency
+    /// histogram (`histogram: [{le_us, count}, ...]`) when it has one.
     pub fn to_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
         for (k, v) in &self.fields {
@@ -102,8 +143,62 @@ impl Line {
         if let Some(f) = &self.flag {
             m.insert(f.clone(), serde_json::json!(true));
         }
+        if !self.histogram.is_empty() {
+            let buckets: Vec<serde_json::Value> = self
+                .histogram
+                .iter()
+                .map(|b| serde_json::json!({"le_us": b.upper_ns as f64 / 1e3, "count": b.count}))
+                .collect();
+            m.insert("histogram".to_owned(), serde_json::Value::Array(buckets));
+        }
         serde_json::Value::Object(m)
     }
+}
+
+/// Splits shell style: words separated by spaces; `"..."` (with `\\` and `\"` escapes) and
+/// `'...'` quote spaces; quotes may start mid-word (`info="a b"`).
+fn split_words(text: &str) -> Result<Vec<String>, ParseError> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => words.extend(word.take()),
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => w.push(chars.next().ok_or(ParseError::UnterminatedQuote)?),
+                        Some(x) => w.push(x),
+                        None => return Err(ParseError::UnterminatedQuote),
+                    }
+                }
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => w.push(x),
+                        None => return Err(ParseError::UnterminatedQuote),
+                    }
+                }
+            }
+            x => word.get_or_insert_with(String::new).push(x),
+        }
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+/// The RESULT lines of a results file (other lines, e.g. `#` notes and tables, skipped).
+pub fn parse_results(text: &str) -> Result<Vec<Line>, (usize, ParseError)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("RESULT "))
+        .map(|(i, l)| Line::parse(l.trim_end()).map_err(|e| (i + 1, e)))
+        .collect()
 }
 
 fn quote(v: &str) -> String {
@@ -115,8 +210,9 @@ fn quote(v: &str) -> String {
 }
 
 /// Latency percentiles as ZkBench prints them (`p50_us=.. p90_us=.. p99_us=.. p999_us=..
-/// max_us=.. mean_us=..`, `NA` without samples); sorts `nanos`.
-pub fn percentiles(line: &mut Line, nanos: &mut [u64]) {
+/// max_us=.. mean_us=..`, `NA` without samples), and the latency histogram; sorts `nanos`.
+pub fn latencies(line: &mut Line, nanos: &mut [u64]) {
+    line.histogram = histogram::buckets(nanos);
     const KEYS: [&str; 6] = ["p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"];
     if nanos.is_empty() {
         for k in KEYS {
@@ -141,6 +237,22 @@ pub fn percentiles(line: &mut Line, nanos: &mut [u64]) {
     ]) {
         line.set(k, format!("{v:.0}"));
     }
+}
+
+/// The etcd-style latency histogram of every line that has one.
+pub fn histograms(lines: &[Line]) -> String {
+    let mut s = String::new();
+    for l in lines.iter().filter(|l| !l.histogram.is_empty()) {
+        let title = format!(
+            "{} {}: response time histogram ({} ops; bucket upper bounds)",
+            l.get("workload").unwrap_or(""),
+            l.get("label").unwrap_or(""),
+            l.histogram.iter().map(|b| b.count).sum::<u64>(),
+        );
+        s.push('\n');
+        s.push_str(&histogram::render(&title, &l.histogram));
+    }
+    s
 }
 
 /// The human table of every line (W0–W3 rows, W4 trials and summary, W5, memory).
@@ -308,14 +420,63 @@ mod tests {
         );
         let mut p = Line::new("W1", "x");
         let mut v: Vec<u64> = (1..=1000).rev().map(|i| i * 1000).collect();
-        percentiles(&mut p, &mut v);
+        latencies(&mut p, &mut v);
         // ZkBench: s[round(p * (n - 1))] / 1e3 µs.
         assert_eq!(p.get("p50_us"), Some("501"));
         assert_eq!(p.get("p99_us"), Some("990"));
         assert_eq!(p.get("max_us"), Some("1000"));
         let mut e = Line::new("W0", "y");
-        percentiles(&mut e, &mut []);
+        latencies(&mut e, &mut []);
         assert_eq!(e.get("p999_us"), Some("NA"));
+        assert!(e.histogram.is_empty() && e.to_json().get("histogram").is_none());
         assert_eq!(l.to_json()["trials"], serde_json::json!(3.0));
+        // 1..=1000 µs: buckets 1 µs .. 1 ms, every sample counted.
+        let h = p.to_json()["histogram"].clone();
+        let h = h.as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            h.first().map(|b| b["le_us"].clone()),
+            Some(serde_json::json!(1.0))
+        );
+        assert_eq!(
+            h.last().map(|b| b["le_us"].clone()),
+            Some(serde_json::json!(1000.0))
+        );
+        let total: u64 = h.iter().filter_map(|b| b["count"].as_u64()).sum();
+        assert_eq!(total, 1000);
+        assert!(histograms(&[p.clone(), e]).contains("W1 x: response time histogram (1000 ops"));
+        assert!(!p.render().contains("histogram"));
+    }
+
+    #[test]
+    fn rendered_and_zkbench_lines_parse_back() {
+        let mut l = Line::new("W5-sync", "ens-set");
+        l.set("info", "SNAP \"x\" 'y'")
+            .set("ms", 12)
+            .flag("summary");
+        let back = Line::parse(&l.render()).unwrap();
+        assert_eq!(back.render(), l.render());
+        assert_eq!(back.get("info"), Some("SNAP \"x\" 'y'"));
+        let zk = Line::parse("RESULT workload=W1 label=ens-leader ops=7150 p99_us=4213 info='a b'")
+            .unwrap();
+        assert_eq!(zk.get("p99_us"), Some("4213"));
+        assert_eq!(zk.get("info"), Some("a b"));
+        assert_eq!(Line::parse("# note").err(), Some(ParseError::NotResult));
+        assert_eq!(
+            Line::parse("RESULT workload=W1 info=\"open").err(),
+            Some(ParseError::UnterminatedQuote)
+        );
+        assert_eq!(
+            Line::parse("RESULT workload=W4 a b").err(),
+            Some(ParseError::UnexpectedWord("b".to_owned()))
+        );
+        let text =
+            "# run\nRESULT workload=W0 label=x p50_us=5\n| table |\nRESULT workload=W1 label=y\n";
+        let lines = parse_results(text).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].get("label"), Some("y"));
+        assert_eq!(
+            parse_results("RESULT a=\"b").map(|_| ()),
+            Err((1, ParseError::UnterminatedQuote))
+        );
     }
 }
