@@ -18,6 +18,8 @@
 //! non-record ends the scan.
 //! INV-2: accepted zxids are strictly increasing and the first one equals the segment's base.
 
+use std::path::Path;
+
 use zab_core::{TxnKind, Zxid};
 
 use crate::error::{Result, StoreError};
@@ -62,10 +64,53 @@ pub struct Scanned {
     pub torn: Option<TornTail>,
 }
 
+/// A segment's bytes with the name they are checked against: a mapped [`Segment`] during
+/// recovery, or a file read into memory by the offline reader (`offline`), which never writes.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentBytes<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// The zxid its name promises for the first record.
+    pub base: Zxid,
+    /// The whole file (header included).
+    pub bytes: &'a [u8],
+}
+
+impl<'a> SegmentBytes<'a> {
+    /// The bytes of a mapped segment.
+    pub fn of(seg: &'a Segment) -> SegmentBytes<'a> {
+        SegmentBytes {
+            path: seg.path(),
+            base: seg.base(),
+            bytes: seg.bytes(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+
+    fn base(&self) -> Zxid {
+        self.base
+    }
+}
+
 /// Scans `seg`, whose records must all be greater than `after`.
 pub fn scan(seg: &Segment, after: Zxid, is_last: bool) -> Result<Scanned> {
-    let bytes = seg.bytes();
     let mut out = Scanned::default();
+    scan_into(&SegmentBytes::of(seg), after, is_last, &mut out)?;
+    Ok(out)
+}
+
+/// [`scan`] over any segment bytes, filling `out`; on an error `out.records` still holds every
+/// valid record before the bad position (the offline reader lists them).
+pub fn scan_into(
+    seg: &SegmentBytes<'_>,
+    after: Zxid,
+    is_last: bool,
+    out: &mut Scanned,
+) -> Result<()> {
+    let bytes = seg.bytes;
     let mut off = SEGMENT_HEADER_LEN;
     let mut last = after;
     loop {
@@ -113,18 +158,19 @@ pub fn scan(seg: &Segment, after: Zxid, is_last: bool) -> Result<Scanned> {
                 Some(off + total_len),
             ),
         };
+        out.end = off;
         out.torn = Some(torn_or_corrupt(seg, off, reason, hint, last, is_last)?);
         break;
     }
     out.end = off;
-    Ok(out)
+    Ok(())
 }
 
 /// At `off`, the first position of `seg` that holds no valid record (for `reason`; `hint` is
 /// where the bad record claims to end, `last` the zxid of the record before it): the torn tail
 /// to cut, or the corruption error, by the module's rules.
 fn torn_or_corrupt(
-    seg: &Segment,
+    seg: &SegmentBytes<'_>,
     off: usize,
     reason: String,
     hint: Option<usize>,
@@ -138,7 +184,7 @@ fn torn_or_corrupt(
             format!("{reason} (not the last segment, so not a torn write)"),
         ));
     }
-    let bytes = seg.bytes();
+    let bytes = seg.bytes;
     if let Some(next) = find_valid_after(bytes, off, hint, last) {
         if !has_unwritten_page(bytes, off, next) {
             return Err(StoreError::corrupt(
@@ -153,7 +199,7 @@ fn torn_or_corrupt(
     Ok(torn(bytes, off, reason))
 }
 
-fn check_order(seg: &Segment, off: usize, zxid: Zxid, last: Zxid, first: bool) -> Result<()> {
+fn check_order(seg: &SegmentBytes<'_>, off: usize, zxid: Zxid, last: Zxid, first: bool) -> Result<()> {
     if first && zxid != seg.base() {
         return Err(StoreError::corrupt(
             seg.path(),

@@ -248,7 +248,7 @@ fn encode_header(out: &mut [u8; SEGMENT_HEADER_LEN], base: Zxid, prev: Zxid) {
     BigEndian::write_u32(&mut out[28..32], crc);
 }
 
-fn decode_header(h: &[u8], path: &Path) -> Result<(Zxid, Zxid)> {
+pub(crate) fn decode_header(h: &[u8], path: &Path) -> Result<(Zxid, Zxid)> {
     if &h[0..4] != MAGIC {
         return Err(StoreError::corrupt(
             path,
