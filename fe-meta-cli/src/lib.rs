@@ -5,7 +5,8 @@
 //! Module map: [`exit`] (exit codes), `client_cmds` (client commands → output), `render`
 //! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
 //! `server_cmd` (the node process: tracing, signals), `bench` (the ZooKeeper anchors'
-//! workloads against a launched or attached cluster).
+//! workloads against a launched or attached cluster), `offline` (tools that read a data dir or
+//! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`).
 //!
 //! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
 //! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
@@ -18,6 +19,7 @@ mod bench;
 mod client_cmds;
 pub mod exit;
 mod local_cluster;
+mod offline;
 mod render;
 mod server_cmd;
 
@@ -118,6 +120,21 @@ pub enum Command {
     /// workloads W0-W5; RESULT lines, a table and latency histograms on stdout, progress on
     /// stderr; --svg draws W1/W3 latency percentiles beside ZooKeeper's.
     Bench(bench::BenchArgs),
+    /// Offline: print every record of a txn log directory (zxid, kind, length, the decoded
+    /// journal op or configuration, hex when it does not decode), then its segments and state
+    /// (last valid zxid, torn tail, corruption). Reads only; exits 1 when a node would refuse
+    /// to start from the log.
+    DumpLog(offline::DumpLogArgs),
+    /// Offline: what a node would do at start from its data dir: snapshots (checked), the log's
+    /// range and state, the epochs, the cluster id, REMOVED, joinConfiguration and the
+    /// configuration it would use. Reads only; exits 1 when the node would refuse to start.
+    Inspect(offline::InspectArgs),
+    /// Offline: check a zoo.cfg as `fe-meta server` would load it (with dataDir/myid) and list
+    /// every error, not only the first; prints the effective configuration when it is fine.
+    CheckConfig(offline::CheckConfigArgs),
+    /// Offline: check a snapshot file (or a bare fe-meta image) end to end: CRCs, the image's
+    /// structure, its journal id and state digest. Exits 1 when it is invalid.
+    VerifyImage(offline::VerifyImageArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -142,6 +159,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::LocalCluster(args) => local_cluster::run(&args),
         Command::Client(cmd) => client_cmds::run(cmd),
         Command::Bench(args) => bench::run(&args),
+        Command::DumpLog(args) => offline::dump_log(&args),
+        Command::Inspect(args) => offline::inspect(&args),
+        Command::CheckConfig(args) => offline::check_config(&args),
+        Command::VerifyImage(args) => offline::verify_image(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,
