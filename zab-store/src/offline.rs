@@ -60,7 +60,8 @@ pub struct OfflineSegment {
 /// What keeps the log from being a clean sequence of records (see INV-3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogDamage {
-    /// The last segment ends in a torn write: recovery would cut it and start.
+    /// The last segment ends in a torn write (or the file was cut inside a record): recovery
+    /// ends the log there and starts.
     TornTail {
         /// The segment.
         path: PathBuf,
@@ -259,6 +260,22 @@ fn read_segment(
             offset: SEGMENT_HEADER_LEN as u64,
             reason: "segment holds no record but later segments exist".to_string(),
         });
+    }
+    let rest = bytes.get(scanned.end..).unwrap_or_default();
+    if is_last && scanned.torn.is_none() && rest.len() < HEADER_LEN {
+        // Too short for a header: recovery takes the segment as full and ends the log here;
+        // non-zero bytes mean the file was cut inside a record.
+        if let Some(last_nonzero) = rest.iter().rposition(|&b| b != 0) {
+            log.damage = Some(LogDamage::TornTail {
+                path: path.to_path_buf(),
+                offset: scanned.end as u64,
+                bytes: last_nonzero as u64 + 1,
+                reason: format!(
+                    "the file ends {} bytes into a record header (cut short)",
+                    rest.len()
+                ),
+            });
+        }
     }
     if let Some(t) = scanned.torn {
         log.damage = Some(LogDamage::TornTail {

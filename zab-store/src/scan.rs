@@ -199,7 +199,13 @@ fn torn_or_corrupt(
     Ok(torn(bytes, off, reason))
 }
 
-fn check_order(seg: &SegmentBytes<'_>, off: usize, zxid: Zxid, last: Zxid, first: bool) -> Result<()> {
+fn check_order(
+    seg: &SegmentBytes<'_>,
+    off: usize,
+    zxid: Zxid,
+    last: Zxid,
+    first: bool,
+) -> Result<()> {
     if first && zxid != seg.base() {
         return Err(StoreError::corrupt(
             seg.path(),

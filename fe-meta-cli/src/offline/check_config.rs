@@ -42,9 +42,8 @@ pub struct CheckConfigArgs {
 
 /// Runs `check-config`: the errors (exit 1) or the effective configuration.
 pub fn run(args: &CheckConfigArgs) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(&args.config).map_err(|e| {
-        Failure::other(format!("cannot read {}: {e}", args.config.display()))
-    })?;
+    let text = std::fs::read_to_string(&args.config)
+        .map_err(|e| Failure::other(format!("cannot read {}: {e}", args.config.display())))?;
     let outcome = check(&text);
     if args.json {
         let doc = match &outcome {

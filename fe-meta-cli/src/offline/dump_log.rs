@@ -95,8 +95,10 @@ pub fn run(args: &DumpLogArgs) -> Result<(), Failure> {
             "records={} printed={printed} floor={} first={} last_valid={}\nstate: {}\n",
             log.records,
             log.floor,
-            log.first_zxid.map_or_else(|| "none".into(), |z| z.to_string()),
-            log.last_zxid.map_or_else(|| "none".into(), |z| z.to_string()),
+            log.first_zxid
+                .map_or_else(|| "none".into(), |z| z.to_string()),
+            log.last_zxid
+                .map_or_else(|| "none".into(), |z| z.to_string()),
             log_state_line(&log)
         ));
         write_out(&mut out, &text, &mut write_err);

@@ -64,7 +64,10 @@ struct Findings {
 pub fn run(args: &InspectArgs) -> Result<(), Failure> {
     let dir = &args.dir;
     if !dir.is_dir() {
-        return Err(Failure::other(format!("{} is not a directory", dir.display())));
+        return Err(Failure::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
     }
     let log_dir = args.log_dir.as_deref().unwrap_or(dir);
     let f = inspect(dir, log_dir)?;
@@ -155,11 +158,15 @@ fn read_join_file(path: &Path) -> Result<Option<Membership>, String> {
         .ok_or_else(|| bad("bad magic"))?;
     let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(|| bad("short"))?;
     let len = u32::from_be_bytes(*len) as usize;
-    let section = rest.get(..len).ok_or_else(|| bad("shorter than its length"))?;
+    let section = rest
+        .get(..len)
+        .ok_or_else(|| bad("shorter than its length"))?;
     if rest.len() != len {
         return Err(bad("bytes after the configuration"));
     }
-    let (version, encoded) = section.split_first_chunk::<8>().ok_or_else(|| bad("short"))?;
+    let (version, encoded) = section
+        .split_first_chunk::<8>()
+        .ok_or_else(|| bad("short"))?;
     Membership::decode(Zxid(u64::from_be_bytes(*version)), encoded)
         .map(Some)
         .map_err(|e| bad(&e.to_string()))
@@ -203,7 +210,10 @@ fn plan(f: &Findings) -> Plan {
         ("none".to_string(), 0)
     } else {
         let n = f.records_after_snapshot;
-        (format!("replays {n} records after {snap_zxid} up to {last}"), n)
+        (
+            format!("replays {n} records after {snap_zxid} up to {last}"),
+            n,
+        )
     };
     if let Ok(Some(version)) = f.removed {
         refusal.get_or_insert(format!(
@@ -240,7 +250,10 @@ fn to_text(dir: &Path, f: &Findings, p: &Plan) -> String {
     s.push_str(&format!(
         "cluster id: {}\n",
         show(
-            &f.cluster_id.as_ref().map(|c| c.map(|c| format!("{c:#x}"))).map_err(Clone::clone),
+            &f.cluster_id
+                .as_ref()
+                .map(|c| c.map(|c| format!("{c:#x}")))
+                .map_err(Clone::clone),
             "none (no VERSION file)"
         )
     ));
@@ -278,16 +291,14 @@ fn to_text(dir: &Path, f: &Findings, p: &Plan) -> String {
         log.segments.len(),
         log.records,
         log.floor,
-        log.last_zxid.map_or_else(|| "none".into(), |z| z.to_string()),
+        log.last_zxid
+            .map_or_else(|| "none".into(), |z| z.to_string()),
         log_state_line(log)
     ));
     for (zxid, conf) in &f.log_configurations {
         s.push_str(&format!("  configuration record at {zxid}: {conf}\n"));
     }
-    s.push_str(&format!(
-        "joinConfiguration: {}\n",
-        show(&f.join, "none")
-    ));
+    s.push_str(&format!("joinConfiguration: {}\n", show(&f.join, "none")));
     s.push_str(&format!(
         "start: loads {}; {}\nconfiguration: {}\n",
         p.snapshot

@@ -97,7 +97,7 @@ pub fn log_state_line(log: &OfflineLog) -> String {
             reason,
         }) => format!(
             "torn tail in {} at offset {offset}: {bytes} bytes after the last valid record \
-             ({reason}); a start cuts it there",
+             ({reason}); a start ends the log there",
             path.display()
         ),
         Some(LogDamage::Corrupt {
