@@ -265,3 +265,23 @@ fn effective(c: &ServerConfig) -> Vec<(String, String)> {
     ]);
     v
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A bad required value is one error (not also "missing"); a missing one is listed; both
+    /// with the errors after them.
+    #[test]
+    fn a_bad_or_missing_required_key_is_listed_once_and_checking_goes_on() {
+        let text = "tickTime=x\ninitLimit=10\nserver.1=127.0.0.1:2888:3888;9031\nclusterId=1\n\
+                    nope=1\n";
+        let errors = check(text).unwrap_err();
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(errors[0].contains("line 1") && errors[0].contains("tickTime"));
+        assert!(errors[1].contains("line 5") && errors[1].contains("nope"));
+        assert!(errors[2].contains("missing") && errors[2].contains("syncLimit"));
+        assert!(errors[3].contains("missing") && errors[3].contains("dataDir"));
+    }
+}

@@ -344,3 +344,40 @@ fn to_json(f: &Findings, p: &Plan) -> Value {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::BTreeMap;
+    use zab_core::{LearnerType, ServerId};
+
+    /// The join file as zab-net writes it: magic, length, version, configuration.
+    fn join_file_bytes(m: &Membership) -> Vec<u8> {
+        let body = m.encode();
+        let mut v = JOIN_MAGIC.to_vec();
+        v.extend_from_slice(&u32::try_from(8 + body.len()).unwrap().to_be_bytes());
+        v.extend_from_slice(&m.version.0.to_be_bytes());
+        v.extend_from_slice(&body);
+        v
+    }
+
+    #[test]
+    fn the_join_file_reads_back_and_damage_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join(JOIN_FILE);
+        assert_eq!(read_join_file(&path).unwrap(), None, "absent");
+        let types: BTreeMap<_, _> = [(ServerId(1), LearnerType::Participant)].into();
+        let addrs: BTreeMap<_, _> = [(ServerId(1), "127.0.0.1:1:2".to_string())].into();
+        let mut m = Membership::bootstrap(&types, &addrs);
+        m.version = Zxid(0x1_0000_0005);
+        let bytes = join_file_bytes(&m);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_join_file(&path).unwrap(), Some(m));
+        for cut in [2, 6, bytes.len() - 1] {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let e = read_join_file(&path).unwrap_err();
+            assert!(e.contains("does not decode"), "{cut}: {e}");
+        }
+    }
+}
