@@ -199,6 +199,13 @@ fn dump_log_names_the_zxid_of_a_damaged_record() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("would not start"), "{stderr}");
+
+    // inspect agrees: a node would refuse this data dir, and says why.
+    let out = fe_meta(&["inspect", d.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("would start: NO: txn log: CORRUPT"), "{text}");
+    assert_eq!(std::fs::read(&seg).unwrap(), bytes, "nothing was repaired");
 }
 
 #[test]

@@ -38,6 +38,12 @@
 //! zab_store::purge(&dd.snaps, &writer, snap_retain_count)?;                // LogEvent::Purged
 //! ```
 //!
+//! # Reading a data dir offline
+//! [`read_log`] walks a log directory read-only (for `dump-log` / `inspect` style tools): every
+//! valid record in order, then an [`OfflineLog`] with the segments and the first damage,
+//! classified as recovery would ([`LogDamage`]); it never cuts, zeroes or removes anything.
+//! Snapshots are checked with [`SnapshotReader`] (read to the end: the whole-file CRC).
+//!
 //! # What is simulated in the tests
 //! The property test (`tests/log_model.rs`) models a crash as "the last durable image plus a
 //! random subset of the 4 KiB pages written since", with `force_sync = false`; it checks the
