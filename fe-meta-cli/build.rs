@@ -63,8 +63,14 @@ fn watch_git_files() {
     }
     if let Some(root) = git(&["rev-parse", "--show-toplevel"]) {
         let root = Path::new(&root);
-        println!("cargo:rerun-if-changed={}", root.join("Cargo.toml").display());
-        println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join("Cargo.toml").display()
+        );
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join("Cargo.lock").display()
+        );
         for dir in SOURCE_DIRS {
             for part in ["src", "Cargo.toml"] {
                 let path = root.join(dir).join(part);

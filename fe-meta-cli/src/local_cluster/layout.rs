@@ -241,8 +241,8 @@ mod tests {
     /// election 3888, admin 8080, metrics 7000, secure client 2281) and Prometheus (server
     /// 9090, Pushgateway 9091, Alertmanager 9093 and 9094, node_exporter 9100).
     const TAKEN: [u16; 22] = [
-        8030, 9010, 9020, 9030, 6090, 8040, 9050, 8060, 9060, 9070, 8050, 2181, 2888, 3888,
-        8080, 7000, 2281, 9090, 9091, 9093, 9094, 9100,
+        8030, 9010, 9020, 9030, 6090, 8040, 9050, 8060, 9060, 9070, 8050, 2181, 2888, 3888, 8080,
+        7000, 2281, 9090, 9091, 9093, 9094, 9100,
     ];
 
     #[test]
@@ -266,8 +266,14 @@ mod tests {
         }
         assert_eq!(ports.len(), 9 * (2 + 9 * 3), "{ports:?}");
         for port in ports {
-            assert!(!TAKEN.contains(&port), "port {port} is a neighbour's default");
-            assert!((9630..9940).contains(&port), "port {port} outside 9630..9939");
+            assert!(
+                !TAKEN.contains(&port),
+                "port {port} is a neighbour's default"
+            );
+            assert!(
+                (9630..9940).contains(&port),
+                "port {port} outside 9630..9939"
+            );
         }
     }
 }
