@@ -33,14 +33,27 @@ pub use exit::ExitCode;
 pub use local_cluster::{LocalClusterArgs, DEFAULT_BASE_PORT};
 pub use server_cmd::LogFormat;
 
-/// `127.0.0.1:<first client port of a default local-cluster>`.
-pub const DEFAULT_SERVER: &str = "127.0.0.1:9030";
+/// `127.0.0.1:<first client port of a default local-cluster>` ([`DEFAULT_BASE_PORT`]).
+pub const DEFAULT_SERVER: &str = "127.0.0.1:9630";
+
+/// The commit this binary was built from: a short hash, `-dirty` appended when tracked files
+/// differed from it, or `unknown` (built without git; see `build.rs`).
+pub const COMMIT: &str = env!("FE_META_COMMIT");
+
+/// What `fe-meta --version` prints after the name, and the server logs at start:
+/// `0.1.0 (commit 43e3218)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FE_META_COMMIT"),
+    ")"
+);
 
 /// The `fe-meta` command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "fe-meta",
-    version,
+    version = VERSION,
     about = "A replicated metadata service (Doris/StarRocks frontend style) on ZAB",
     after_help = exit::help_text()
 )]

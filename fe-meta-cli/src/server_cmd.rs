@@ -4,7 +4,8 @@
 //! after its first sync. `--helper` joins a running cluster through one of its members
 //! (`fe_meta::server::join`): it waits until this server was added, learns the cluster id, the
 //! configuration and the timing keys from the member, then syncs and serves.
-//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`):
+//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`); the
+//! first line names the version and the commit the binary was built from (`build.rs`). Lines are
 //! human-readable text by default, or with `--log-format json` (or `FE_META_LOG_FORMAT=json`)
 //! one JSON object per line for log shippers ([`LogFormat`]). Ctrl-C (SIGINT) or SIGTERM
 //! stops the node cleanly (also while it waits to be added).
@@ -90,6 +91,13 @@ pub(super) fn run(config: &Path, mode: StartMode, log_format: LogFormat) -> Resu
         std::io::stderr().is_terminal(),
     )
     .try_init();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        commit = super::COMMIT,
+        config = %config.display(),
+        "fe-meta {} starting",
+        super::VERSION
+    );
     let rt = runtime()?;
     let ended = rt.block_on(fe_meta::server::run(config, mode, shutdown_signal()));
     rt.shutdown_timeout(RUNTIME_STOP_WAIT);

@@ -46,7 +46,7 @@ use fe_meta::client::{ClientError, ClientOptions};
 use output::{draw, file_name, plot_failure, Output};
 use report::Line;
 
-/// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9030..).
+/// Client port of node 1 of a launched bench cluster (clear of local-cluster's 9630..9939).
 pub const DEFAULT_BENCH_BASE_PORT: u16 = 19030;
 
 const ALL: [&str; 6] = ["W0", "W1", "W2", "W3", "W4", "W5"];

@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Ports from `basePort` B, node N = 1..: client B+N-1, quorum B+100+N-1, election B+200+N-1,
-//! admin HTTP B+300+N-1 on 127.0.0.1 (default B = 9030: clients on 9030.., quorum 9130..,
-//! election 9230.., admin 9330..).
+//! admin HTTP B+300+N-1 on 127.0.0.1 (default B = 9630: clients on 9630.., quorum 9730..,
+//! election 9830.., admin 9930..; clear of the default ports of Doris and StarRocks, which a
+//! metadata service runs beside, of ZooKeeper and of the Prometheus server's own).
 //!
 //! INV-1: an existing folder is never rewritten: its manifest decides nodes, ports and cluster
 //! id, so a second run finds the same data under the same identity.
@@ -231,5 +232,48 @@ mod tests {
         assert_eq!(again.base_port, 20000);
         assert_eq!(again.cluster_id, first.cluster_id);
         assert_eq!(again.nodes[2].endpoint(), "127.0.0.1:20002");
+    }
+
+    /// Default ports of the services a metadata service runs beside or is compared with:
+    /// Doris and StarRocks FE (http 8030, edit log 9010, rpc 9020, MySQL query 9030, cloud
+    /// meta 6090) and BE/CN (http 8040, heartbeat 9050, brpc 8060, be 9060, starlet and
+    /// single-replica load 9070, https and download 8050), ZooKeeper (client 2181, quorum 2888,
+    /// election 3888, admin 8080, metrics 7000, secure client 2281) and Prometheus (server
+    /// 9090, Pushgateway 9091, Alertmanager 9093 and 9094, node_exporter 9100).
+    const TAKEN: [u16; 22] = [
+        8030, 9010, 9020, 9030, 6090, 8040, 9050, 8060, 9060, 9070, 8050, 2181, 2888, 3888, 8080,
+        7000, 2281, 9090, 9091, 9093, 9094, 9100,
+    ];
+
+    #[test]
+    fn the_default_ports_of_the_largest_local_cluster_are_not_taken_by_neighbours() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout =
+            open_or_create(tmp.path(), NODES_MAX, super::super::DEFAULT_BASE_PORT).unwrap();
+        let mut ports = Vec::new();
+        for node in &layout.nodes {
+            ports.extend([node.client_port, node.admin_port]);
+            let cfg = fs::read_to_string(&node.config).unwrap();
+            for line in cfg.lines().filter(|l| l.starts_with("server.")) {
+                // server.N=127.0.0.1:QUORUM:ELECTION;127.0.0.1:CLIENT
+                let addr = line.split_once('=').unwrap().1;
+                let (peer, client) = addr.split_once(';').unwrap();
+                let mut parts = peer.split(':').skip(1);
+                for p in [parts.next(), parts.next(), client.rsplit(':').next()] {
+                    ports.push(p.unwrap().parse().unwrap());
+                }
+            }
+        }
+        assert_eq!(ports.len(), 9 * (2 + 9 * 3), "{ports:?}");
+        for port in ports {
+            assert!(
+                !TAKEN.contains(&port),
+                "port {port} is a neighbour's default"
+            );
+            assert!(
+                (9630..9940).contains(&port),
+                "port {port} outside 9630..9939"
+            );
+        }
     }
 }

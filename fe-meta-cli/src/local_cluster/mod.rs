@@ -28,8 +28,10 @@ use fe_meta::protocol::{Mode, StatusInfo};
 use layout::Layout;
 use procs::Children;
 
-/// Client port of node 1 in a default local cluster.
-pub const DEFAULT_BASE_PORT: u16 = 9030;
+/// Client port of node 1 in a default local cluster: clients on 9630.., quorum 9730..,
+/// election 9830.., admin HTTP 9930.. (not 9030, the MySQL query port of Doris' and
+/// StarRocks' frontends, which this service runs beside; README "Ports").
+pub const DEFAULT_BASE_PORT: u16 = 9630;
 
 /// The arguments of `local-cluster`.
 #[derive(Clone, Debug, Args)]
