@@ -10,6 +10,7 @@
 mod server_support;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use fe_meta::client::{Client, ClientError, ClientOptions};
 use fe_meta::command::Command;
 use fe_meta::protocol::{
     decode_request, encode_frame, encode_response, FrameDecoder, Request, RequestBody, RequestMeta,
-    Response, ResponseBody,
+    Response, ResponseBody, Status,
 };
 use fe_meta::Zxid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -241,8 +242,9 @@ async fn each_endpoint_is_tried_once_per_call_in_order_after_the_failed_one() {
 }
 
 /// A real cluster: a client on a follower keeps writing through a stop of that follower; it
-/// moves to the next endpoint and every write is applied exactly once (a session write applied
-/// before the stop and resent is answered with its first outcome, not ALREADY_EXISTS).
+/// moves to the next endpoint, every acknowledged write is there, and none is applied twice (a
+/// session write applied before the stop and resent is answered with its first outcome, not
+/// ALREADY_EXISTS).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_stopped_under_writes_moves_the_client_on() {
     let mut c = server_support::Cluster::new(3, "");
@@ -262,13 +264,19 @@ async fn a_node_stopped_under_writes_moves_the_client_on() {
     assert_eq!(client.addr(), endpoints[0]);
 
     const WRITES: u16 = 200;
+    let answered = Arc::new(AtomicUsize::new(0));
     let writer = {
         let client = Arc::clone(&client);
+        let answered = Arc::clone(&answered);
         tokio::spawn(async move {
             let mut pending = tokio::task::JoinSet::new();
             for port in 1..=WRITES {
-                let client = Arc::clone(&client);
-                pending.spawn(async move { (port, client.add_backend("be", port, 0).await) });
+                let (client, answered) = (Arc::clone(&client), Arc::clone(&answered));
+                pending.spawn(async move {
+                    let result = client.add_backend("be", port, 0).await;
+                    answered.fetch_add(1, Ordering::Relaxed);
+                    (port, result)
+                });
                 if port % 4 == 0 {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -284,20 +292,34 @@ async fn a_node_stopped_under_writes_moves_the_client_on() {
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = answered.load(Ordering::Relaxed);
     c.stop(first).await;
+    eprintln!("{before} of {WRITES} writes answered when the node stopped");
     let failed = writer.await.unwrap();
-    assert!(failed.is_empty(), "writes failed: {failed:?}");
+    // A node shutting down may still answer a write that committed but that it no longer
+    // applies with TIMEOUT (a server error, not a lost connection: the call ends there). No
+    // other failure is allowed: a resent write applied twice would be ALREADY_EXISTS.
+    eprintln!(
+        "{} writes answered TIMEOUT by the stopping node",
+        failed.len()
+    );
+    for (port, e) in &failed {
+        assert_eq!(e.status(), Some(Status::Timeout), "write {port}: {e:?}");
+    }
     // Whether or not a write was in flight at the stop, the next one moves on.
     client.add_backend("be", WRITES + 1, 0).await.unwrap();
     assert_ne!(client.addr(), endpoints[0], "still on the stopped node");
 
     let backends = client.show_backends(true).await.unwrap().value;
-    let ports: BTreeSet<u16> = backends.iter().map(|b| b.heartbeat_port).collect();
-    assert_eq!(
-        backends.len(),
-        usize::from(WRITES + 1),
-        "a write applied twice?"
-    );
-    assert_eq!(ports, (1..=WRITES + 1).collect::<BTreeSet<u16>>());
+    let ports: Vec<u16> = backends.iter().map(|b| b.heartbeat_port).collect();
+    let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+    assert_eq!(distinct.len(), ports.len(), "a backend twice: {ports:?}");
+    let unsure: BTreeSet<u16> = failed.iter().map(|(p, _)| *p).collect();
+    for port in 1..=WRITES + 1 {
+        assert!(
+            distinct.contains(&port) || unsure.contains(&port),
+            "acknowledged write {port} missing"
+        );
+    }
     c.stop_all().await;
 }
