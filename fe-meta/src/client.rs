@@ -250,6 +250,14 @@ impl Client {
         let resend_is_safe = failover::resend_is_safe(&body, &meta);
         let mut tried = vec![false; self.endpoints.len()];
         let mut attempts = Vec::new();
+        if link.is_closed() {
+            // Lost before this call (an earlier call found no endpoint): not an attempt of this
+            // call, so its endpoint is dialled again too, last.
+            match self.replace(&link, &mut tried, &mut attempts).await {
+                Some(next) => link = next,
+                None => return Err(failover::all_failed(attempts)),
+            }
+        }
         loop {
             if let Some(t) = tried.get_mut(link.index) {
                 *t = true;

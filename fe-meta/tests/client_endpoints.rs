@@ -32,6 +32,8 @@ enum Script {
     Answer,
     /// Closes the connection without answering, as a node killed mid-request.
     HangUp,
+    /// Hangs up on its first connection, answers on the later ones (a node back up).
+    HangUpOnce,
 }
 
 /// A scripted node: its address and every request it read, on any of its connections.
@@ -52,9 +54,14 @@ async fn node(script: Script) -> Node {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (me, log) = (addr.clone(), Arc::clone(&seen));
     tokio::spawn(async move {
-        loop {
+        for connection in 0.. {
             let Ok((mut s, _)) = listener.accept().await else {
                 return;
+            };
+            let hang_up = match script {
+                Script::Answer => false,
+                Script::HangUp => true,
+                Script::HangUpOnce => connection == 0,
             };
             let (me, log) = (me.clone(), Arc::clone(&log));
             tokio::spawn(async move {
@@ -64,7 +71,7 @@ async fn node(script: Script) -> Node {
                     while let Some(payload) = dec.decode(&mut buf).unwrap() {
                         let req = decode_request(&payload).unwrap();
                         log.lock().unwrap().push(req.clone());
-                        if script == Script::HangUp {
+                        if hang_up {
                             return;
                         }
                         let mut out = Vec::new();
@@ -207,6 +214,18 @@ async fn a_write_without_a_session_is_not_resent_after_it_was_sent() {
     // anything to the lost one.
     assert_eq!(read_var(&client).await.unwrap(), up.addr);
     assert_eq!(dying.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_later_call_dials_again_after_every_endpoint_failed() {
+    let flaky = node(Script::HangUpOnce).await;
+    let client = Client::connect_any(&[&flaky.addr], QUICK).await.unwrap();
+    let e = read_var(&client).await.unwrap_err();
+    assert!(matches!(&e, ClientError::Closed { .. }), "{e:?}");
+    assert!(client.is_closed());
+    assert_eq!(read_var(&client).await.unwrap(), flaky.addr);
+    assert!(!client.is_closed());
+    assert_eq!(flaky.seen().len(), 2);
 }
 
 #[tokio::test]

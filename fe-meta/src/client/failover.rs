@@ -3,7 +3,8 @@
 //!
 //! INV-1 (order): after the endpoint at index `i` failed, a call tries `i+1, i+2, …` (wrapping)
 //! and skips every endpoint it already tried, so each endpoint is tried at most once per call
-//! and the call ends after at most as many attempts as there are endpoints.
+//! and the call ends after at most as many attempts as there are endpoints. A connection lost
+//! before the call started is not an attempt of the call: it dials `i+1, …, i` (`i` last).
 //! INV-2 (at most once): a request is sent again elsewhere only if nothing of it was sent, or
 //! sending it twice cannot apply it twice: a read (reads change nothing), or a write that
 //! carries a client session (a retry with the same client id and sequence number applies at
@@ -34,11 +35,12 @@ pub(super) fn moves_on(failed: &Failed, resend_is_safe: bool) -> bool {
     matches!(failed.error, ClientError::Closed { .. }) && (!failed.sent || resend_is_safe)
 }
 
-/// The endpoints a call tries after the one at `failed` failed, in order (INV-1): every index
-/// but `failed`, starting after it and wrapping, without those already `tried`.
+/// The endpoints a call tries after the one at `failed` failed, in order (INV-1): starting
+/// after it and wrapping, without those already `tried` — `failed` itself last, when this call
+/// has not tried it (its connection was lost before the call).
 pub(super) fn next_candidates(failed: usize, tried: &[bool]) -> Vec<usize> {
     let n = tried.len();
-    (1..n)
+    (1..=n)
         .map(|step| (failed + step) % n)
         .filter(|&i| !tried[i])
         .collect()
@@ -69,6 +71,7 @@ mod tests {
         assert_eq!(next_candidates(1, &[false, true, false]), vec![2, 0]);
         assert_eq!(next_candidates(2, &[true, false, true]), vec![1]);
         assert_eq!(next_candidates(0, &[true]), Vec::<usize>::new());
+        assert_eq!(next_candidates(1, &[false, false]), vec![0, 1]);
     }
 
     #[test]
