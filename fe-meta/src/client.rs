@@ -30,12 +30,14 @@
 //!
 //! INV-1: every call ends — with its answer, its server error, [`ClientError::Timeout`] after
 //! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded.
-//! [`ClientError::Connect`] comes only from dialling: no request was sent.
+//! [`ClientError::Connect`] comes only from dialling: no request was sent. With several
+//! endpoints a call that moved on and still failed everywhere ends with
+//! [`ClientError::AllEndpointsFailed`].
 //! INV-2: a call that ends early (timeout, or its future dropped) removes its waiter; a late
 //! answer for it is dropped. Nothing grows without bound across calls.
 //! INV-3: request ids are unique per connection (a counter from 1, so never 0 — the server's id
 //! for "frame unreadable", which fails every call in flight and closes the connection); the
-//! top bit ([`FORWARDED_BIT`]) is set on every id if [`ClientOptions::forwarded_ids`], and on
+//! top bit ([`crate::protocol::FORWARDED_BIT`]) is set on every id if [`ClientOptions::forwarded_ids`], and on
 //! none otherwise.
 //! INV-4 (deadline): every request of [`Client::call`] carries the client's request timeout as
 //! its budget; the server refuses to propose a write whose budget ran out (DEADLINE_EXCEEDED).
@@ -48,10 +50,11 @@
 //! bytes may have been queued discards the connection at once: every call on it fails, later
 //! ones too, and both socket tasks stop, so the socket (SO_LINGER 0) is reset and the kernel
 //! drops what it had not delivered. Bytes the node already received are fenced there by the
-//! request's deadline and session.
-
+//! request's deadline and session. (A client with several endpoints moves its later calls to
+//! a new connection, INV-7; the discarded one is never used again.)
 //! INV-7 (endpoints): the rules of `failover` — each endpoint at most once per call, in order
 //! after the failed one; a request resent elsewhere only if that cannot apply it twice.
+
 mod api;
 mod connection;
 mod error;
