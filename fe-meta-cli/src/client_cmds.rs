@@ -1,4 +1,5 @@
-//! The client commands: parse their arguments, send one request to `--server`, print the
+//! The client commands: parse their arguments, send one request to one of the `--server`
+//! endpoints (the next one when a connection fails, `fe_meta::client`'s rules), print the
 //! answer as a table (default) or one JSON document (`--json`).
 //!
 //! INV: argument errors are caught here before the client connects (exit 2, like clap's own,
@@ -247,9 +248,10 @@ impl ClientCommand {
 pub(super) fn run(cmd: ClientCommand) -> Result<(), Failure> {
     cmd.check_arguments()?;
     let args = cmd.client_args().clone();
+    let endpoints = args.endpoints()?;
     let rt = runtime()?;
     let out = rt.block_on(async {
-        let client = Client::connect_with(&args.server, args.options()).await?;
+        let client = Client::connect_any(&endpoints, args.options()).await?;
         execute(&client, cmd).await
     })?;
     if args.json {
@@ -325,7 +327,9 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         C::Sync { .. } => render::synced(client.sync().await?),
         C::Status { .. } => {
             let status = client.status().await?;
-            render::status(client.addr(), &status, &client.get_config().await?)
+            let answered = client.addr();
+            let config = client.get_config().await?;
+            render::status(&answered, &status, &config)
         }
         C::Digest(r) => render::digest(client.digest(r.sync).await?),
     })

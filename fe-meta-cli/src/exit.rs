@@ -62,7 +62,9 @@ impl ExitCode {
 impl From<&ClientError> for ExitCode {
     fn from(e: &ClientError) -> ExitCode {
         match e {
-            ClientError::Connect { .. } | ClientError::Closed { .. } => ExitCode::Connection,
+            ClientError::Connect { .. }
+            | ClientError::Closed { .. }
+            | ClientError::AllEndpointsFailed { .. } => ExitCode::Connection,
             ClientError::Timeout { .. } => ExitCode::Status(Status::Timeout),
             ClientError::Protocol(_) => ExitCode::Protocol,
             ClientError::Server(reply) => ExitCode::Status(reply.status),

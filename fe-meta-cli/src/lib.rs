@@ -66,8 +66,10 @@ pub struct Cli {
 /// Where a client command connects, and how long it waits.
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
-    /// Any node's client endpoint, host:port (writes are forwarded to the leader).
-    #[arg(long, short = 's', env = "FE_META_SERVER", default_value = DEFAULT_SERVER)]
+    /// Client endpoints, host:port, comma-separated (`a:9030,b:9030,c:9030`): the command
+    /// goes to the first that accepts and moves to the next when a connection fails (writes
+    /// are forwarded to the leader by any node).
+    #[arg(long, short = 's', env = "FE_META_SERVER", default_value = DEFAULT_SERVER, value_name = "HOST:PORT[,HOST:PORT...]")]
     pub server: String,
     /// Print one JSON document instead of a table.
     #[arg(long)]
@@ -81,6 +83,23 @@ pub struct ClientArgs {
 }
 
 impl ClientArgs {
+    /// The endpoints of `--server`, in order: a usage error for an empty one (`a,,b`).
+    pub fn endpoints(&self) -> Result<Vec<String>, Failure> {
+        self.server
+            .split(',')
+            .map(|e| match e.trim() {
+                "" => Err(Failure {
+                    code: ExitCode::Usage,
+                    message: format!(
+                        "--server `{}`: an empty endpoint (expected HOST:PORT[,HOST:PORT...])",
+                        self.server
+                    ),
+                }),
+                e => Ok(e.to_owned()),
+            })
+            .collect()
+    }
+
     /// The client options these arguments ask for.
     pub fn options(&self) -> fe_meta::client::ClientOptions {
         fe_meta::client::ClientOptions {

@@ -1,6 +1,20 @@
-//! An async client for the fe-meta client protocol (`docs/PROTOCOL.md`): one TCP connection to
-//! any node, pipelined requests. It is also how a node forwards a write to the leader and asks
-//! its peers for their status (`server::peer`), with [`ClientOptions::FORWARDING`].
+//! An async client for the fe-meta client protocol (`docs/PROTOCOL.md`): one TCP connection at
+//! a time to any node, pipelined requests. It is also how a node forwards a write to the leader
+//! and asks its peers for their status (`server::peer`), with [`ClientOptions::FORWARDING`].
+//!
+//! Endpoints: [`Client::connect`] (and `connect_with`, `connect_in_session`) holds one
+//! connection to one node for its whole life. [`Client::connect_any`] (and
+//! `connect_any_in_session`) takes several endpoints, as etcd and ZooKeeper clients do: it
+//! connects to the first that accepts, and when that connection fails (refused, reset, connect
+//! timeout, closed before an answer) a call moves to the next endpoint — in list order starting
+//! after the one that failed, each at most once per call — and fails with
+//! [`ClientError::AllEndpointsFailed`], naming every endpoint tried, when none answered. A
+//! request is sent again on the new connection only when that cannot apply it twice: a read, a
+//! write that was never sent, or a session write (every write of [`Client::call`] carries the
+//! session: the retry sends the same client id and sequence number, which the cluster applies
+//! at most once and answers with the first outcome). A write sent without a session (through
+//! [`Client::call_with`]) or a membership change whose connection was lost fails with
+//! [`ClientError::Closed`]: its outcome is unknown. A timeout never moves a call on.
 //!
 //! ```text
 //! caller ─call()─▶ waiters[id] = oneshot ─frame─▶ writer task ─TCP─▶ node
@@ -16,12 +30,14 @@
 //!
 //! INV-1: every call ends — with its answer, its server error, [`ClientError::Timeout`] after
 //! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded.
-//! [`ClientError::Connect`] comes only from dialling: no request was sent.
+//! [`ClientError::Connect`] comes only from dialling: no request was sent. With several
+//! endpoints a call that moved on and still failed everywhere ends with
+//! [`ClientError::AllEndpointsFailed`].
 //! INV-2: a call that ends early (timeout, or its future dropped) removes its waiter; a late
 //! answer for it is dropped. Nothing grows without bound across calls.
 //! INV-3: request ids are unique per connection (a counter from 1, so never 0 — the server's id
 //! for "frame unreadable", which fails every call in flight and closes the connection); the
-//! top bit ([`FORWARDED_BIT`]) is set on every id if [`ClientOptions::forwarded_ids`], and on
+//! top bit ([`crate::protocol::FORWARDED_BIT`]) is set on every id if [`ClientOptions::forwarded_ids`], and on
 //! none otherwise.
 //! INV-4 (deadline): every request of [`Client::call`] carries the client's request timeout as
 //! its budget; the server refuses to propose a write whose budget ran out (DEADLINE_EXCEEDED).
@@ -34,58 +50,54 @@
 //! bytes may have been queued discards the connection at once: every call on it fails, later
 //! ones too, and both socket tasks stop, so the socket (SO_LINGER 0) is reset and the kernel
 //! drops what it had not delivered. Bytes the node already received are fenced there by the
-//! request's deadline and session.
+//! request's deadline and session. (A client with several endpoints moves its later calls to
+//! a new connection, INV-7; the discarded one is never used again.)
+//! INV-7 (endpoints): the rules of `failover` — each endpoint at most once per call, in order
+//! after the failed one; a request resent elsewhere only if that cannot apply it twice.
 
 mod api;
 mod connection;
 mod error;
+mod failover;
+mod link;
 mod options;
 mod session;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 pub use api::{Members, Read, Reconfigured, Written};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;
 
-use crate::protocol::{
-    encode_frame, encode_request, ErrorReply, Request, RequestBody, RequestMeta, Response,
-    ResponseBody, FORWARDED_BIT,
-};
-use connection::{dial, read_loop, write_loop, Shared, WRITE_QUEUE};
+use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
+use link::Link;
 
-/// A connection to one fe-meta node. Dropping it closes the connection.
+/// A client of an fe-meta cluster: one connection at a time, to one of its endpoints (see the
+/// module docs). Dropping it closes the connection.
 pub struct Client {
-    shared: Arc<Shared>,
-    frames: mpsc::Sender<Vec<u8>>,
-    next_id: AtomicU64,
+    /// The endpoints, `host:port`, in the order given.
+    endpoints: Vec<String>,
+    /// Whether a lost connection is replaced by one to another endpoint (INV-7).
+    moves_on: bool,
+    /// The connection in use.
+    link: Mutex<Arc<Link>>,
+    /// Held while a call replaces the connection, so concurrent calls dial once between them.
+    redial: tokio::sync::Mutex<()>,
     options: ClientOptions,
     session: Arc<ClientSession>,
-    /// The reader and writer tasks, which own the socket's halves (aborted: it closes).
-    tasks: [JoinHandle<()>; 2],
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("addr", &self.shared.addr)
+            .field("addr", &self.addr())
+            .field("endpoints", &self.endpoints)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
     }
 }
 
@@ -102,32 +114,75 @@ impl Client {
     }
 
     /// Connects to `addr` as the client `session` (shared with its other connections, e.g. to
-    /// another node after this one stopped answering): its writes stay fenced (INV-5).
+    /// another node after this one stopped answering): its writes stay fenced (INV-5). The
+    /// client stays on this one connection: once it is lost, every call fails.
     pub async fn connect_in_session(
         addr: &str,
         options: ClientOptions,
         session: Arc<ClientSession>,
     ) -> Result<Client, ClientError> {
-        let discard = options.on_timeout == OnTimeout::DiscardConnection;
-        let stream = dial(addr, options.connect_timeout, discard).await?;
-        let (rd, wr) = stream.into_split();
-        let shared = Arc::new(Shared::new(addr));
-        let (frames, queue) = mpsc::channel(WRITE_QUEUE);
-        let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
-        let writer = tokio::spawn(write_loop(wr, queue, Arc::clone(&shared)));
-        Ok(Client {
-            shared,
-            frames,
-            next_id: AtomicU64::new(1),
+        let link = Link::open(addr, 0, options).await?;
+        Ok(Client::with_link(
+            vec![addr.to_owned()],
+            false,
+            link,
             options,
             session,
-            tasks: [reader, writer],
-        })
+        ))
     }
 
-    /// The address this client connected to.
-    pub fn addr(&self) -> &str {
-        &self.shared.addr
+    /// Connects to the first of `endpoints` (`host:port` each) that accepts, as a new client;
+    /// a lost connection is replaced by one to the next endpoint (module docs, INV-7). Fails
+    /// naming every endpoint when none accepts.
+    pub async fn connect_any<S: AsRef<str>>(
+        endpoints: &[S],
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        Client::connect_any_in_session(endpoints, options, Arc::new(ClientSession::new())).await
+    }
+
+    /// [`Client::connect_any`] as the client `session`.
+    pub async fn connect_any_in_session<S: AsRef<str>>(
+        endpoints: &[S],
+        options: ClientOptions,
+        session: Arc<ClientSession>,
+    ) -> Result<Client, ClientError> {
+        let endpoints: Vec<String> = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
+        let mut attempts = Vec::new();
+        for (index, addr) in endpoints.iter().enumerate() {
+            match Link::open(addr, index, options).await {
+                Ok(link) => return Ok(Client::with_link(endpoints, true, link, options, session)),
+                Err(e) => attempts.push(e),
+            }
+        }
+        Err(failover::all_failed(attempts))
+    }
+
+    fn with_link(
+        endpoints: Vec<String>,
+        moves_on: bool,
+        link: Link,
+        options: ClientOptions,
+        session: Arc<ClientSession>,
+    ) -> Client {
+        Client {
+            endpoints,
+            moves_on,
+            link: Mutex::new(Arc::new(link)),
+            redial: tokio::sync::Mutex::new(()),
+            options,
+            session,
+        }
+    }
+
+    /// The address of the endpoint the client is connected to now.
+    pub fn addr(&self) -> String {
+        self.current().addr().to_owned()
+    }
+
+    /// The endpoints given, in order (one for [`Client::connect`]).
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
     }
 
     /// The options in force.
@@ -135,18 +190,20 @@ impl Client {
         self.options
     }
 
-    /// The client session this connection writes in.
+    /// The client session this client writes in.
     pub fn session(&self) -> &Arc<ClientSession> {
         &self.session
     }
 
-    /// Whether the connection is known to be lost or discarded (every call would fail).
+    /// Whether the connection in use is known to be lost or discarded (a single-endpoint
+    /// client's every call would fail; one with several endpoints moves on at its next call).
     pub fn is_closed(&self) -> bool {
-        self.shared.is_closed()
+        self.current().is_closed()
     }
 
     /// Sends one request and waits for its answer: the success body (checked to be the one
-    /// this kind answers with) or the typed error.
+    /// this kind answers with) or the typed error. A write carries the session (INV-5), the
+    /// same fields on every endpoint it is sent to (INV-7).
     pub async fn call(&self, body: RequestBody) -> Result<ResponseBody, ClientError> {
         let budget_ms = u32::try_from(self.options.request_timeout.as_millis()).unwrap_or(u32::MAX);
         if !body.kind().is_write() {
@@ -181,72 +238,85 @@ impl Client {
     /// success body (checked to be the one this kind answers with) or the node's error reply
     /// unchanged (a node forwarding a write passes the leader's answer on as it came). `Err`
     /// is a failure of the exchange only — the connection closed, no answer in time (INV-1,
-    /// INV-6), a malformed answer — and never [`ClientError::Connect`]: the request may have
-    /// been sent.
+    /// INV-6), a malformed answer, every endpoint failed (INV-7) — and never
+    /// [`ClientError::Connect`]: the request may have been sent.
     pub async fn exchange(
         &self,
         body: RequestBody,
         meta: RequestMeta,
         limit: Duration,
     ) -> Result<Result<ResponseBody, ErrorReply>, ClientError> {
-        let kind = body.kind();
-        let id = self.next_request_id();
-        let (_guard, answer) = self.shared.register(id)?;
-        let mut frame = Vec::new();
-        encode_frame(&encode_request(&Request { id, meta, body }), &mut frame);
-        let resp = match tokio::time::timeout(limit, self.send_and_wait(frame, answer)).await {
-            Ok(resp) => resp?,
-            Err(_) => {
-                self.on_timeout(limit);
-                return Err(ClientError::Timeout { kind, after: limit });
+        let mut link = self.current();
+        if !self.moves_on {
+            return link.exchange(body, meta, limit).await.map_err(|f| f.error);
+        }
+        let resend_is_safe = failover::resend_is_safe(&body, &meta);
+        let mut tried = vec![false; self.endpoints.len()];
+        let mut attempts = Vec::new();
+        if link.is_closed() {
+            // Lost before this call (an earlier call found no endpoint): not an attempt of this
+            // call, so its endpoint is dialled again too, last.
+            match self.replace(&link, &mut tried, &mut attempts).await {
+                Some(next) => link = next,
+                None => return Err(failover::all_failed(attempts)),
             }
-        };
-        match resp.result {
-            Err(reply) => Ok(Err(reply)),
-            Ok(body) if resp.kind == kind && body.answers(kind) => Ok(Ok(body)),
-            Ok(_) => Err(ClientError::Protocol(format!(
-                "request {id} ({kind}) was answered as {}",
-                resp.kind
-            ))),
+        }
+        loop {
+            if let Some(t) = tried.get_mut(link.index) {
+                *t = true;
+            }
+            match link.exchange(body.clone(), meta, limit).await {
+                Ok(answer) => return Ok(answer),
+                Err(failed) if failover::moves_on(&failed, resend_is_safe) => {
+                    attempts.push(failed.error)
+                }
+                Err(failed) => return Err(failed.error),
+            }
+            match self.replace(&link, &mut tried, &mut attempts).await {
+                Some(next) => link = next,
+                None => return Err(failover::all_failed(attempts)),
+            }
         }
     }
 
-    /// The next request id (INV-3).
-    fn next_request_id(&self) -> u64 {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed) & !FORWARDED_BIT;
-        if self.options.forwarded_ids {
-            n | FORWARDED_BIT
-        } else {
-            n
-        }
-    }
-
-    async fn send_and_wait(
+    /// A connection to the next endpoint this call has not tried (INV-7), after `failed`:
+    /// the one another call already opened, or a new one; `None` when every endpoint was
+    /// tried. Each dial failure joins `attempts`.
+    async fn replace(
         &self,
-        frame: Vec<u8>,
-        answer: oneshot::Receiver<Result<Response, ClientError>>,
-    ) -> Result<Response, ClientError> {
-        if self.frames.send(frame).await.is_err() {
-            return Err(self.shared.closed("the writer stopped"));
+        failed: &Arc<Link>,
+        tried: &mut [bool],
+        attempts: &mut Vec<ClientError>,
+    ) -> Option<Arc<Link>> {
+        let _one_dialer = self.redial.lock().await;
+        let now = self.current();
+        let fresh = !Arc::ptr_eq(&now, failed) && !now.is_closed();
+        if fresh && tried.get(now.index) == Some(&false) {
+            return Some(now);
         }
-        match answer.await {
-            Ok(r) => r,
-            Err(_) => Err(self.shared.closed("the reader stopped")),
+        for index in failover::next_candidates(failed.index, tried) {
+            tried[index] = true;
+            let addr = &self.endpoints[index];
+            match Link::open(addr, index, self.options).await {
+                Ok(link) => {
+                    let link = Arc::new(link);
+                    *self.lock_link() = Arc::clone(&link);
+                    tracing::info!(from = failed.addr(), to = %addr, "client moved to the next endpoint");
+                    return Some(link);
+                }
+                Err(e) => attempts.push(e),
+            }
         }
+        None
     }
 
-    /// What a call that got no answer within `limit` does to the connection (INV-6).
-    fn on_timeout(&self, limit: Duration) {
-        if self.options.on_timeout == OnTimeout::KeepConnection {
-            return;
-        }
-        self.shared.close(self.shared.closed(format!(
-            "discarded after a call got no answer within {limit:?} (what it had not \
-             delivered is dropped, not delivered later)"
-        )));
-        for t in &self.tasks {
-            t.abort();
-        }
+    fn current(&self) -> Arc<Link> {
+        Arc::clone(&self.lock_link())
+    }
+
+    fn lock_link(&self) -> MutexGuard<'_, Arc<Link>> {
+        // A poisoned lock only means a holder panicked while swapping one Arc.
+        self.link.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -43,10 +43,25 @@ pub enum ClientError {
     /// The server's answer does not decode, or answers another kind.
     #[error("malformed answer: {0}")]
     Protocol(String),
+    /// Every endpoint of a client with several failed in one call (refused, unreachable, or
+    /// the connection lost): each attempt's error, in the order tried, one per endpoint.
+    #[error("every endpoint failed: {}", list(attempts))]
+    AllEndpointsFailed {
+        /// Each attempt's error ([`ClientError::Connect`] or [`ClientError::Closed`]).
+        attempts: Vec<ClientError>,
+    },
     /// The server answered with an error status (`docs/PROTOCOL.md` §7): its message and the
     /// status's fields (the leader hint of NOT_LEADER, the lag of STALE).
     #[error("{0}")]
     Server(ErrorReply),
+}
+
+fn list(attempts: &[ClientError]) -> String {
+    attempts
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl From<ErrorReply> for ClientError {
@@ -65,13 +80,15 @@ impl ClientError {
     }
 
     /// A short upper-case name: the protocol's status name for server errors (`NOT_FOUND`…),
-    /// else `CONNECT`, `CLOSED`, `TIMEOUT` or `PROTOCOL`.
+    /// else `CONNECT`, `CLOSED`, `TIMEOUT`, `PROTOCOL` or `UNREACHABLE` (every endpoint
+    /// failed).
     pub fn name(&self) -> &'static str {
         match self {
             ClientError::Connect { .. } => "CONNECT",
             ClientError::Closed { .. } => "CLOSED",
             ClientError::Timeout { .. } => Status::Timeout.name(),
             ClientError::Protocol(_) => "PROTOCOL",
+            ClientError::AllEndpointsFailed { .. } => "UNREACHABLE",
             ClientError::Server(reply) => reply.status.name(),
         }
     }
@@ -82,7 +99,7 @@ impl ClientError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ClientError::Connect { .. } | ClientError::Closed { .. } => true,
-            ClientError::Timeout { .. } => true,
+            ClientError::Timeout { .. } | ClientError::AllEndpointsFailed { .. } => true,
             ClientError::Protocol(_) => false,
             ClientError::Server(reply) => reply.status.is_retryable(),
         }
@@ -94,6 +111,9 @@ impl ClientError {
         match self {
             ClientError::Closed { .. } | ClientError::Timeout { .. } => true,
             ClientError::Connect { .. } | ClientError::Protocol(_) => false,
+            ClientError::AllEndpointsFailed { attempts } => {
+                attempts.iter().any(ClientError::may_be_applied)
+            }
             ClientError::Server(reply) => reply.status.may_be_applied(),
         }
     }

@@ -83,7 +83,9 @@ fn sids_text(sids: &[u64]) -> String {
 fn rc_text(e: &ClientError) -> String {
     match e {
         ClientError::Closed { .. } => "CONNECTIONLOSS".to_owned(),
-        ClientError::Connect { .. } => "ConnectFailed".to_owned(),
+        ClientError::Connect { .. } | ClientError::AllEndpointsFailed { .. } => {
+            "ConnectFailed".to_owned()
+        }
         ClientError::Timeout { .. } => "Timeout".to_owned(),
         ClientError::Protocol(_) => "Protocol".to_owned(),
         ClientError::Server(r) => r.status.name().to_owned(),
