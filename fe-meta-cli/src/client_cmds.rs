@@ -306,14 +306,7 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         }
         C::CreateTable {
             db, name, columns, ..
-        } => {
-            let columns = columns
-                .iter()
-                .map(|c| parse_column(c))
-                .collect::<Result<Vec<_>, _>>()?;
-            let w = client.create_table(&db, &name, columns).await?;
-            render::written("table created", w)
-        }
+        } => create_table(client, &db, &name, &columns).await?,
         C::DropTable { db, name, .. } => {
             render::written("table dropped", client.drop_table(&db, &name).await?)
         }
@@ -325,14 +318,33 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
         C::GetVar { name, r } => render::var(&name, client.get_var(&name, r.sync).await?),
         C::ShowVars(r) => render::vars(client.show_vars(r.sync).await?),
         C::Sync { .. } => render::synced(client.sync().await?),
-        C::Status { .. } => {
-            let status = client.status().await?;
-            let answered = client.addr();
-            let config = client.get_config().await?;
-            render::status(&answered, &status, &config)
-        }
+        C::Status { .. } => status(client).await?,
         C::Digest(r) => render::digest(client.digest(r.sync).await?),
     })
+}
+
+/// create-table: parses the `NAME:TYPE` columns, then creates the table.
+async fn create_table(
+    client: &Client,
+    db: &str,
+    name: &str,
+    columns: &[String],
+) -> Result<Output, Failure> {
+    let columns = columns
+        .iter()
+        .map(|c| parse_column(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let w = client.create_table(db, name, columns).await?;
+    Ok(render::written("table created", w))
+}
+
+/// status: the answering node's STATUS, named by the endpoint that answered, and the
+/// configuration.
+async fn status(client: &Client) -> Result<Output, Failure> {
+    let status = client.status().await?;
+    let answered = client.addr();
+    let config = client.get_config().await?;
+    Ok(render::status(&answered, &status, &config))
 }
 
 /// add-follower / add-observer: adds the server of the `server.N=...` `line` as `role`.

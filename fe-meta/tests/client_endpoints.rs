@@ -282,34 +282,8 @@ async fn a_node_stopped_under_writes_moves_the_client_on() {
     );
     assert_eq!(client.addr(), endpoints[0]);
 
-    const WRITES: u16 = 200;
     let answered = Arc::new(AtomicUsize::new(0));
-    let writer = {
-        let client = Arc::clone(&client);
-        let answered = Arc::clone(&answered);
-        tokio::spawn(async move {
-            let mut pending = tokio::task::JoinSet::new();
-            for port in 1..=WRITES {
-                let (client, answered) = (Arc::clone(&client), Arc::clone(&answered));
-                pending.spawn(async move {
-                    let result = client.add_backend("be", port, 0).await;
-                    answered.fetch_add(1, Ordering::Relaxed);
-                    (port, result)
-                });
-                if port % 4 == 0 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            }
-            let mut failed = Vec::new();
-            while let Some(done) = pending.join_next().await {
-                let (port, result) = done.unwrap();
-                if let Err(e) = result {
-                    failed.push((port, e));
-                }
-            }
-            failed
-        })
-    };
+    let writer = spawn_writes(&client, &answered);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = answered.load(Ordering::Relaxed);
     c.stop(first).await;
@@ -329,6 +303,47 @@ async fn a_node_stopped_under_writes_moves_the_client_on() {
     client.add_backend("be", WRITES + 1, 0).await.unwrap();
     assert_ne!(client.addr(), endpoints[0], "still on the stopped node");
 
+    check_each_write_once(&client, &failed).await;
+    c.stop_all().await;
+}
+
+/// Writes in the stopped-node test, pipelined on one client.
+const WRITES: u16 = 200;
+
+/// Spawns [`WRITES`] pipelined session writes (a backend each, its port = its number) and
+/// returns the failures; `answered` counts the answers as they come.
+fn spawn_writes(
+    client: &Arc<Client>,
+    answered: &Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Vec<(u16, ClientError)>> {
+    let (client, answered) = (Arc::clone(client), Arc::clone(answered));
+    tokio::spawn(async move {
+        let mut pending = tokio::task::JoinSet::new();
+        for port in 1..=WRITES {
+            let (client, answered) = (Arc::clone(&client), Arc::clone(&answered));
+            pending.spawn(async move {
+                let result = client.add_backend("be", port, 0).await;
+                answered.fetch_add(1, Ordering::Relaxed);
+                (port, result)
+            });
+            if port % 4 == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let mut failed = Vec::new();
+        while let Some(done) = pending.join_next().await {
+            let (port, result) = done.unwrap();
+            if let Err(e) = result {
+                failed.push((port, e));
+            }
+        }
+        failed
+    })
+}
+
+/// No backend is there twice, and every acknowledged write (all but `failed`, plus the last
+/// one) is.
+async fn check_each_write_once(client: &Client, failed: &[(u16, ClientError)]) {
     let backends = client.show_backends(true).await.unwrap().value;
     let ports: Vec<u16> = backends.iter().map(|b| b.heartbeat_port).collect();
     let distinct: BTreeSet<u16> = ports.iter().copied().collect();
@@ -340,5 +355,4 @@ async fn a_node_stopped_under_writes_moves_the_client_on() {
             "acknowledged write {port} missing"
         );
     }
-    c.stop_all().await;
 }
