@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -78,15 +78,28 @@ fn write_log(dir: &Path, n: u32) -> (PathBuf, Vec<u64>) {
     (seg, ends)
 }
 
+/// Cuts `file` to `len` bytes.
+fn cut(file: &Path, len: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.set_len(len).unwrap();
+}
+
+/// The zxids of a `dump-log --json` document's records, in order.
+fn json_zxids(json: &Value) -> Vec<u64> {
+    json["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["zxid"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn dump_log_reports_a_torn_tail_and_every_record_before_it() {
     let d = tempfile::tempdir().unwrap();
     let (seg, ends) = write_log(d.path(), 5);
     // Cut the file in the middle of record 5's payload (its header is whole).
-    let cut = ends[3] + 20 + 5;
-    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
-    f.set_len(cut).unwrap();
-    drop(f);
+    cut(&seg, ends[3] + 20 + 5);
     let before = std::fs::read(&seg).unwrap();
     // The torn tail's size: up to its last non-zero byte (what a start zeroes).
     let torn = usize::try_from(ends[3]).unwrap();
@@ -94,6 +107,32 @@ fn dump_log_reports_a_torn_tail_and_every_record_before_it() {
     assert!(dirty > 20, "the whole header and some payload");
 
     let dir = d.path().to_str().unwrap();
+    check_torn_tail_text(dir, &seg, ends[3], dirty);
+    assert_eq!(
+        std::fs::read(&seg).unwrap(),
+        before,
+        "dump-log wrote nothing"
+    );
+    check_torn_tail_json(dir, ends[3], dirty);
+
+    // Cut inside record 4's header: too short for a header, still reported.
+    cut(&seg, ends[2] + 10);
+    let text = stdout(&fe_meta(&["dump-log", dir]));
+    assert!(text.contains(&format!("last_valid={}", z(3))), "{text}");
+    assert!(
+        text.contains(&format!(
+            "torn tail in {} at offset {}: 10 bytes after the last valid record (the file \
+             ends 10 bytes into a record header",
+            seg.display(),
+            ends[2]
+        )),
+        "{text}"
+    );
+}
+
+/// `dump-log` of the log of 5 records torn inside record 5 at offset `torn`, `dirty` bytes
+/// long: success, records 1..=4 decoded, the torn tail named.
+fn check_torn_tail_text(dir: &str, seg: &Path, torn: u64, dirty: usize) {
     let out = fe_meta(&["dump-log", dir]);
     assert!(out.status.success(), "a torn tail does not stop a start");
     let text = stdout(&out);
@@ -109,9 +148,8 @@ fn dump_log_reports_a_torn_tail_and_every_record_before_it() {
     assert!(text.contains(&format!("last_valid={}", z(4))), "{text}");
     assert!(
         text.contains(&format!(
-            "torn tail in {} at offset {}: {dirty} bytes",
+            "torn tail in {} at offset {torn}: {dirty} bytes",
             seg.display(),
-            ends[3]
         )),
         "{text}"
     );
@@ -119,57 +157,30 @@ fn dump_log_reports_a_torn_tail_and_every_record_before_it() {
         text.contains(&format!("record of zxid {} claims", z(5))),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read(&seg).unwrap(),
-        before,
-        "dump-log wrote nothing"
-    );
+}
 
+/// The same log as JSON: the same records and damage; `--from` and `--limit` select what is
+/// printed while the state still covers the whole log.
+fn check_torn_tail_json(dir: &str, torn: u64, dirty: usize) {
     let json: Value = serde_json::from_slice(&fe_meta(&["dump-log", dir, "--json"]).stdout)
         .expect("one JSON document");
-    let zxids: Vec<u64> = json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["zxid"].as_u64().unwrap())
-        .collect();
-    assert_eq!(zxids, (1..=4).map(|i| z(i).0).collect::<Vec<_>>());
+    assert_eq!(
+        json_zxids(&json),
+        (1..=4).map(|i| z(i).0).collect::<Vec<_>>()
+    );
     assert_eq!(json["records"][0]["op"], "CREATE_DB");
     assert_eq!(json["log"]["last_valid_zxid"], z(4).0);
     assert_eq!(json["log"]["damage"]["kind"], "torn_tail");
-    assert_eq!(json["log"]["damage"]["offset"], ends[3]);
+    assert_eq!(json["log"]["damage"]["offset"], torn);
     assert_eq!(json["log"]["damage"]["bytes"], dirty);
 
-    // --from and --limit select what is printed; the state still covers the whole log.
     let from = z(2).to_string();
     let json: Value = serde_json::from_slice(
         &fe_meta(&["dump-log", dir, "--json", "--from", &from, "--limit", "2"]).stdout,
     )
     .unwrap();
-    let zxids: Vec<u64> = json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["zxid"].as_u64().unwrap())
-        .collect();
-    assert_eq!(zxids, vec![z(2).0, z(3).0]);
+    assert_eq!(json_zxids(&json), vec![z(2).0, z(3).0]);
     assert_eq!(json["log"]["records"], 4);
-
-    // Cut inside record 4's header: too short for a header, still reported.
-    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
-    f.set_len(ends[2] + 10).unwrap();
-    drop(f);
-    let text = stdout(&fe_meta(&["dump-log", dir]));
-    assert!(text.contains(&format!("last_valid={}", z(3))), "{text}");
-    assert!(
-        text.contains(&format!(
-            "torn tail in {} at offset {}: 10 bytes after the last valid record (the file \
-             ends 10 bytes into a record header",
-            seg.display(),
-            ends[2]
-        )),
-        "{text}"
-    );
 }
 
 #[test]
@@ -289,10 +300,9 @@ fn free_base_port() -> u16 {
     panic!("no free port range");
 }
 
-#[test]
-fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cluster");
+/// Starts `fe-meta local-cluster` of 3 nodes in `dir`; the child and the first client
+/// endpoint it prints (the child is killed if none comes within 45 s).
+fn start_local_cluster(dir: &Path) -> (Child, String) {
     let mut child = Command::new(BIN)
         .args([
             "local-cluster",
@@ -302,7 +312,7 @@ fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
             "40",
             "--dir",
         ])
-        .arg(&dir)
+        .arg(dir)
         .args(["--base-port", &free_base_port().to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -329,14 +339,11 @@ fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
             }
         }
     };
-    let w = fe_meta(&[
-        "create-db",
-        "inspected",
-        "--server",
-        &endpoint,
-        "--timeout",
-        "20",
-    ]);
+    (child, endpoint)
+}
+
+/// Stops `child` with SIGTERM, killing it if it has not exited within 20 s.
+fn stop(mut child: Child) {
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let stop_deadline = Instant::now() + Duration::from_secs(20);
     while child.try_wait().unwrap().is_none() {
@@ -347,9 +354,40 @@ fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.wait();
+}
+
+#[test]
+fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (child, endpoint) = start_local_cluster(&dir);
+    let w = fe_meta(&[
+        "create-db",
+        "inspected",
+        "--server",
+        &endpoint,
+        "--timeout",
+        "20",
+    ]);
+    stop(child);
     assert!(w.status.success(), "the write succeeded");
 
     let data = dir.join("node1").join("data");
+    check_inspect_json(&data);
+    let dump = fe_meta(&["dump-log", data.to_str().unwrap()]);
+    assert!(dump.status.success());
+    assert!(
+        stdout(&dump).contains("name: \"inspected\""),
+        "the CREATE_DB is decoded"
+    );
+
+    let text = stdout(&fe_meta(&["inspect", data.to_str().unwrap()]));
+    assert!(text.contains("would start: yes"), "{text}");
+}
+
+/// `inspect --json` of a stopped node's data dir after one write: it would start, with its
+/// epochs, valid snapshots, an undamaged log and the write in the log or a snapshot.
+fn check_inspect_json(data: &Path) {
     let out = fe_meta(&["inspect", data.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "a stopped node's dir starts");
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -374,13 +412,4 @@ fn inspect_shows_what_a_fresh_local_cluster_node_would_do() {
         );
         assert_eq!(json["start"]["replay_records"], json["log"]["records"]);
     }
-    let dump = fe_meta(&["dump-log", data.to_str().unwrap()]);
-    assert!(dump.status.success());
-    assert!(
-        stdout(&dump).contains("name: \"inspected\""),
-        "the CREATE_DB is decoded"
-    );
-
-    let text = stdout(&fe_meta(&["inspect", data.to_str().unwrap()]));
-    assert!(text.contains("would start: yes"), "{text}");
 }

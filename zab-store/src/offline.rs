@@ -175,26 +175,7 @@ fn read_segment(
         records: 0,
         end: 0,
     };
-    let header = match bytes.get(..SEGMENT_HEADER_LEN) {
-        Some(h) => segment::decode_header(h, path),
-        None => Err(StoreError::corrupt(
-            path,
-            bytes.len() as u64,
-            "file shorter than a segment header",
-        )),
-    };
-    let header = header.and_then(|(hbase, prev)| {
-        if hbase == base {
-            Ok(prev)
-        } else {
-            Err(StoreError::corrupt(
-                path,
-                8,
-                format!("header says first zxid {hbase} but the file name says {base}"),
-            ))
-        }
-    });
-    let prev = match header {
+    let prev = match checked_header(&bytes, path, base) {
         Ok(prev) => prev,
         Err(e) => {
             log.segments.push(seg);
@@ -202,31 +183,12 @@ fn read_segment(
         }
     };
     seg.prev = Some(prev);
-    let after = if log.segments.is_empty() {
-        log.floor = prev;
-        prev
-    } else {
-        let last = log.last_zxid.unwrap_or(log.floor);
-        if prev > last {
+    let after = match chain_start(log, path, prev) {
+        Ok(after) => after,
+        Err(damage) => {
             log.segments.push(seg);
-            return Err(LogDamage::Gap {
-                after: last,
-                next_file: path.to_path_buf(),
-                before: prev,
-            });
+            return Err(damage);
         }
-        if prev < last {
-            log.segments.push(seg);
-            return Err(LogDamage::Corrupt {
-                path: path.to_path_buf(),
-                offset: 16,
-                reason: format!(
-                    "segment says it follows zxid {prev} but earlier segments hold records up \
-                     to {last}"
-                ),
-            });
-        }
-        last
     };
     let view = SegmentBytes {
         path,
@@ -235,6 +197,88 @@ fn read_segment(
     };
     let mut scanned = Scanned::default();
     let result = scan::scan_into(&view, after, is_last, &mut scanned);
+    report_records(log, path, &bytes, &scanned, on_record);
+    seg.records = scanned.records.len();
+    seg.end = scanned.end as u64;
+    log.segments.push(seg);
+    result.map_err(damage_of)?;
+    if scanned.records.is_empty() && !is_last {
+        return Err(LogDamage::Corrupt {
+            path: path.to_path_buf(),
+            offset: SEGMENT_HEADER_LEN as u64,
+            reason: "segment holds no record but later segments exist".to_string(),
+        });
+    }
+    if let Some(damage) = tail_damage(path, &bytes, scanned, is_last) {
+        log.damage = Some(damage);
+    }
+    Ok(())
+}
+
+/// The segment header's `prev` zxid, after checking that the header decodes and names the
+/// same first zxid as the file name.
+fn checked_header(bytes: &[u8], path: &Path, base: Zxid) -> Result<Zxid> {
+    let (hbase, prev) = match bytes.get(..SEGMENT_HEADER_LEN) {
+        Some(h) => segment::decode_header(h, path)?,
+        None => {
+            return Err(StoreError::corrupt(
+                path,
+                bytes.len() as u64,
+                "file shorter than a segment header",
+            ))
+        }
+    };
+    if hbase == base {
+        Ok(prev)
+    } else {
+        Err(StoreError::corrupt(
+            path,
+            8,
+            format!("header says first zxid {hbase} but the file name says {base}"),
+        ))
+    }
+}
+
+/// The zxid the segment's first record must follow: its `prev` for the first segment (which
+/// also sets the log's floor), else the last record so far, which `prev` must equal.
+fn chain_start(
+    log: &mut OfflineLog,
+    path: &Path,
+    prev: Zxid,
+) -> std::result::Result<Zxid, LogDamage> {
+    if log.segments.is_empty() {
+        log.floor = prev;
+        return Ok(prev);
+    }
+    let last = log.last_zxid.unwrap_or(log.floor);
+    if prev > last {
+        return Err(LogDamage::Gap {
+            after: last,
+            next_file: path.to_path_buf(),
+            before: prev,
+        });
+    }
+    if prev < last {
+        return Err(LogDamage::Corrupt {
+            path: path.to_path_buf(),
+            offset: 16,
+            reason: format!(
+                "segment says it follows zxid {prev} but earlier segments hold records up to \
+                 {last}"
+            ),
+        });
+    }
+    Ok(last)
+}
+
+/// Hands every scanned record to `on_record` and counts it in `log`.
+fn report_records(
+    log: &mut OfflineLog,
+    path: &Path,
+    bytes: &[u8],
+    scanned: &Scanned,
+    on_record: &mut impl FnMut(&OfflineRecord<'_>),
+) {
     for r in &scanned.records {
         let payload = bytes
             .get(r.offset + HEADER_LEN..r.offset + r.len)
@@ -250,42 +294,35 @@ fn read_segment(
         log.last_zxid = Some(r.zxid);
     }
     log.records += scanned.records.len();
-    seg.records = scanned.records.len();
-    seg.end = scanned.end as u64;
-    log.segments.push(seg);
-    result.map_err(damage_of)?;
-    if scanned.records.is_empty() && !is_last {
-        return Err(LogDamage::Corrupt {
-            path: path.to_path_buf(),
-            offset: SEGMENT_HEADER_LEN as u64,
-            reason: "segment holds no record but later segments exist".to_string(),
-        });
-    }
-    let rest = bytes.get(scanned.end..).unwrap_or_default();
-    if is_last && scanned.torn.is_none() && rest.len() < HEADER_LEN {
-        // Too short for a header: recovery takes the segment as full and ends the log here;
-        // non-zero bytes mean the file was cut inside a record.
-        if let Some(last_nonzero) = rest.iter().rposition(|&b| b != 0) {
-            log.damage = Some(LogDamage::TornTail {
-                path: path.to_path_buf(),
-                offset: scanned.end as u64,
-                bytes: last_nonzero as u64 + 1,
-                reason: format!(
-                    "the file ends {} bytes into a record header (cut short)",
-                    rest.len()
-                ),
-            });
-        }
-    }
+}
+
+/// The torn tail recovery would cut after a clean scan: the torn write the scan found, or, in
+/// the last segment, non-zero bytes too short for a record header.
+fn tail_damage(path: &Path, bytes: &[u8], scanned: Scanned, is_last: bool) -> Option<LogDamage> {
     if let Some(t) = scanned.torn {
-        log.damage = Some(LogDamage::TornTail {
+        return Some(LogDamage::TornTail {
             path: path.to_path_buf(),
             offset: t.offset as u64,
             bytes: t.dirty_end.saturating_sub(t.offset) as u64,
             reason: t.reason,
         });
     }
-    Ok(())
+    let rest = bytes.get(scanned.end..).unwrap_or_default();
+    if !is_last || rest.len() >= HEADER_LEN {
+        return None;
+    }
+    // Too short for a header: recovery takes the segment as full and ends the log here;
+    // non-zero bytes mean the file was cut inside a record.
+    let last_nonzero = rest.iter().rposition(|&b| b != 0)?;
+    Some(LogDamage::TornTail {
+        path: path.to_path_buf(),
+        offset: scanned.end as u64,
+        bytes: last_nonzero as u64 + 1,
+        reason: format!(
+            "the file ends {} bytes into a record header (cut short)",
+            rest.len()
+        ),
+    })
 }
 
 fn damage_of(e: StoreError) -> LogDamage {

@@ -183,9 +183,16 @@ fn server_collecting(
     None
 }
 
-/// The effective configuration, key by key, in the file's terms.
+/// The effective configuration, key by key, in the file's terms: the ZAB node's keys, then
+/// fe-meta's.
 fn effective(c: &ServerConfig) -> Vec<(String, String)> {
-    let n = &c.node;
+    let mut v = node_keys(&c.node);
+    v.extend(server_keys(c));
+    v
+}
+
+/// The ZAB node's settings, in the order of a zoo.cfg.
+fn node_keys(n: &NodeConfig) -> Vec<(String, String)> {
     let path = |p: &Path| p.display().to_string();
     let mut v = vec![
         ("tickTime".to_string(), n.tick_ms.to_string()),
@@ -224,6 +231,13 @@ fn effective(c: &ServerConfig) -> Vec<(String, String)> {
             "forceSync".to_string(),
             if n.force_sync { "yes" } else { "no" }.to_string(),
         ),
+    ]);
+    v
+}
+
+/// fe-meta's own settings (identity, listeners, timeouts, four-letter words).
+fn server_keys(c: &ServerConfig) -> Vec<(String, String)> {
+    vec![
         ("clusterId".to_string(), format!("{:#x}", c.cluster_id)),
         ("myid".to_string(), c.sid.to_string()),
         ("role".to_string(), format!("{:?}", c.role)),
@@ -262,8 +276,7 @@ fn effective(c: &ServerConfig) -> Vec<(String, String)> {
                 .collect::<Vec<_>>()
                 .join(","),
         ),
-    ]);
-    v
+    ]
 }
 
 #[cfg(test)]

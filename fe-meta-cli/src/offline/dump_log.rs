@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::json;
-use zab_store::OfflineRecord;
+use zab_store::{OfflineLog, OfflineRecord};
 
 use super::render::{decode_payload, kind_name, log_state_json, log_state_line, parse_zxid};
 use crate::Failure;
@@ -44,65 +44,14 @@ pub fn run(args: &DumpLogArgs) -> Result<(), Failure> {
     }
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let mut printed = 0usize;
     let mut write_err: Option<io::Error> = None;
-    if args.json {
-        write_out(&mut out, "{\"records\":[", &mut write_err);
-    }
-    let log = zab_store::read_log(&args.dir, |r| {
-        if args.from.is_some_and(|from| r.zxid < from)
-            || args.limit.is_some_and(|limit| printed >= limit)
-            || write_err.is_some()
-        {
-            return;
-        }
-        let line = if args.json {
-            let sep = if printed == 0 { "" } else { "," };
-            format!("{sep}{}", record_json(r))
-        } else {
-            format!("{}\n", record_text(r))
-        };
-        printed += 1;
-        write_out(&mut out, &line, &mut write_err);
-    })
-    .map_err(|e| Failure::other(e.to_string()))?;
-    if args.json {
-        let tail = json!({"printed": printed, "log": log_state_json(&log)});
-        let tail = tail.to_string();
-        // `tail` is an object: splice its fields after the records array.
-        let fields = tail.strip_prefix('{').unwrap_or(&tail);
-        write_out(&mut out, &format!("],{fields}\n"), &mut write_err);
+    let (log, printed) = print_records(args, &mut out, &mut write_err)?;
+    let state = if args.json {
+        state_json_tail(&log, printed)
     } else {
-        let mut text = String::new();
-        for s in &log.segments {
-            text.push_str(&format!(
-                "segment {} base={} prev={} size={} records={} end={}\n",
-                s.path.display(),
-                s.base,
-                s.prev.map_or_else(|| "?".to_string(), |z| z.to_string()),
-                s.size,
-                s.records,
-                s.end
-            ));
-        }
-        for t in &log.temp_files {
-            text.push_str(&format!(
-                "unfinished {} (holds no record; a start removes it)\n",
-                t.display()
-            ));
-        }
-        text.push_str(&format!(
-            "records={} printed={printed} floor={} first={} last_valid={}\nstate: {}\n",
-            log.records,
-            log.floor,
-            log.first_zxid
-                .map_or_else(|| "none".into(), |z| z.to_string()),
-            log.last_zxid
-                .map_or_else(|| "none".into(), |z| z.to_string()),
-            log_state_line(&log)
-        ));
-        write_out(&mut out, &text, &mut write_err);
-    }
+        state_text(&log, printed)
+    };
+    write_out(&mut out, &state, &mut write_err);
     if let Err(e) = out.flush() {
         write_err.get_or_insert(e);
     }
@@ -118,6 +67,80 @@ pub fn run(args: &DumpLogArgs) -> Result<(), Failure> {
             log_state_line(&log)
         )))
     }
+}
+
+/// Reads the log, printing the records within `--from`/`--limit` as they come (JSON: the
+/// opening of the document and the records array's items); returns the log and how many
+/// records were printed. Stops printing at the first write error, which it leaves in `err`.
+fn print_records(
+    args: &DumpLogArgs,
+    out: &mut impl Write,
+    err: &mut Option<io::Error>,
+) -> Result<(OfflineLog, usize), Failure> {
+    let mut printed = 0usize;
+    if args.json {
+        write_out(out, "{\"records\":[", err);
+    }
+    let log = zab_store::read_log(&args.dir, |r| {
+        if args.from.is_some_and(|from| r.zxid < from)
+            || args.limit.is_some_and(|limit| printed >= limit)
+            || err.is_some()
+        {
+            return;
+        }
+        let line = if args.json {
+            let sep = if printed == 0 { "" } else { "," };
+            format!("{sep}{}", record_json(r))
+        } else {
+            format!("{}\n", record_text(r))
+        };
+        printed += 1;
+        write_out(out, &line, err);
+    })
+    .map_err(|e| Failure::other(e.to_string()))?;
+    Ok((log, printed))
+}
+
+/// The end of the JSON document after the records array: `printed` and the log's state.
+fn state_json_tail(log: &OfflineLog, printed: usize) -> String {
+    let tail = json!({"printed": printed, "log": log_state_json(log)});
+    let tail = tail.to_string();
+    // `tail` is an object: splice its fields after the records array.
+    let fields = tail.strip_prefix('{').unwrap_or(&tail);
+    format!("],{fields}\n")
+}
+
+/// The text after the records: `segment` and `unfinished` lines, the totals and the state.
+fn state_text(log: &OfflineLog, printed: usize) -> String {
+    let mut text = String::new();
+    for s in &log.segments {
+        text.push_str(&format!(
+            "segment {} base={} prev={} size={} records={} end={}\n",
+            s.path.display(),
+            s.base,
+            s.prev.map_or_else(|| "?".to_string(), |z| z.to_string()),
+            s.size,
+            s.records,
+            s.end
+        ));
+    }
+    for t in &log.temp_files {
+        text.push_str(&format!(
+            "unfinished {} (holds no record; a start removes it)\n",
+            t.display()
+        ));
+    }
+    text.push_str(&format!(
+        "records={} printed={printed} floor={} first={} last_valid={}\nstate: {}\n",
+        log.records,
+        log.floor,
+        log.first_zxid
+            .map_or_else(|| "none".into(), |z| z.to_string()),
+        log.last_zxid
+            .map_or_else(|| "none".into(), |z| z.to_string()),
+        log_state_line(log)
+    ));
+    text
 }
 
 fn write_out(out: &mut impl Write, s: &str, err: &mut Option<io::Error>) {
