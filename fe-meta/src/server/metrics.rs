@@ -96,26 +96,9 @@ impl RequestClass {
     }
 }
 
-/// The latency buckets, µs: 50 µs to 10 s.
-pub const LATENCY_BUCKETS_US: [f64; 17] = [
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1_000.0,
-    2_500.0,
-    5_000.0,
-    10_000.0,
-    25_000.0,
-    50_000.0,
-    100_000.0,
-    250_000.0,
-    500_000.0,
-    1_000_000.0,
-    2_500_000.0,
-    5_000_000.0,
-    10_000_000.0,
-];
+/// The latency buckets, µs: the node's (50 µs to 10 s), so fe-meta's and zab-net's
+/// histograms compare bucket by bucket.
+pub use zab_net::metrics::LATENCY_BUCKETS_US;
 
 /// One class's resolved counters (index 0: `OK`, then `Status::ALL` in order) and histogram.
 #[derive(Debug)]
