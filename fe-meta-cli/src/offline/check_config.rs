@@ -235,48 +235,17 @@ fn node_keys(n: &NodeConfig) -> Vec<(String, String)> {
     v
 }
 
-/// fe-meta's own settings (identity, listeners, timeouts, four-letter words).
+/// fe-meta's own settings: the server's identity and client listener, then the keys of
+/// [`ServerConfig::fe_meta_settings`] (as the `conf` word shows them).
 fn server_keys(c: &ServerConfig) -> Vec<(String, String)> {
-    vec![
+    let mut v = vec![
         ("clusterId".to_string(), format!("{:#x}", c.cluster_id)),
         ("myid".to_string(), c.sid.to_string()),
         ("role".to_string(), format!("{:?}", c.role)),
         ("clientListen".to_string(), c.client_listen.clone()),
-        (
-            "admin".to_string(),
-            c.admin_listen
-                .clone()
-                .unwrap_or_else(|| "disabled".to_string()),
-        ),
-        (
-            "meta_delay_toleration_second".to_string(),
-            (c.tolerance_ms / 1000).to_string(),
-        ),
-        (
-            "write_timeout_ms".to_string(),
-            c.write_timeout.as_millis().to_string(),
-        ),
-        (
-            "leader_wait_ms".to_string(),
-            c.leader_wait.as_millis().to_string(),
-        ),
-        (
-            "peer_status_timeout_ms".to_string(),
-            c.peer_timeout.as_millis().to_string(),
-        ),
-        (
-            "client_session_expiry_s".to_string(),
-            (c.session_expiry_ms / 1000).to_string(),
-        ),
-        (
-            "4lw.commands.whitelist".to_string(),
-            c.four_letter_words
-                .iter()
-                .map(|w| w.word())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
-    ]
+    ];
+    v.extend(c.fe_meta_settings());
+    v
 }
 
 #[cfg(test)]

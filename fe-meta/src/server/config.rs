@@ -181,6 +181,46 @@ fn cluster_id(node: &NodeConfig) -> Result<u64, ServerError> {
     }
 }
 
+impl ServerConfig {
+    /// fe-meta's own settings as (key, effective value), in [`EXTRA_KEYS`]' order: what the
+    /// `conf` word and `fe-meta check-config` print after the ZAB node's keys. The admin
+    /// port shows as `admin.enableServer` and the address it binds (`admin.listen`).
+    pub fn fe_meta_settings(&self) -> Vec<(String, String)> {
+        let whitelist: Vec<&str> = self.four_letter_words.iter().map(|w| w.word()).collect();
+        [
+            (
+                "meta_delay_toleration_second",
+                (self.tolerance_ms / 1000).to_string(),
+            ),
+            (
+                "write_timeout_ms",
+                self.write_timeout.as_millis().to_string(),
+            ),
+            ("leader_wait_ms", self.leader_wait.as_millis().to_string()),
+            (
+                "peer_status_timeout_ms",
+                self.peer_timeout.as_millis().to_string(),
+            ),
+            (
+                "client_session_expiry_s",
+                (self.session_expiry_ms / 1000).to_string(),
+            ),
+            (
+                "admin.enableServer",
+                self.admin_listen.is_some().to_string(),
+            ),
+            (
+                "admin.listen",
+                self.admin_listen.clone().unwrap_or_default(),
+            ),
+            ("4lw.commands.whitelist", whitelist.join(",")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+}
+
 /// `admin.enableServer`, `admin.serverAddress` and `admin.serverPort` as the admin port's
 /// listen address.
 fn admin_listen(node: &NodeConfig) -> Result<Option<String>, ServerError> {

@@ -117,36 +117,7 @@ impl Shared {
             "version".to_owned(),
             format!("{:x}", st.committed_membership.version.0),
         ));
-        kv.extend([
-            (
-                "meta_delay_toleration_second".to_owned(),
-                (c.tolerance_ms / 1000).to_string(),
-            ),
-            (
-                "write_timeout_ms".to_owned(),
-                c.write_timeout.as_millis().to_string(),
-            ),
-            (
-                "leader_wait_ms".to_owned(),
-                c.leader_wait.as_millis().to_string(),
-            ),
-            (
-                "admin.enableServer".to_owned(),
-                c.admin_listen.is_some().to_string(),
-            ),
-            (
-                "admin.listen".to_owned(),
-                c.admin_listen.clone().unwrap_or_default(),
-            ),
-            (
-                "4lw.commands.whitelist".to_owned(),
-                c.four_letter_words
-                    .iter()
-                    .map(|w| w.word())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        ]);
+        kv.extend(c.fe_meta_settings());
         kv
     }
 }
