@@ -85,14 +85,6 @@ impl<'a> SegmentBytes<'a> {
             bytes: seg.bytes(),
         }
     }
-
-    fn path(&self) -> &Path {
-        self.path
-    }
-
-    fn base(&self) -> Zxid {
-        self.base
-    }
 }
 
 /// Scans `seg`, whose records must all be greater than `after`.
@@ -179,7 +171,7 @@ fn torn_or_corrupt(
 ) -> Result<TornTail> {
     if !is_last {
         return Err(StoreError::corrupt(
-            seg.path(),
+            seg.path,
             off as u64,
             format!("{reason} (not the last segment, so not a torn write)"),
         ));
@@ -188,7 +180,7 @@ fn torn_or_corrupt(
     if let Some(next) = find_valid_after(bytes, off, hint, last) {
         if !has_unwritten_page(bytes, off, next) {
             return Err(StoreError::corrupt(
-                seg.path(),
+                seg.path,
                 off as u64,
                 format!(
                     "{reason}; a valid record follows at offset {next}, so this is not a torn tail"
@@ -206,19 +198,19 @@ fn check_order(
     last: Zxid,
     first: bool,
 ) -> Result<()> {
-    if first && zxid != seg.base() {
+    if first && zxid != seg.base {
         return Err(StoreError::corrupt(
-            seg.path(),
+            seg.path,
             off as u64,
             format!(
                 "first record has zxid {zxid} but the file is named for {}",
-                seg.base()
+                seg.base
             ),
         ));
     }
     if zxid <= last {
         return Err(StoreError::corrupt(
-            seg.path(),
+            seg.path,
             off as u64,
             format!("record zxid {zxid} is not greater than the previous zxid {last}"),
         ));
