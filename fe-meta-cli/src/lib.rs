@@ -172,7 +172,34 @@ pub enum Command {
 /// Parses the process arguments and runs; the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !cli.command.is_long_running() {
+        die_quietly_on_closed_stdout();
+    }
     std::process::ExitCode::from(run(cli).code())
+}
+
+impl Command {
+    /// Whether the command runs a server or a cluster (it must outlive a reader of its output
+    /// that went away); the others print a result and end.
+    fn is_long_running(&self) -> bool {
+        matches!(
+            self,
+            Command::Server { .. } | Command::LocalCluster(_) | Command::Bench(_)
+        )
+    }
+}
+
+/// Lets SIGPIPE end the process, as it ends `cat` or `ls`: `fe-meta dump-log DIR | head` then
+/// stops when `head` does, instead of failing (or panicking in `println!`) on a closed pipe.
+/// Only for commands that print and end; a server keeps Rust's default (SIGPIPE ignored, so a
+/// peer that closes a socket is an error to handle, not the end of the process).
+fn die_quietly_on_closed_stdout() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: called once from main before any other thread exists; SIG_DFL installs no
+    // handler code, so no async-signal-safety question arises.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        eprintln!("fe-meta: cannot restore SIGPIPE's default action: {e}");
+    }
 }
 
 /// Runs a parsed command line; failures have been reported on stderr.
