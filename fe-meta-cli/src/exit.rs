@@ -36,6 +36,10 @@ pub enum ExitCode {
     /// supervisor must not restart it with this data dir
     /// ([`fe_meta::server::REMOVED_EXIT_STATUS`]).
     Removed,
+    /// 7: `fe-meta server`: the data dir cannot be read (a corrupt txn log, snapshot or epoch
+    /// file, a gap in the log); the node refuses to start, and will refuse every time until
+    /// the node is resynced from the cluster, so a supervisor must not restart it.
+    DataDirDamaged,
     /// 10 + the status code: the server answered with this status (TIMEOUT also when the
     /// client gave up waiting).
     Status(Status),
@@ -52,6 +56,7 @@ impl ExitCode {
             ExitCode::NodeFatal => fe_meta::server::FATAL_EXIT_STATUS,
             ExitCode::Protocol => 5,
             ExitCode::Removed => fe_meta::server::REMOVED_EXIT_STATUS,
+            ExitCode::DataDirDamaged => 7,
             ExitCode::Status(s) => {
                 STATUS_BASE.saturating_add(u8::try_from(s.code()).unwrap_or(u8::MAX - STATUS_BASE))
             }
@@ -87,6 +92,9 @@ Exit codes:
   6   server: this server was removed from the cluster (while running, or its data dir is
       that of a removed server); do not restart it with this data dir: wipe it, add the
       server again on a member and start it with --helper
+  7   server: the data dir is damaged (corrupt txn log, snapshot or epoch file); the node
+      refuses to start until it is resynced: keep a copy, empty the data dir except myid,
+      start it again (docs/OPERATIONS.md section 5.2)
 ",
     );
     for s in Status::ALL {

@@ -29,6 +29,8 @@ use tracing_subscriber::EnvFilter;
 
 use super::{runtime, ExitCode, Failure};
 use fe_meta::server::{ServerError, StartMode, Stopped};
+use zab_net::NetError;
+use zab_store::StoreError;
 
 /// How long the runtime's leftover blocking tasks may delay the exit.
 const RUNTIME_STOP_WAIT: Duration = Duration::from_secs(2);
@@ -121,8 +123,30 @@ pub(super) fn run(config: &Path, mode: StartMode, log_format: LogFormat) -> Resu
             code: ExitCode::Removed,
             message: format!("server {at}: {removal}"),
         }),
+        Err(ServerError::Node(NetError::Store(e))) if is_damage(&e) => Err(Failure {
+            code: ExitCode::DataDirDamaged,
+            message: format!(
+                "server {at}: the data dir is damaged, the node refuses to start: {e}. Keep a \
+                 copy of the data dir for a report (`fe-meta dump-log` and `fe-meta \
+                 verify-image` show the damage), check the disk, then resync this node from \
+                 the cluster: empty its data dir except myid and start it again without \
+                 --bootstrap (docs/OPERATIONS.md, section 5.2)"
+            ),
+        }),
         Err(e) => Err(Failure::other(format!("server {at}: {e}"))),
     }
+}
+
+/// Whether a start failed on files that are damaged, not on an operating-system error:
+/// starting again changes nothing until the node is resynced.
+fn is_damage(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Corrupt { .. }
+            | StoreError::LogGap { .. }
+            | StoreError::BadSnapshot { .. }
+            | StoreError::BadEpochFile { .. }
+    )
 }
 
 /// Resolves on the first Ctrl-C (SIGINT) or SIGTERM.

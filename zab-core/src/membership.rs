@@ -128,6 +128,17 @@ pub struct Member {
     pub address: String,
 }
 
+impl Member {
+    /// Whether `data`, a data dir's member, is what this zoo.cfg member says: the same
+    /// address and role, where a follower still joining (R5) is what its `server.N` line
+    /// (a participant) says, since zoo.cfg cannot say "joining".
+    fn written_alike(&self, data: &Member) -> bool {
+        self.address == data.address
+            && (self.role == data.role
+                || (self.role == MemberRole::Participant && data.role == MemberRole::Joining))
+    }
+}
+
 /// A configuration: every member and its version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Membership {
@@ -398,7 +409,7 @@ impl Membership {
         let changed: Vec<u64> = self
             .members
             .iter()
-            .filter(|(s, m)| data.members.get(s).is_some_and(|d| d != *m))
+            .filter(|(s, m)| data.members.get(s).is_some_and(|d| !m.written_alike(d)))
             .map(|(s, _)| s.0)
             .collect();
         let parts: Vec<String> = [

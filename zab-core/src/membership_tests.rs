@@ -226,3 +226,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_joining_follower_is_what_its_zoo_cfg_line_says_but_an_observer_is_not() {
+    let zoo_cfg = three();
+    let mut data = three();
+    let joining = data.members.get_mut(&ServerId(3)).unwrap();
+    joining.role = MemberRole::Joining;
+    assert_eq!(zoo_cfg.differences(&data), None);
+    data.members.get_mut(&ServerId(3)).unwrap().role = MemberRole::Observer;
+    assert_eq!(
+        zoo_cfg.differences(&data).as_deref(),
+        Some("role or address differs: [3]")
+    );
+}

@@ -38,6 +38,8 @@ use zab_net::{Membership, ServerId};
 
 mod helper;
 
+pub(crate) use helper::point_to_helper;
+
 use helper::ask_until_answered;
 pub use helper::{view_of, ClientHelper, Helper};
 

@@ -248,7 +248,7 @@ pub async fn prepare_start(
 ) -> Result<(ServerConfig, NodeOptions), ServerError> {
     let mut opts = NodeOptions::default();
     let cfg = match mode {
-        StartMode::Plain => ServerConfig::load(config_path)?,
+        StartMode::Plain => ServerConfig::load(config_path).map_err(join::point_to_helper)?,
         StartMode::Bootstrap => {
             let mut cfg = ServerConfig::load(config_path)?;
             cfg.bootstrap = true;

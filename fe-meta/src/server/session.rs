@@ -130,7 +130,8 @@ pub fn plan(
                 Status::Timeout,
                 format!(
                 "request {seq} of client {client_id:#x} is already being committed; its outcome \
-                 is not known yet (send it again: it applies at most once)"
+                 is not known yet (this client may send it again, as it applies at most once \
+                 per client; from a new client, check with a sync read before writing it again)"
             ),
             )))
         }

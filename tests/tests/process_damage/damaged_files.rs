@@ -154,3 +154,43 @@ async fn flip_newest_snapshot(c: &mut ProcCluster, victim: u64, mask: u8) {
         ms(resync)
     );
 }
+
+/// A byte of a record halfway through a killed follower's log is flipped, so valid records
+/// follow it (corruption, not a torn tail): the node refuses to start with exit status 7 (a
+/// damaged data dir: a supervisor must not restart it) and a message that names the segment
+/// and says to resync; emptied but for myid and started again, it catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_record_before_valid_ones_exits_7_and_resyncs() {
+    let mut c = ProcCluster::start("log_corrupt", ClusterSpec::default())
+        .await
+        .unwrap();
+    let victim = a_follower(&mut c).await;
+    let leader = c.leader(Duration::from_secs(10)).await.unwrap();
+    let n = fill(&c, leader, "k", 200, 64, 8, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(n, 200);
+    c.kill(victim).unwrap();
+    let (segment, recs) = files::newest_segment(&c.node(victim).unwrap().data_dir()).unwrap();
+    assert!(recs.len() >= 10, "{} records", recs.len());
+    let r = &recs[recs.len() / 2];
+    files::flip_byte(&segment, r.offset + r.len - 1, 0xff).unwrap();
+    c.restart(victim).unwrap();
+    let code = c
+        .node_mut(victim)
+        .unwrap()
+        .wait_exit(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(c.node(victim).unwrap().log_path()).unwrap();
+    let log_since = &log[log.rfind("=== harness: start").unwrap_or(0)..];
+    assert_eq!(code, Some(7), "{log_since}");
+    let name = segment.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(log_since.contains(&name), "{log_since}");
+    assert!(log_since.contains("resync this node"), "{log_since}");
+    c.wipe(victim).unwrap();
+    c.restart(victim).unwrap();
+    let (_, target) = leader_applied(&mut c).await;
+    caught_up(&c.client_addr(victim), target, Duration::from_secs(30)).await;
+    c.finish().await.unwrap();
+}

@@ -10,9 +10,12 @@ use std::time::Duration;
 use tracing::warn;
 use zab_net::{Member, MemberRole, Membership, ServerId};
 
+use zab_net::config::ConfigError;
+
 use super::{ClusterView, RETRY_EVERY};
 use crate::client::{Client, ClientOptions};
 use crate::protocol::{ClusterConfig, MemberState};
+use crate::server::ServerError;
 
 /// How the node asks the helper for the cluster's view.
 pub trait Helper {
@@ -101,5 +104,44 @@ pub fn view_of(c: ClusterConfig) -> ClusterView {
         tick_ms: c.tick_time_ms,
         init_limit: c.init_limit,
         sync_limit: c.sync_limit,
+    }
+}
+
+/// A plain start's configuration error, with the way out when the missing key is one a
+/// `--helper` start completes (a node that joined with a minimal zoo.cfg).
+pub(crate) fn point_to_helper(e: ServerError) -> ServerError {
+    let missing = match &e {
+        ServerError::Config(ConfigError::Missing { key }) => *key,
+        ServerError::Invalid(why) if why.contains("`clusterId`") => "clusterId",
+        _ => return e,
+    };
+    if !matches!(
+        missing,
+        "tickTime" | "initLimit" | "syncLimit" | "clusterId"
+    ) {
+        return e;
+    }
+    ServerError::Invalid(format!(
+        "{e}; a node that joined with --helper and a minimal zoo.cfg must start with \
+         `--helper HOST:CLIENT_PORT` again (it only completes what zoo.cfg lacks), or zoo.cfg \
+         must set clusterId, tickTime, initLimit and syncLimit (`fe-meta show-config` on a \
+         member prints them)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_timing_key_points_to_helper_and_other_errors_pass_unchanged() {
+        let e = point_to_helper(ServerError::Config(ConfigError::Missing {
+            key: "tickTime",
+        }));
+        let text = e.to_string();
+        assert!(text.contains("missing required key `tickTime`"), "{text}");
+        assert!(text.contains("--helper HOST:CLIENT_PORT"), "{text}");
+        let e = point_to_helper(ServerError::Config(ConfigError::Missing { key: "dataDir" }));
+        assert!(!e.to_string().contains("--helper"), "{e}");
     }
 }
