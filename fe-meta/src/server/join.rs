@@ -251,8 +251,8 @@ pub fn read_text(path: &Path) -> Result<String, JoinError> {
 pub async fn prepare(text: &str, helper: &impl Helper) -> Result<JoinStart, ServerError> {
     if let Some(cfg) = belonging_config(text)? {
         info!(
-            "the data dir already belongs to cluster {}: starting from it (the helper {} is \
-             not needed)",
+            "the data dir already belongs to cluster {:#018x}: starting from it (the helper {} \
+             is not needed)",
             cfg.cluster_id,
             helper.addr()
         );
@@ -281,7 +281,7 @@ pub async fn prepare(text: &str, helper: &impl Helper) -> Result<JoinStart, Serv
             Standing::Member => {
                 info!(
                     "server {} is in the cluster's configuration version {} (servers {:?}): \
-                     joining cluster {}",
+                     joining cluster {:#018x}",
                     cfg.sid,
                     view.membership.version,
                     view.membership

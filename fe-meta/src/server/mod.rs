@@ -321,7 +321,7 @@ impl Server {
             let writer = pending::Writer::new(catalog.clone());
             let (admin_listener, admin) = admin::bind_configured(&cfg).await;
             info!(
-                cluster_id = identity.cluster_id,
+                cluster_id = %format_args!("{:#018x}", identity.cluster_id),
                 role = identity.role.name(),
                 %client_addr,
                 admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
