@@ -57,6 +57,7 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::ShowBackends),
         opts().prop_map(RequestBody::ShowFrontends),
         Just(RequestBody::GetConfig),
+        Just(RequestBody::RecoveryInfo),
         (any::<u64>(), common::role(), common::any_text()).prop_map(|(sid, role, address)| {
             RequestBody::ChangeMembership(FrontendChange::Add { sid, role, address })
         }),

@@ -52,6 +52,7 @@ pub mod meta_dir;
 pub mod metrics;
 mod peer;
 mod pending;
+mod recovery_info;
 pub mod removal;
 pub mod session;
 pub mod staleness;
