@@ -39,9 +39,9 @@ pub struct RecoverArgs {
     /// dataDir and myid); the node must be stopped.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
-    /// Client endpoints of every surviving member (this one may be named too), comma-separated:
-    /// each is asked what it holds; start the other survivors first (they answer without a
-    /// quorum).
+    /// Client endpoints of every surviving member, comma-separated (this server's own, if
+    /// named, is read from its data dir instead): each is asked what it holds; start the other
+    /// survivors first (they answer without a quorum).
     #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',')]
     pub survivors: Vec<String>,
     /// Go on although a named survivor is ahead of this node or did not answer: the txns it
@@ -71,7 +71,7 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
         .survivors
         .iter()
         .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && *s != local.client_addr)
         .collect();
     endpoints.dedup();
     let rows = rt.block_on(survey::ask(&endpoints, options));
