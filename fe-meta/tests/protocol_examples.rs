@@ -136,7 +136,8 @@ fn hex(b: &[u8]) -> String {
         .join(" ")
 }
 
-/// The membership kinds of `docs/PROTOCOL.md` §4 and §5.4, byte for byte: GET_CONFIG,
+/// The membership kinds of `docs/PROTOCOL.md` §4, §5.4 and §5.5, byte for byte: GET_CONFIG,
+/// RECOVERY_INFO,
 /// ADD_FRONTEND, DROP_FRONTEND and a GET_CONFIG answer; their configuration converts to the
 /// node's `Membership` and back.
 #[test]
@@ -154,6 +155,10 @@ fn membership_kinds_bytes() {
     assert_eq!(
         frame(RequestBody::GetConfig),
         "00 00 00 0b 01 00 00 00 00 00 00 00 02 00 04"
+    );
+    assert_eq!(
+        frame(RequestBody::RecoveryInfo),
+        "00 00 00 0b 01 00 00 00 00 00 00 00 02 00 1a"
     );
     let add = RequestBody::ChangeMembership(FrontendChange::Add {
         sid: 4,

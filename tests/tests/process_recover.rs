@@ -51,7 +51,10 @@ async fn recover(c: &ProcCluster, sid: u64, survivors: &[u64], extra: &[&str]) -
     args.extend(extra.iter().map(|s| s.to_string()));
     let bin = binary::fe_meta_bin().unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(bin).args(&args).output().unwrap()
+        std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .unwrap()
     })
     .await
     .unwrap();
@@ -142,6 +145,10 @@ async fn recover_refuses_a_survivor_that_is_behind_unless_forced() {
     let (mut c, _lost, behind, newest) = lose_the_majority("recover_behind").await;
     c.restart(newest).unwrap();
     wait_answers(&c, newest).await;
+    // Run for the survivor that runs: refused, nothing written.
+    let running = recover(&c, newest, &[newest, behind], &[]).await;
+    assert_eq!(running.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&running.stderr).contains("is running"));
     let out = recover(&c, behind, &[newest, behind], &[]).await;
     assert_eq!(out.status.code(), Some(1), "refused with status 1");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -53,7 +53,12 @@ pub(crate) fn read(config: &Path) -> Result<Local, Failure> {
     let dir = node.data_dir.clone();
     let meta = MetaDir::new(&dir);
     let epochs = EpochFiles::open(&dir, false).map_err(fail)?;
-    let epoch = |k| epochs.read(k).map(|e| e.unwrap_or_default().0).map_err(fail);
+    let epoch = |k| {
+        epochs
+            .read(k)
+            .map(|e| e.unwrap_or_default().0)
+            .map_err(fail)
+    };
     let (accepted_epoch, current_epoch) = (epoch(EpochKind::Accepted)?, epoch(EpochKind::Current)?);
     let (snapshot, snap_conf) = newest_snapshot(&dir)?;
     let join = read_join_file(&dir.join("joinConfiguration")).map_err(fail)?;

@@ -22,6 +22,8 @@ mod local;
 mod rewrite;
 mod steps;
 mod survey;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,7 +77,10 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
         .collect();
     endpoints.dedup();
     let rows = rt.block_on(survey::ask(&endpoints, options));
-    let local_probe = rt.block_on(survey::ask(std::slice::from_ref(&local.client_addr), options));
+    let local_probe = rt.block_on(survey::ask(
+        std::slice::from_ref(&local.client_addr),
+        options,
+    ));
     let here = format!("{} (local)", local.node.data_dir.display());
     print!("{}", survey::table(&local.held, &here, &rows));
     refuse_if_running(&local, &rows, &local_probe)?;

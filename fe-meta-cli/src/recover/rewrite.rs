@@ -93,11 +93,18 @@ fn set_aside(local: &Local, stamp: &str) -> Result<(PathBuf, Vec<PathBuf>), Fail
     let take = if all { segments.len() } else { 1 };
     wanted.extend(segments.iter().rev().take(take).map(|n| logs.join(n)));
     for d in [data, logs] {
-        wanted.extend(names(d)?.into_iter().filter(|n| n.ends_with(".tmp")).map(|n| d.join(n)));
+        wanted.extend(
+            names(d)?
+                .into_iter()
+                .filter(|n| n.ends_with(".tmp"))
+                .map(|n| d.join(n)),
+        );
     }
     let mut copied = Vec::new();
     for src in wanted.into_iter().filter(|p| p.is_file()) {
-        let Some(name) = src.file_name() else { continue };
+        let Some(name) = src.file_name() else {
+            continue;
+        };
         let to = dir.join(name);
         if to.exists() {
             continue;
