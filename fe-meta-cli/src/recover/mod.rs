@@ -84,24 +84,7 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
     let here = format!("{} (local)", local.node.data_dir.display());
     print!("{}", survey::table(&local.held, &here, &rows));
     refuse_if_running(&local, &rows, &local_probe)?;
-    let verdict = choose::judge(&local.held, &rows);
-    if let Some(why) = verdict.refusals.first() {
-        return Err(Failure::other(format!("recovery refused: {why}")));
-    }
-    if let Some(why) = &local.refusal {
-        return Err(Failure::other(format!("recovery refused: {why}")));
-    }
-    if !verdict.losses.is_empty() {
-        if !args.force_lose_data {
-            return Err(Failure::other(format!(
-                "recovery refused: {} (or pass --force-lose-data to go on and lose them)",
-                verdict.losses.join("; ")
-            )));
-        }
-        for loss in &verdict.losses {
-            println!("--force-lose-data: DATA WILL BE LOST: {loss}");
-        }
-    }
+    check_verdict(&local, &rows, args.force_lose_data)?;
     let config = args.config.display().to_string();
     let epoch = rewrite::next_epoch(&local)?;
     let planned = rewrite::one_member(&local, Zxid::new(epoch, 1));
@@ -132,6 +115,27 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
         done.copied.len()
     );
     print!("{}", steps::next_steps(&local, &done.membership, &config));
+    Ok(())
+}
+
+/// Refuses on what no flag overrides, and on losses unless `force` (then prints each loss).
+fn check_verdict(local: &local::Local, rows: &[choose::Row], force: bool) -> Result<(), Failure> {
+    let verdict = choose::judge(&local.held, rows);
+    if let Some(why) = verdict.refusals.first().or(local.refusal.as_ref()) {
+        return Err(Failure::other(format!("recovery refused: {why}")));
+    }
+    if verdict.losses.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(Failure::other(format!(
+            "recovery refused: {} (or pass --force-lose-data to go on and lose them)",
+            verdict.losses.join("; ")
+        )));
+    }
+    for loss in &verdict.losses {
+        println!("--force-lose-data: DATA WILL BE LOST: {loss}");
+    }
     Ok(())
 }
 
