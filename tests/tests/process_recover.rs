@@ -86,10 +86,8 @@ async fn wait_participant(c: &ProcCluster, via: u64, sid: u64) {
 
 /// A 3-node cluster whose follower `behind` misses the writes `after-*` that the leader and
 /// `newest` acked; then the leader and `newest` are killed: (cluster, leader, behind, newest).
-async fn lose_the_majority(name: &str) -> (ProcCluster, u64, u64, u64) {
-    let mut c = ProcCluster::start(name, ClusterSpec::default())
-        .await
-        .unwrap();
+async fn lose_the_majority(name: &str, spec: ClusterSpec) -> (ProcCluster, u64, u64, u64) {
+    let mut c = ProcCluster::start(name, spec).await.unwrap();
     let leader = c.leader(WAIT).await.unwrap();
     let f: Vec<u64> = [1, 2, 3].into_iter().filter(|s| *s != leader).collect();
     let (behind, newest) = (f[0], f[1]);
@@ -104,7 +102,13 @@ async fn lose_the_majority(name: &str) -> (ProcCluster, u64, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_the_newest_survivor_then_add_two_members_back() {
     let started = Instant::now();
-    let (mut c, lost, behind, newest) = lose_the_majority("recover_newest").await;
+    // Snapshots every few txns: the recovered node's committed configuration comes from one,
+    // and the members added back take a SNAP.
+    let spec = ClusterSpec {
+        snap_count: Some(4),
+        ..ClusterSpec::default()
+    };
+    let (mut c, lost, behind, newest) = lose_the_majority("recover_newest", spec).await;
     // The other survivor runs (without a quorum) and answers RECOVERY_INFO; the local one
     // is stopped and read from its data dir.
     c.restart(behind).unwrap();
@@ -142,7 +146,8 @@ async fn recover_the_newest_survivor_then_add_two_members_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_refuses_a_survivor_that_is_behind_unless_forced() {
-    let (mut c, _lost, behind, newest) = lose_the_majority("recover_behind").await;
+    let (mut c, _lost, behind, newest) =
+        lose_the_majority("recover_behind", ClusterSpec::default()).await;
     c.restart(newest).unwrap();
     wait_answers(&c, newest).await;
     // Run for the survivor that runs: refused, nothing written.
