@@ -44,7 +44,12 @@ pub struct RecoverArgs {
     /// Client endpoints of every surviving member, comma-separated (this server's own, if
     /// named, is read from its data dir instead): each is asked what it holds; start the other
     /// survivors first (they answer without a quorum).
-    #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',')]
+    #[arg(
+        long,
+        required = true,
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        value_delimiter = ','
+    )]
     pub survivors: Vec<String>,
     /// Go on although a named survivor is ahead of this node or did not answer: the txns it
     /// logged beyond this node's last zxid are LOST (the output lists whose and from which
