@@ -18,13 +18,31 @@ use tests::proc::{binary, ClusterSpec, ProcCluster};
 /// How long an election, a promotion or a command may take here.
 const WAIT: Duration = Duration::from_secs(20);
 
-/// `n` SET_VARs `{prefix}-{i}` through node `via`, each recorded in the ledger once acked.
-async fn write(c: &ProcCluster, via: u64, prefix: &str, n: usize) {
+/// `n` SET_VARs `{prefix}-{i}` through node `via`, each recorded in the ledger once acked;
+/// returns the last one's journal id.
+async fn write(c: &ProcCluster, via: u64, prefix: &str, n: usize) -> u64 {
     let client = c.client(via, None).await.unwrap();
+    let mut last = 0;
     for i in 0..n {
         let (name, value) = (format!("{prefix}-{i}"), format!("v-{prefix}-{i}"));
         let w = client.set_var(&name, &value).await.unwrap();
         c.ledger().record(&name, &value, w.journal_id.0);
+        last = w.journal_id.0;
+    }
+    last
+}
+
+/// Waits until node `sid` applied journal id `jid` (an acked write is on a quorum, not yet
+/// on every follower).
+async fn wait_applied(c: &ProcCluster, sid: u64, jid: u64) {
+    let start = Instant::now();
+    loop {
+        let st = c.status(sid).await;
+        if st.is_some_and(|st| st.applied_journal_id.0 >= jid) {
+            return;
+        }
+        assert!(start.elapsed() < WAIT, "node {sid} did not apply {jid:#x}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -91,9 +109,11 @@ async fn lose_the_majority(name: &str, spec: ClusterSpec) -> (ProcCluster, u64, 
     let leader = c.leader(WAIT).await.unwrap();
     let f: Vec<u64> = [1, 2, 3].into_iter().filter(|s| *s != leader).collect();
     let (behind, newest) = (f[0], f[1]);
-    write(&c, leader, "before", 5).await;
+    let jid = write(&c, leader, "before", 5).await;
+    wait_applied(&c, behind, jid).await;
     c.kill(behind).unwrap();
-    write(&c, leader, "after", 5).await;
+    let jid = write(&c, leader, "after", 5).await;
+    wait_applied(&c, newest, jid).await;
     c.kill(leader).unwrap();
     c.kill(newest).unwrap();
     (c, leader, behind, newest)
