@@ -10,9 +10,10 @@
 //! every configuration any old member holds, and the cluster id does not change.
 //!
 //! INV-1: every file this changes is first copied to `DATA_DIR/recover-<UTC time>/` (the epoch
-//! files, `joinConfiguration`, unfinished `*.tmp` files, the last log segment — or every
-//! segment when loading would restart the log at the snapshot), with a `RESTORE.txt` that
-//! says how to go back and which segment files the rewrite created.
+//! files, `joinConfiguration`, unfinished `*.tmp` files, the log segments from the last one
+//! holding a record on — or every segment when loading would restart the log at the
+//! snapshot), with a `RESTORE.txt` that says how to go back and which segment files the
+//! rewrite created.
 //! INV-2: crash order: acceptedEpoch first, then the configuration txn (synced), then
 //! currentEpoch. After a crash at any point the node starts with its old configuration or the
 //! new one, and never proposes a zxid its log already holds (its acceptedEpoch is `E`); running
@@ -88,10 +89,7 @@ fn set_aside(local: &Local, stamp: &str) -> Result<(PathBuf, Vec<PathBuf>), Fail
         .iter()
         .map(|n| data.join(n))
         .collect();
-    let segments = segment_names(logs)?;
-    let all = local.log_last < local.snapshot;
-    let take = if all { segments.len() } else { 1 };
-    wanted.extend(segments.iter().rev().take(take).map(|n| logs.join(n)));
+    wanted.extend(segments_to_keep(local)?);
     for d in [data, logs] {
         wanted.extend(
             names(d)?
@@ -116,6 +114,28 @@ fn set_aside(local: &Local, stamp: &str) -> Result<(PathBuf, Vec<PathBuf>), Fail
         copied.push(to);
     }
     Ok((dir, copied))
+}
+
+/// The log segments the rewrite may change: from the last one holding a record on (recovery
+/// removes an empty last segment and appends go to the one before), or every segment when
+/// loading would restart the log at the snapshot.
+fn segments_to_keep(local: &Local) -> Result<Vec<PathBuf>, Failure> {
+    let log = zab_store::read_log(&local.node.data_log_dir, |_| {}).map_err(fail)?;
+    let segs = &log.segments;
+    let from = if local.log_last < local.snapshot {
+        0
+    } else {
+        segs.iter().rposition(|s| s.records > 0).unwrap_or(0)
+    };
+    let mut paths: Vec<PathBuf> = segs.iter().skip(from).map(|s| s.path.clone()).collect();
+    // Files the reader did not list (past a damage) are kept too.
+    for n in segment_names(&local.node.data_log_dir)? {
+        let p = local.node.data_log_dir.join(n);
+        if !segs.iter().any(|s| s.path == p) {
+            paths.push(p);
+        }
+    }
+    Ok(paths)
 }
 
 fn names(dir: &Path) -> Result<Vec<String>, Failure> {

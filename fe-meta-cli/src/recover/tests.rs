@@ -63,6 +63,9 @@ fn the_rewrite_logs_a_one_member_configuration_in_a_new_epoch_and_keeps_the_old_
     for f in ["acceptedEpoch", "currentEpoch", "RESTORE.txt"] {
         assert!(aside.join(f).is_file(), "{f} set aside");
     }
+    let kept = std::fs::read_dir(&aside).unwrap().filter_map(|e| e.ok());
+    let segments = kept.filter(|e| e.file_name().to_string_lossy().starts_with("log."));
+    assert_eq!(segments.count(), 1, "the log segment set aside");
     let restore = std::fs::read_to_string(aside.join("RESTORE.txt")).unwrap();
     assert!(restore.contains("acceptedEpoch"), "{restore}");
     // What a start loads: the new configuration last in the log, both epochs at 2.
