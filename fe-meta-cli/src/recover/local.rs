@@ -47,7 +47,12 @@ fn fail(what: impl std::fmt::Display) -> Failure {
 
 /// Reads the local survivor of `config` (INV-1).
 pub(crate) fn read(config: &Path) -> Result<Local, Failure> {
-    let node = load(config, EXTRA_KEYS).map_err(|e| fail(format!("{}: {e}", config.display())))?;
+    let node = load(config, EXTRA_KEYS).map_err(|e| {
+        fail(format!(
+            "{}: {e} (the recovered node starts without --helper: its zoo.cfg needs tickTime,              initLimit, syncLimit and clusterId; `fe-meta show-config` on a survivor prints              them)",
+            config.display()
+        ))
+    })?;
     let sid = read_myid(&node.data_dir).map_err(fail)?.0;
     let client_addr = client_addr(&node, sid)?;
     let dir = node.data_dir.clone();

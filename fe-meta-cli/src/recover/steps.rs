@@ -26,6 +26,14 @@ pub(crate) fn next_steps(local: &Local, new: &Membership, config: &str) -> Strin
          2. Start this node as usual (no --bootstrap, no --helper); it leads alone and serves \
          writes:\n     fe-meta server --config {config}\n"
     );
+    if local.node.cluster_id.is_none() {
+        if let Some(id) = local.held.cluster_id {
+            t += &format!(
+                "   zoo.cfg has no clusterId: add `clusterId={id}` (the data dir's VERSION) \
+                 before starting it without --helper.\n"
+            );
+        }
+    }
     let others: Vec<(&ServerId, MemberRole)> = local
         .in_force
         .members
