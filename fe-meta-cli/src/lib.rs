@@ -6,7 +6,8 @@
 //! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
 //! `server_cmd` (the node process: tracing, signals), `bench` (the ZooKeeper anchors'
 //! workloads against a launched or attached cluster), `offline` (tools that read a data dir or
-//! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`).
+//! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`),
+//! `recover` (a cluster that lost its majority restarted from one survivor).
 //!
 //! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
 //! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
@@ -20,6 +21,7 @@ mod client_cmds;
 pub mod exit;
 mod local_cluster;
 mod offline;
+mod recover;
 mod render;
 mod server_cmd;
 
@@ -167,6 +169,11 @@ pub enum Command {
     /// Offline: check a snapshot file (or a bare fe-meta image) end to end: CRCs, the image's
     /// structure, its journal id and state digest. Exits 1 when it is invalid.
     VerifyImage(offline::VerifyImageArgs),
+    /// Recovery from a lost majority: make this host's stopped node a one-member cluster with
+    /// its data, after checking (and showing) that no named survivor holds newer data; then add
+    /// the others back (the output says how). Refuses when a survivor is ahead, unless
+    /// --force-lose-data. --plan changes nothing.
+    Recover(recover::RecoverArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -222,6 +229,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => offline::inspect(&args),
         Command::CheckConfig(args) => offline::check_config(&args),
         Command::VerifyImage(args) => offline::verify_image(&args),
+        Command::Recover(args) => recover::run(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,

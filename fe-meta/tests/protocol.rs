@@ -10,8 +10,8 @@ use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
     decode_request, decode_response, encode_frame, encode_request, encode_response, ClusterConfig,
     ConfigMember, ErrorReply, FrameDecoder, FrontendChange, FrontendRow, MemberRow, MemberState,
-    Mode, ReadOptions, Request, RequestBody, RequestKind, RequestMeta, Response, ResponseBody,
-    Status, StatusInfo,
+    Mode, ReadOptions, RecoveryInfo, Request, RequestBody, RequestKind, RequestMeta, Response,
+    ResponseBody, Status, StatusInfo,
 };
 use fe_meta::state::catalog::{Database, SessionTag};
 use fe_meta::Zxid;
@@ -57,6 +57,7 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::ShowBackends),
         opts().prop_map(RequestBody::ShowFrontends),
         Just(RequestBody::GetConfig),
+        Just(RequestBody::RecoveryInfo),
         (any::<u64>(), common::role(), common::any_text()).prop_map(|(sid, role, address)| {
             RequestBody::ChangeMembership(FrontendChange::Add { sid, role, address })
         }),
@@ -242,6 +243,26 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
             .prop_map(|(journal_id, rows)| ResponseBody::Frontends { journal_id, rows })
             .boxed(),
         RequestKind::GET_CONFIG => cluster_config().prop_map(ResponseBody::Config).boxed(),
+        RequestKind::RECOVERY_INFO => (
+            (any::<u64>(), 0..4u8, any::<bool>()),
+            (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>()),
+            cluster_config(),
+        )
+            .prop_map(
+                |((sid, mode, initialized), (ae, ce, logged, committed), config)| {
+                    ResponseBody::RecoveryInfo(RecoveryInfo {
+                        sid,
+                        mode: Mode::from_tag(mode).unwrap(),
+                        initialized,
+                        accepted_epoch: ae,
+                        current_epoch: ce,
+                        last_logged: Zxid(logged),
+                        last_committed: Zxid(committed),
+                        config,
+                    })
+                },
+            )
+            .boxed(),
         RequestKind::ADD_FRONTEND | RequestKind::DROP_FRONTEND => (j, cluster_config())
             .prop_map(|(version, config)| ResponseBody::Reconfigured { version, config })
             .boxed(),

@@ -210,6 +210,19 @@ fn membership_kinds_bytes() {
     assert_eq!(ClusterConfig::members_of(&membership), config.members);
 }
 
+/// RECOVERY_INFO as `docs/PROTOCOL.md` §5.5 shows it, byte for byte.
+#[test]
+fn recovery_info_bytes() {
+    let mut out = Vec::new();
+    let req = Request {
+        id: 2,
+        meta: RequestMeta::default(),
+        body: RequestBody::RecoveryInfo,
+    };
+    encode_frame(&encode_request(&req), &mut out);
+    assert_eq!(hex(&out), "00 00 00 0b 01 00 00 00 00 00 00 00 02 00 1a");
+}
+
 /// The worked example of `docs/PROTOCOL.md` §9, byte for byte.
 #[test]
 fn protocol_md_example_bytes() {

@@ -146,7 +146,7 @@ fn inspect(dir: &Path, log_dir: &Path) -> Result<Findings, Failure> {
 }
 
 /// Reads `joinConfiguration` (absent: `None`).
-fn read_join_file(path: &Path) -> Result<Option<Membership>, String> {
+pub(crate) fn read_join_file(path: &Path) -> Result<Option<Membership>, String> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

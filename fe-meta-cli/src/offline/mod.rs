@@ -26,4 +26,5 @@ pub use inspect::InspectArgs;
 pub(crate) use check_config::run as check_config;
 pub(crate) use dump_log::run as dump_log;
 pub(crate) use image::run as verify_image;
+pub(crate) use inspect::read_join_file;
 pub(crate) use inspect::run as inspect;

@@ -8,8 +8,8 @@
 use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
 use crate::protocol::{
-    ClusterConfig, FrontendChange, FrontendRow, MemberRow, ReadOptions, RequestBody, ResponseBody,
-    StatusInfo,
+    ClusterConfig, FrontendChange, FrontendRow, MemberRow, ReadOptions, RecoveryInfo, RequestBody,
+    ResponseBody, StatusInfo,
 };
 use crate::state::catalog::{Backend, BackendState, Column, Database, FrontendRole, Table};
 use zab_net::Zxid;
@@ -189,6 +189,15 @@ impl Client {
         match self.call(RequestBody::GetConfig).await? {
             ResponseBody::Config(c) => Ok(c),
             _ => Err(mismatch("GET_CONFIG")),
+        }
+    }
+
+    /// RECOVERY_INFO: what the node holds (epochs, last logged and committed zxid, committed
+    /// configuration); answered by the node itself, never forwarded, with or without a quorum.
+    pub async fn recovery_info(&self) -> Result<RecoveryInfo, ClientError> {
+        match self.call(RequestBody::RecoveryInfo).await? {
+            ResponseBody::RecoveryInfo(i) => Ok(i),
+            _ => Err(mismatch("RECOVERY_INFO")),
         }
     }
 

@@ -14,6 +14,7 @@ mod config;
 mod fourlw;
 mod frame;
 mod read;
+mod recovery;
 mod request;
 mod response;
 mod rows;
@@ -35,6 +36,7 @@ pub use frame::{
     classify_start, encode_frame, ConnectionStart, FrameDecoder, FrameTooLong, FRAME_LEN_MAX,
 };
 pub use read::{answer_catalog_read, encode_response_bounded};
+pub use recovery::RecoveryInfo;
 pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody, RequestMeta};
 pub use response::{
     decode_response, encode_response, FrontendRow, Response, ResponseBody, StatusInfo,
@@ -129,6 +131,10 @@ request_kinds! {
     /// List the members of the committed configuration with its version (SHOW FRONTENDS
     /// that marks joining members).
     SHOW_MEMBERS = 23, read;
+    /// What this node holds (epochs, last logged and committed zxid, committed
+    /// configuration), for `fe-meta recover`; answered by any node without forwarding, with
+    /// or without a quorum.
+    RECOVERY_INFO = 26, read;
     /// Create a database.
     CREATE_DB = 30, write;
     /// Drop a database.

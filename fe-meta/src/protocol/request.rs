@@ -61,6 +61,8 @@ pub enum RequestBody {
     Sync,
     /// The node's committed cluster configuration.
     GetConfig,
+    /// What the node holds, for choosing a survivor to recover from.
+    RecoveryInfo,
     /// A write.
     Write(Command),
     /// A change of the cluster configuration (ADD_FRONTEND, DROP_FRONTEND).
@@ -106,6 +108,7 @@ impl RequestBody {
             RequestBody::Digest(_) => RequestKind::DIGEST,
             RequestBody::Sync => RequestKind::SYNC,
             RequestBody::GetConfig => RequestKind::GET_CONFIG,
+            RequestBody::RecoveryInfo => RequestKind::RECOVERY_INFO,
             RequestBody::Write(cmd) => cmd.request_kind(),
             RequestBody::ChangeMembership(FrontendChange::Add { .. }) => RequestKind::ADD_FRONTEND,
             RequestBody::ChangeMembership(FrontendChange::Drop { .. }) => {
@@ -154,7 +157,10 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
     }
     let o = &mut out;
     match &req.body {
-        RequestBody::Status | RequestBody::Sync | RequestBody::GetConfig => {}
+        RequestBody::Status
+        | RequestBody::Sync
+        | RequestBody::GetConfig
+        | RequestBody::RecoveryInfo => {}
         RequestBody::Digest(opts)
         | RequestBody::ShowBackends(opts)
         | RequestBody::ShowFrontends(opts)
@@ -281,6 +287,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
         RequestKind::DIGEST => RequestBody::Digest(get_opts(r)?),
         RequestKind::SYNC => RequestBody::Sync,
         RequestKind::GET_CONFIG => RequestBody::GetConfig,
+        RequestKind::RECOVERY_INFO => RequestBody::RecoveryInfo,
         RequestKind::ADD_FRONTEND => RequestBody::ChangeMembership(get_add(r)?),
         RequestKind::DROP_FRONTEND => RequestBody::ChangeMembership(get_drop(r)?),
         RequestKind::SHOW_MEMBERS => RequestBody::ShowMembers(get_opts(r)?),

@@ -13,6 +13,7 @@ use zab_net::Zxid;
 use super::config::{
     decode_config, decode_member_row, encode_config, encode_member_row, ClusterConfig, MemberRow,
 };
+use super::recovery::{decode_recovery_info, encode_recovery_info, RecoveryInfo};
 use super::rows::{
     decode_frontend_details, decode_frontend_row, decode_status, encode_frontend_details,
     encode_frontend_row, encode_status,
@@ -55,6 +56,8 @@ pub enum ResponseBody {
     },
     /// GET_CONFIG: the answering node's committed configuration.
     Config(ClusterConfig),
+    /// RECOVERY_INFO: what the answering node holds.
+    RecoveryInfo(RecoveryInfo),
     /// ADD_FRONTEND, DROP_FRONTEND: the change committed.
     Reconfigured {
         /// The journal id that committed the change: the new configuration's version.
@@ -132,6 +135,7 @@ impl ResponseBody {
                 | (ResponseBody::Digest { .. }, RequestKind::DIGEST)
                 | (ResponseBody::Synced { .. }, RequestKind::SYNC)
                 | (ResponseBody::Config(_), RequestKind::GET_CONFIG)
+                | (ResponseBody::RecoveryInfo(_), RequestKind::RECOVERY_INFO)
                 | (ResponseBody::Members { .. }, RequestKind::SHOW_MEMBERS)
                 | (ResponseBody::Backends { .. }, RequestKind::SHOW_BACKENDS)
                 | (ResponseBody::Frontends { .. }, RequestKind::SHOW_FRONTENDS)
@@ -174,6 +178,7 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
         }
         ResponseBody::Synced { journal_id } => o.put_u64(journal_id.0),
         ResponseBody::Config(c) => encode_config(o, c),
+        ResponseBody::RecoveryInfo(i) => encode_recovery_info(o, i),
         ResponseBody::Reconfigured { version, config } => {
             o.put_u64(version.0);
             encode_config(o, config);
@@ -277,6 +282,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             journal_id: Zxid(r.u64("journal id")?),
         },
         RequestKind::GET_CONFIG => ResponseBody::Config(decode_config(r)?),
+        RequestKind::RECOVERY_INFO => ResponseBody::RecoveryInfo(decode_recovery_info(r)?),
         RequestKind::ADD_FRONTEND | RequestKind::DROP_FRONTEND => ResponseBody::Reconfigured {
             version: Zxid(r.u64("configuration version")?),
             config: decode_config(r)?,

@@ -10,7 +10,8 @@
 //! frozen while the cluster moves on (`fatal` INV-1); each gets INTERNAL naming the error.
 //!
 //! SHOW FRONTENDS and SHOW MEMBERS: the leader's view, asked fresh (`frontends`).
-//! GET_CONFIG is answered by the node itself, whatever its lag.
+//! GET_CONFIG is answered by the node itself, whatever its lag; RECOVERY_INFO too, and also
+//! by a node that stopped on a fatal error (`recovery_info`).
 //! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
 //! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
@@ -52,6 +53,10 @@ impl Shared {
     ) -> Result<ResponseBody, ErrorReply> {
         if let RequestBody::Write(_) | RequestBody::ChangeMembership(_) = body {
             return self.write(ctx, body, forwarded).await;
+        }
+        if let RequestBody::RecoveryInfo = body {
+            // Durable facts, answered even by a node that stopped on a fatal error.
+            return Ok(ResponseBody::RecoveryInfo(self.recovery_info()));
         }
         self.refuse_if_fatal()?;
         let answer = match body {

@@ -17,8 +17,8 @@
 //! | `fe_meta_fatal` | gauge | | 1 once the node stopped on a fatal error |
 //!
 //! A request's class: `write` (catalog writes and membership changes), `sync` (SYNC, and reads
-//! with the sync flag), `admin` (STATUS, DIGEST, GET_CONFIG, SHOW FRONTENDS, SHOW MEMBERS) and
-//! `read` (the other catalog reads).
+//! with the sync flag), `admin` (STATUS, DIGEST, GET_CONFIG, RECOVERY_INFO, SHOW FRONTENDS,
+//! SHOW MEMBERS) and `read` (the other catalog reads).
 //!
 //! INV-1: the request path touches atomics only: every `(class, status)` counter and every
 //! class's histogram is resolved once, when the metrics are registered ([`FeMetrics::new`]).
@@ -68,6 +68,7 @@ impl RequestClass {
             RequestBody::Sync => RequestClass::Sync,
             RequestBody::Status
             | RequestBody::GetConfig
+            | RequestBody::RecoveryInfo
             | RequestBody::Digest(_)
             | RequestBody::ShowFrontends(_)
             | RequestBody::ShowMembers(_) => RequestClass::Admin,

@@ -52,6 +52,7 @@ pub mod meta_dir;
 pub mod metrics;
 mod peer;
 mod pending;
+mod recovery_info;
 pub mod removal;
 pub mod session;
 pub mod staleness;
@@ -70,8 +71,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 use zab_core::StepError;
 use zab_net::config::ConfigError;
-use zab_net::{NetError, Node, NodeOptions, NodeStatus};
-use zab_net::{ServerId, Zxid};
+use zab_net::{NetError, Node, NodeOptions, NodeStatus, ServerId, Zxid};
 
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
 pub use fatal::{FatalStop, FATAL_EXIT_STATUS};

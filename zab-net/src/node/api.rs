@@ -99,6 +99,13 @@ pub struct NodeStatus {
     pub last_applied: Zxid,
     /// The last txn appended to the log (durable or not).
     pub last_logged: Zxid,
+    /// The last txn this node knows committed (it may not have applied it yet).
+    pub last_committed: Zxid,
+    /// The durable `acceptedEpoch`: the last epoch this node promised in ACKEPOCH.
+    pub accepted_epoch: Epoch,
+    /// The durable `currentEpoch`: the epoch of the last NEWLEADER it accepted; elections
+    /// order votes by (currentEpoch, last logged zxid).
+    pub current_epoch: Epoch,
     /// True when it serves clients (established leader, or learner after UPTODATE).
     pub serving: bool,
     /// `Some(zxid)` from the node's start until it first serves: its state machine holds the
@@ -181,6 +188,9 @@ impl NodeStatus {
             epoch: Epoch(0),
             last_applied: Zxid::ZERO,
             last_logged: Zxid::ZERO,
+            last_committed: Zxid::ZERO,
+            accepted_epoch: Epoch(0),
+            current_epoch: Epoch(0),
             serving: false,
             restored_snapshot: None,
             initialized: true,

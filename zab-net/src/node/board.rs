@@ -30,6 +30,10 @@ impl StatusBoard {
         );
         status.initialized = !peer.needs_initial_sync();
         status.restored_snapshot = Some(peer.last_applied_zxid());
+        status.last_logged = peer.last_logged_zxid();
+        status.last_committed = peer.last_committed_zxid();
+        status.accepted_epoch = peer.accepted_epoch();
+        status.current_epoch = peer.current_epoch();
         let (status_tx, status_rx) = watch::channel(status.clone());
         let (role_tx, role_rx) = watch::channel(status.role_status());
         let board = StatusBoard {
@@ -65,6 +69,9 @@ impl StatusBoard {
         s.epoch = peer.epoch();
         s.last_applied = peer.last_applied_zxid();
         s.last_logged = peer.last_logged_zxid();
+        s.last_committed = peer.last_committed_zxid();
+        s.accepted_epoch = peer.accepted_epoch();
+        s.current_epoch = peer.current_epoch();
         s.serving = peer.is_serving();
         if s.serving {
             s.restored_snapshot = None;
