@@ -6,7 +6,8 @@
 //! (human tables and JSON), `local_cluster` (the 3-node loopback cluster as child processes),
 //! `server_cmd` (the node process: tracing, signals), `bench` (the ZooKeeper anchors'
 //! workloads against a launched or attached cluster), `offline` (tools that read a data dir or
-//! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`).
+//! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`),
+//! `backup` (`backup` and `restore`).
 //!
 //! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
 //! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
@@ -15,6 +16,7 @@
 //! INV-1: every failure prints one line to stderr and exits with the code of its kind
 //! ([`exit`]); stdout carries only results (tables, or one JSON document with `--json`).
 
+mod backup;
 mod bench;
 mod client_cmds;
 pub mod exit;
@@ -167,6 +169,12 @@ pub enum Command {
     /// Offline: check a snapshot file (or a bare fe-meta image) end to end: CRCs, the image's
     /// structure, its journal id and state digest. Exits 1 when it is invalid.
     VerifyImage(offline::VerifyImageArgs),
+    /// Take a consistent backup from any node while it serves (its catalog at its applied
+    /// journal id, with the digest), streamed to FILE.tmp, verified, then renamed to FILE.
+    Backup(backup::BackupArgs),
+    /// Offline: verify a backup file, then prepare an empty data dir of a new cluster from it
+    /// (zoo.cfg's clusterId, which must differ from the backup's); start every node normally.
+    Restore(backup::RestoreArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -195,6 +203,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => offline::inspect(&args),
         Command::CheckConfig(args) => offline::check_config(&args),
         Command::VerifyImage(args) => offline::verify_image(&args),
+        Command::Backup(args) => backup::backup(&args),
+        Command::Restore(args) => backup::restore(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,
