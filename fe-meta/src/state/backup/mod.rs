@@ -62,7 +62,7 @@ pub struct BackupHeader {
 impl BackupHeader {
     /// The whole file's length.
     pub fn file_len(&self) -> u64 {
-        HEADER_LEN + self.image_len + TRAILER_LEN
+        self.image_len.saturating_add(HEADER_LEN + TRAILER_LEN)
     }
 
     /// The digest in lowercase hex.
@@ -287,10 +287,7 @@ pub fn verify_backup<R: Read + Seek>(mut input: R) -> Result<(BackupHeader, Cata
     let found = input.seek(SeekFrom::End(0))?;
     input.seek(SeekFrom::Start(0))?;
     let header = read_header(&mut input)?;
-    let expected = header
-        .image_len
-        .checked_add(HEADER_LEN + TRAILER_LEN)
-        .unwrap_or(u64::MAX);
+    let expected = header.image_len.saturating_add(HEADER_LEN + TRAILER_LEN);
     if found < expected {
         return Err(BackupError::Truncated { expected, found });
     }
