@@ -231,3 +231,79 @@ fn tmp_of(p: &Path) -> PathBuf {
 fn is_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none())
 }
+
+/// The figure of `docs/BENCHMARKS.md` ("Backup"): a catalog of 100k variables, the backup's
+/// size, time and rate, and the write throughput of a concurrent load with and without
+/// backups running. Not a pass/fail test (ignored by default):
+/// `cargo test --release -p tests --test process_backup -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement for docs/BENCHMARKS.md, about a minute"]
+async fn measure_backup_of_100k_entries() {
+    const N: usize = 100_000;
+    const CLIENTS: usize = 8;
+    const PHASE: Duration = Duration::from_secs(5);
+    let work = tempfile::tempdir().unwrap();
+    let mut c = ProcCluster::start("backup_measure", ClusterSpec::default())
+        .await
+        .unwrap();
+    let leader = c.leader(Duration::from_secs(10)).await.unwrap();
+    let follower = c.sids().into_iter().find(|s| *s != leader).unwrap();
+    let t = Instant::now();
+    let filled = fill(&c, leader, "e", N, VALUE_LEN, 256, Duration::from_secs(300))
+        .await
+        .unwrap();
+    assert_eq!(filled, N);
+    eprintln!(
+        "filled {N} variables of {VALUE_LEN} bytes in {:?}",
+        t.elapsed()
+    );
+
+    let quiet = Load::start(&c, CLIENTS, VALUE_LEN, PHASE);
+    tokio::time::sleep(PHASE).await;
+    let quiet = quiet.stop().await;
+    let quiet_rate = quiet.acked as f64 / quiet.ran.as_secs_f64();
+
+    let busy = Load::start(&c, CLIENTS, VALUE_LEN, PHASE + Duration::from_secs(30));
+    let addr = c.client_addr(follower);
+    let (runs, from, to) = backups_for(&addr, work.path(), PHASE).await;
+    let busy = busy.stop().await;
+    let busy_rate = busy.acked_between(from, to) as f64 / (to - from).as_secs_f64();
+    for (i, (took, bytes)) in runs.iter().enumerate() {
+        eprintln!(
+            "backup {i}: {bytes} bytes in {took:?} ({:.0} MB/s)",
+            *bytes as f64 / 1e6 / took.as_secs_f64()
+        );
+    }
+    eprintln!(
+        "RESULT backup entries={N} runs={} writes/s without={quiet_rate:.0} \
+         during={busy_rate:.0} ({CLIENTS} writers, {VALUE_LEN}-byte values)",
+        runs.len()
+    );
+    c.finish().await.unwrap();
+}
+
+/// Runs `fe-meta backup` from `addr` back to back for `phase`; each run's (time, bytes), and
+/// when the first started and the last ended.
+async fn backups_for(
+    addr: &str,
+    dir: &Path,
+    phase: Duration,
+) -> (Vec<(Duration, u64)>, Instant, Instant) {
+    let from = Instant::now();
+    let mut runs = Vec::new();
+    while from.elapsed() < phase || runs.is_empty() {
+        let file = dir.join(format!("b{}", runs.len()));
+        let (addr, f) = (addr.to_owned(), file.clone());
+        let started = Instant::now();
+        let out = tokio::task::spawn_blocking(move || {
+            cli(&["backup", "--server", &addr, "--out", path(&f)])
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        eprintln!("{}", text(&out).trim());
+        runs.push((started.elapsed(), std::fs::metadata(&file).unwrap().len()));
+        std::fs::remove_file(&file).unwrap();
+    }
+    (runs, from, Instant::now())
+}
