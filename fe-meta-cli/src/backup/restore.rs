@@ -225,3 +225,60 @@ fn print_result(
     }
     println!("{v}");
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use zab_net::config::parse_with;
+    use zab_net::Zxid;
+
+    fn header(cluster_id: u64) -> BackupHeader {
+        BackupHeader {
+            cluster_id,
+            journal_id: Zxid(5),
+            entry_count: 0,
+            digest: [0; 32],
+            image_len: 0,
+            created_ms: 0,
+        }
+    }
+
+    fn node(extra: &str) -> NodeConfig {
+        let text = format!(
+            "tickTime=100\ninitLimit=5\nsyncLimit=2\ndataDir=/tmp/x\nclientPort=1\n{extra}\
+             server.1=127.0.0.1:2:3\n"
+        );
+        parse_with(&text, EXTRA_KEYS).unwrap()
+    }
+
+    #[test]
+    fn the_new_cluster_id_must_be_there_and_differ_from_the_backups() {
+        let cfg = Path::new("zoo.cfg");
+        let e = new_cluster_id(&node(""), &header(7), cfg).unwrap_err();
+        assert!(e.message.contains("has no clusterId"), "{}", e.message);
+        let e = new_cluster_id(&node("clusterId=7\n"), &header(7), cfg).unwrap_err();
+        assert!(e.message.contains("never be mixed"), "{}", e.message);
+        assert_eq!(
+            new_cluster_id(&node("clusterId=8\n"), &header(7), cfg).unwrap(),
+            8
+        );
+    }
+
+    #[test]
+    fn only_an_empty_dir_or_one_with_myid_is_a_target() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(check_empty(&d.path().join("missing")).is_ok());
+        assert!(check_empty(d.path()).is_ok());
+        std::fs::write(d.path().join("myid"), "1\n").unwrap();
+        assert!(check_empty(d.path()).is_ok());
+        std::fs::write(d.path().join("snapshot.0000000100000001"), "").unwrap();
+        let e = check_empty(d.path()).unwrap_err();
+        assert!(
+            e.message.contains("not empty") && e.message.contains("snapshot."),
+            "{}",
+            e.message
+        );
+    }
+}
