@@ -1,7 +1,7 @@
 //! `fe-meta backup --out FILE` and `fe-meta restore --from FILE --data-dir DIR --config zoo.cfg`
 //! (as etcd's `snapshot save` / `snapshot restore`).
 //!
-//! - `backup` (`save`): asks any node (BACKUP, `docs/PROTOCOL.md` §8) for its catalog at its
+//! - `backup` (`save`): asks any node (BACKUP, `docs/PROTOCOL.md` §10) for its catalog at its
 //!   applied journal id and streams the file to `FILE.tmp`, fsyncs it, verifies it whole
 //!   (`fe_meta::state::backup::verify_backup`), then renames it to `FILE`.
 //! - `restore` (`restore`): verifies the whole file before writing anything, then prepares one

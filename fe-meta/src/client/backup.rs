@@ -1,4 +1,4 @@
-//! [`Client::backup`]: the BACKUP stream (`docs/PROTOCOL.md` §8) read on a connection of its
+//! [`Client::backup`]: the BACKUP stream (`docs/PROTOCOL.md` §10) read on a connection of its
 //! own, so the client's pipelined connection is never held by a long transfer.
 //!
 //! INV-1: the file's bytes are written to the caller's writer in order, as they arrive; a

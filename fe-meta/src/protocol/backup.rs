@@ -1,4 +1,4 @@
-//! The BACKUP answer's bodies (`docs/PROTOCOL.md` §8): a stream of chunk answers with the
+//! The BACKUP answer's bodies (`docs/PROTOCOL.md` §10): a stream of chunk answers with the
 //! request's id, then one final answer carrying the backup header.
 //!
 //! ```text

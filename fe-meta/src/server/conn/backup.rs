@@ -1,4 +1,4 @@
-//! BACKUP's streamed answer (`docs/PROTOCOL.md` §8): the catalog version published last (the
+//! BACKUP's streamed answer (`docs/PROTOCOL.md` §10): the catalog version published last (the
 //! node's applied, committed journal id) is taken as an `Arc` — O(1), the apply loop is never
 //! held — and written as a backup file (`state::backup`) on a blocking thread, cut into chunk
 //! answers of at most [`BACKUP_CHUNK_MAX`] bytes, then one final answer with the header.
