@@ -196,7 +196,7 @@ fn write_dir(
         name(&info.path),
         format!("acceptedEpoch={}", epoch.0),
         format!("currentEpoch={}", epoch.0),
-        format!("VERSION cluster_id={cluster_id}"),
+        format!("VERSION (cluster id {cluster_id:#x})"),
     ])
 }
 
