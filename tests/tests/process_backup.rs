@@ -1,6 +1,6 @@
 //! `fe-meta backup` and `fe-meta restore` on real processes.
 //!
-//! A 3-node cluster is filled with a few thousand variables, then a write load runs while the
+//! A 3-node cluster is filled with a few thousand variables (a backup of several MiB), then a write load runs while the
 //! `fe-meta backup` binary takes a backup from a FOLLOWER. The load must keep getting
 //! acknowledgements while the backup streams; the file must verify and be a consistent cut
 //! at its journal id: every acknowledged write at or below it is in the image with its value,
@@ -30,6 +30,9 @@ use tests::proc::{fill, ClusterSpec, Ledger, Load, ProcCluster};
 const ENTRIES: usize = 4000;
 /// Bytes per value.
 const VALUE_LEN: usize = 64;
+/// Bytes per value written before the backup: a file of several MiB (several chunks, and a
+/// backup long enough for the load to be acknowledged meanwhile).
+const FILL_VALUE_LEN: usize = 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_under_load_restores_into_a_new_cluster_with_an_equal_digest() {
@@ -91,7 +94,7 @@ async fn take_backup(file: &Path) -> (BackupHeader, Catalog, u64) {
         leader,
         "pre-",
         ENTRIES,
-        VALUE_LEN,
+        FILL_VALUE_LEN,
         64,
         Duration::from_secs(60),
     )
@@ -111,7 +114,7 @@ async fn take_backup(file: &Path) -> (BackupHeader, Catalog, u64) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let report = load.stop().await;
     assert!(out.status.success(), "backup: {}", text(&out));
-    let line = text(&out);
+    let line = text(&out).trim().to_owned();
     assert!(
         line.contains("backup of cluster") && line.contains("-> "),
         "{line}"
