@@ -7,7 +7,8 @@
 //! `server_cmd` (the node process: tracing, signals), `bench` (the ZooKeeper anchors'
 //! workloads against a launched or attached cluster), `offline` (tools that read a data dir or
 //! a zoo.cfg without a running server: `dump-log`, `inspect`, `check-config`, `verify-image`),
-//! `recover` (a cluster that lost its majority restarted from one survivor).
+//! `recover` (a cluster that lost its majority restarted from one survivor), `backup`
+//! (`backup` and `restore`).
 //!
 //! Adding a subcommand (e.g. issue 7's `bench`): a variant in [`Command`] with its args, a
 //! module beside these, and one arm in [`run`]; reuse [`ClientArgs`] for `--server` and the
@@ -16,6 +17,7 @@
 //! INV-1: every failure prints one line to stderr and exits with the code of its kind
 //! ([`exit`]); stdout carries only results (tables, or one JSON document with `--json`).
 
+mod backup;
 mod bench;
 mod client_cmds;
 pub mod exit;
@@ -174,6 +176,12 @@ pub enum Command {
     /// the others back (the output says how). Refuses when a survivor is ahead, unless
     /// --force-lose-data. --plan changes nothing.
     Recover(recover::RecoverArgs),
+    /// Take a consistent backup from any node while it serves (its catalog at its applied
+    /// journal id, with the digest), streamed to FILE.tmp, verified, then renamed to FILE.
+    Backup(backup::BackupArgs),
+    /// Offline: verify a backup file, then prepare an empty data dir of a new cluster from it
+    /// (zoo.cfg's clusterId, which must differ from the backup's); start every node normally.
+    Restore(backup::RestoreArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -230,6 +238,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::CheckConfig(args) => offline::check_config(&args),
         Command::VerifyImage(args) => offline::verify_image(&args),
         Command::Recover(args) => recover::run(&args),
+        Command::Backup(args) => backup::backup(&args),
+        Command::Restore(args) => backup::restore(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,

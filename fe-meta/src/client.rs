@@ -56,6 +56,7 @@
 //! after the failed one; a request resent elsewhere only if that cannot apply it twice.
 
 mod api;
+mod backup;
 mod connection;
 mod error;
 mod failover;

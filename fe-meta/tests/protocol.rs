@@ -11,8 +11,9 @@ use fe_meta::protocol::{
     decode_request, decode_response, encode_frame, encode_request, encode_response, ClusterConfig,
     ConfigMember, ErrorReply, FrameDecoder, FrontendChange, FrontendRow, MemberRow, MemberState,
     Mode, ReadOptions, RecoveryInfo, Request, RequestBody, RequestKind, RequestMeta, Response,
-    ResponseBody, Status, StatusInfo,
+    ResponseBody, Status, StatusInfo, BACKUP_CHUNK_MAX,
 };
+use fe_meta::state::backup::BackupHeader;
 use fe_meta::state::catalog::{Database, SessionTag};
 use fe_meta::Zxid;
 use proptest::prelude::*;
@@ -77,6 +78,7 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
             .prop_map(|(name, value)| RequestBody::Write(Command::SetVar { name, value })),
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
+        opts().prop_map(RequestBody::Backup),
     ]
 }
 
@@ -307,6 +309,21 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
         RequestKind::SHOW_VARS => (j, small_vec((common::name(), common::any_text())))
             .prop_map(|(journal_id, vars)| ResponseBody::Vars { journal_id, vars })
             .boxed(),
+        RequestKind::BACKUP => prop_oneof![
+            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64))
+                .prop_map(|(offset, data)| ResponseBody::BackupChunk { offset, data }),
+            (any::<[u64; 5]>(), j, any::<[u8; 32]>()).prop_map(|(n, journal_id, digest)| {
+                ResponseBody::BackupDone(BackupHeader {
+                    cluster_id: n[0],
+                    journal_id,
+                    entry_count: n[1],
+                    digest,
+                    image_len: n[2],
+                    created_ms: n[3],
+                })
+            }),
+        ]
+        .boxed(),
         _ => (j, proptest::option::of(any::<u64>()))
             .prop_map(|(journal_id, created_id)| ResponseBody::Written {
                 journal_id,
@@ -427,4 +444,25 @@ proptest! {
         let _ = decode_response(&bytes);
         let _ = decode_response(&bytes[..cut.index(bytes.len() + 1)]);
     }
+}
+
+/// A BACKUP chunk is at most `BACKUP_CHUNK_MAX` bytes; one declaring more is refused before
+/// its bytes are read, and an unknown part tag is refused.
+#[test]
+fn backup_chunks_are_bounded_and_parts_checked() {
+    let resp = |data: Vec<u8>| Response {
+        id: 9,
+        kind: RequestKind::BACKUP,
+        result: Ok(ResponseBody::BackupChunk { offset: 0, data }),
+    };
+    let full = resp(vec![7; BACKUP_CHUNK_MAX]);
+    assert_eq!(decode_response(&encode_response(&full)).unwrap(), full);
+    let over = encode_response(&resp(vec![7; BACKUP_CHUNK_MAX + 1]));
+    let e = decode_response(&over).unwrap_err();
+    assert_eq!(e.request_id(), Some(9), "{e}");
+    assert!(e.to_string().contains("chunk length"), "{e}");
+    let mut bad_part = encode_response(&resp(vec![1, 2, 3]));
+    bad_part[13] = 3; // version 1 | id 8 | kind 2 | status 2 | part
+    let e = decode_response(&bad_part).unwrap_err();
+    assert!(e.to_string().contains("backup part"), "{e}");
 }

@@ -325,3 +325,38 @@ async fn the_role_watch_ignores_writes_and_follows_elections() {
     }
     c.shutdown().await;
 }
+
+/// A data dir whose snapshot was written by another cluster (a copied or restored dir) refuses
+/// to start under zoo.cfg's clusterId, naming the file and both ids; under its own id it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_of_another_cluster_refuses_the_start() {
+    use std::io::Write as _;
+    let mut c = Cluster::new(1, 0);
+    c.cluster_id = Some(9);
+    let dir = c.root.path().join("n1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let snaps = zab_store::SnapDir::open(&dir, false).unwrap();
+    let mut w = snaps.create(Zxid(0x1_0000_0005), 7, None).unwrap();
+    w.write_all(&0u64.to_be_bytes()).unwrap();
+    w.finish().unwrap();
+    let e = c.try_start(ServerId(1)).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            zab_net::NetError::ForeignSnapshot {
+                found: 7,
+                expected: 9,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("snapshot.0000000100000005") && text.contains("0x7"),
+        "{text}"
+    );
+    c.cluster_id = Some(7);
+    c.start(ServerId(1)).await;
+    c.shutdown().await;
+}

@@ -9,6 +9,7 @@
 //! known ([`ProtocolError::request_id`]), so the server can answer with an error frame for that
 //! id, or else with an error frame for id 0 followed by closing the connection.
 
+mod backup;
 mod command;
 mod config;
 mod fourlw;
@@ -40,6 +41,7 @@ pub use recovery::RecoveryInfo;
 pub use request::{decode_request, encode_request, ReadOptions, Request, RequestBody, RequestMeta};
 pub use response::{
     decode_response, encode_response, FrontendRow, Response, ResponseBody, StatusInfo,
+    BACKUP_CHUNK_MAX,
 };
 pub use status::{ErrorDetail, ErrorReply, Status};
 
@@ -131,6 +133,9 @@ request_kinds! {
     /// List the members of the committed configuration with its version (SHOW FRONTENDS
     /// that marks joining members).
     SHOW_MEMBERS = 23, read;
+    /// A backup: the node's catalog image at its applied journal id, streamed as chunk
+    /// answers and one final answer with the backup header (`docs/PROTOCOL.md`).
+    BACKUP = 24, read;
     /// What this node holds (epochs, last logged and committed zxid, committed
     /// configuration), for `fe-meta recover`; answered by any node without forwarding, with
     /// or without a quorum.

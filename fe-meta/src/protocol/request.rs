@@ -92,6 +92,8 @@ pub enum RequestBody {
     },
     /// List global variables.
     ShowVars(ReadOptions),
+    /// A backup of the node's catalog (answered by a stream, `docs/PROTOCOL.md`).
+    Backup(ReadOptions),
 }
 
 impl From<Command> for RequestBody {
@@ -121,6 +123,7 @@ impl RequestBody {
             RequestBody::ShowTables { .. } => RequestKind::SHOW_TABLES,
             RequestBody::GetVar { .. } => RequestKind::GET_VAR,
             RequestBody::ShowVars(_) => RequestKind::SHOW_VARS,
+            RequestBody::Backup(_) => RequestKind::BACKUP,
         }
     }
 
@@ -133,6 +136,7 @@ impl RequestBody {
             | RequestBody::ShowMembers(o)
             | RequestBody::ShowDatabases(o)
             | RequestBody::ShowVars(o)
+            | RequestBody::Backup(o)
             | RequestBody::ShowTables { opts: o, .. }
             | RequestBody::GetVar { opts: o, .. } => Some(*o),
             _ => None,
@@ -166,7 +170,8 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
         | RequestBody::ShowFrontends(opts)
         | RequestBody::ShowMembers(opts)
         | RequestBody::ShowDatabases(opts)
-        | RequestBody::ShowVars(opts) => put_opts(o, *opts),
+        | RequestBody::ShowVars(opts)
+        | RequestBody::Backup(opts) => put_opts(o, *opts),
         RequestBody::Write(cmd) => put_command(o, cmd),
         RequestBody::ChangeMembership(change) => put_change(o, change),
         RequestBody::ShowTables { opts, db } => {
@@ -303,6 +308,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
             name: name(r, "variable name")?,
         },
         RequestKind::SHOW_VARS => RequestBody::ShowVars(get_opts(r)?),
+        RequestKind::BACKUP => RequestBody::Backup(get_opts(r)?),
         // Every other kind is a write or unknown (`command` INV-1).
         kind => RequestBody::Write(get_command(kind, r)?),
     })

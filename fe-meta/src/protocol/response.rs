@@ -10,6 +10,8 @@
 use bytes::BufMut;
 use zab_net::Zxid;
 
+use super::backup;
+pub use super::backup::BACKUP_CHUNK_MAX;
 use super::config::{
     decode_config, decode_member_row, encode_config, encode_member_row, ClusterConfig, MemberRow,
 };
@@ -21,6 +23,7 @@ use super::rows::{
 pub use super::rows::{FrontendRow, StatusInfo};
 use super::status::{get_error, put_error, ErrorReply};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION};
+use crate::state::backup::BackupHeader;
 use crate::state::catalog::{Backend, Codec, Database, Table, NAME_LEN_MAX, VALUE_LEN_MAX};
 use crate::wire::{Put, Reader, WireError};
 
@@ -124,6 +127,15 @@ pub enum ResponseBody {
         /// By name.
         vars: Vec<(String, String)>,
     },
+    /// BACKUP, one of the stream's chunks: the backup file's bytes at `offset`.
+    BackupChunk {
+        /// Where `data` starts in the file.
+        offset: u64,
+        /// At most [`BACKUP_CHUNK_MAX`] bytes.
+        data: Vec<u8>,
+    },
+    /// BACKUP, the stream's last answer: the file's header (every chunk was sent before it).
+    BackupDone(BackupHeader),
 }
 
 impl ResponseBody {
@@ -143,6 +155,8 @@ impl ResponseBody {
                 | (ResponseBody::Tables { .. }, RequestKind::SHOW_TABLES)
                 | (ResponseBody::Var { .. }, RequestKind::GET_VAR)
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
+                | (ResponseBody::BackupChunk { .. }, RequestKind::BACKUP)
+                | (ResponseBody::BackupDone(_), RequestKind::BACKUP)
         ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
             || (matches!(self, ResponseBody::Reconfigured { .. }) && kind.is_membership_change())
     }
@@ -226,6 +240,8 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             o.put_str(k);
             o.put_str(v);
         }),
+        ResponseBody::BackupChunk { offset, data } => backup::encode_chunk(o, *offset, data),
+        ResponseBody::BackupDone(header) => backup::encode_end(o, header),
     }
 }
 
@@ -324,6 +340,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             })?;
             ResponseBody::Vars { journal_id, vars }
         }
+        RequestKind::BACKUP => backup::decode(r)?,
         _ => ResponseBody::Written {
             journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,

@@ -17,6 +17,11 @@
 //! INV-3: a four-letter word's connection is closed only after the client's remaining input is
 //! read (at most [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`]): closing a socket with unread input makes
 //! the kernel reset it, and the client may then drop the answer it had not read yet.
+//!
+//! BACKUP is the one request answered by a stream of frames (`backup`): its chunks go through
+//! the same writer, flow-controlled by permits the writer releases once they are written.
+
+mod backup;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,9 +41,10 @@ use super::stats::ConnStats;
 use super::Shared;
 use crate::protocol::{
     classify_start, decode_request, encode_frame, encode_response_bounded, refuse_unknown_word,
-    refuse_unlisted_word, ConnectionStart, ErrorReply, FrameDecoder, RequestKind, Response, Status,
-    FORWARDED_BIT,
+    refuse_unlisted_word, ConnectionStart, ErrorReply, FrameDecoder, Request, RequestBody,
+    RequestKind, Response, Status, FORWARDED_BIT,
 };
+use backup::Answer;
 
 /// Requests in flight per connection.
 pub const IN_FLIGHT_MAX: usize = 1024;
@@ -123,7 +129,7 @@ async fn answer_and_close(mut stream: TcpStream, text: &str) {
 
 async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: &Arc<ConnStats>) {
     let (mut reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (tx, rx) = mpsc::unbounded_channel::<Answer>();
     let writing = tokio::spawn(write_answers(writer, rx));
     let slots = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
     let decoder = FrameDecoder::default();
@@ -135,7 +141,11 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
-                    let _ = tx.send(error_payload(0, RequestKind(0), e.to_string()));
+                    let _ = tx.send(Answer::plain(error_payload(
+                        0,
+                        RequestKind(0),
+                        e.to_string(),
+                    )));
                     break 'session;
                 }
             };
@@ -143,7 +153,7 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
             let req = match decode_request(&payload) {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = tx.send(encode_response_bounded(&e.to_response()));
+                    let _ = tx.send(Answer::plain(encode_response_bounded(&e.to_response())));
                     if e.request_id().is_none() {
                         break 'session;
                     }
@@ -158,17 +168,8 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
             tokio::spawn(
                 async move {
                     let started = Instant::now();
-                    let forwarded = req.id & FORWARDED_BIT != 0;
-                    let ctx = RequestContext::new(received, &req.meta);
                     let class = RequestClass::of(&req.body);
-                    let result = shared.handle(&ctx, &req.body, forwarded).await;
-                    let status = result.as_ref().err().map(|e| e.status);
-                    let resp = Response {
-                        id: req.id,
-                        kind: req.body.kind(),
-                        result,
-                    };
-                    let _ = tx.send(encode_response_bounded(&resp));
+                    let status = answer(&shared, req, received, &tx).await;
                     shared
                         .stats
                         .answered(&conn, class, status, started.elapsed());
@@ -186,6 +187,29 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
     let _ = writing.await;
 }
 
+/// Answers `req` (received at `received`) into `tx`; the error status, if it failed.
+async fn answer(
+    shared: &Arc<Shared>,
+    req: Request,
+    received: Instant,
+    tx: &mpsc::UnboundedSender<Answer>,
+) -> Option<Status> {
+    if let RequestBody::Backup(opts) = req.body {
+        return backup::stream(shared, req.id, opts, tx).await;
+    }
+    let forwarded = req.id & FORWARDED_BIT != 0;
+    let ctx = RequestContext::new(received, &req.meta);
+    let result = shared.handle(&ctx, &req.body, forwarded).await;
+    let status = result.as_ref().err().map(|e| e.status);
+    let resp = Response {
+        id: req.id,
+        kind: req.body.kind(),
+        result,
+    };
+    let _ = tx.send(Answer::plain(encode_response_bounded(&resp)));
+    status
+}
+
 fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
     encode_response_bounded(&Response {
         id,
@@ -194,20 +218,24 @@ fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
     })
 }
 
-async fn write_answers(mut writer: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+/// Writes answers in the order queued, batching what is queued (up to about 1 MiB); a
+/// backup chunk's permit is released once the batch holding it was written.
+async fn write_answers(mut writer: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Answer>) {
     let mut out = Vec::new();
-    while let Some(payload) = rx.recv().await {
+    let mut permits = Vec::new();
+    while let Some(first) = rx.recv().await {
         out.clear();
-        encode_frame(&payload, &mut out);
-        while let Ok(more) = rx.try_recv() {
-            encode_frame(&more, &mut out);
-            if out.len() > 1 << 20 {
-                break;
-            }
+        encode_frame(&first.payload, &mut out);
+        permits.extend(first.permit);
+        while out.len() <= 1 << 20 {
+            let Ok(more) = rx.try_recv() else { break };
+            encode_frame(&more.payload, &mut out);
+            permits.extend(more.permit);
         }
         if writer.write_all(&out).await.is_err() {
             return;
         }
+        permits.clear();
     }
     let _ = writer.shutdown().await;
 }

@@ -74,7 +74,7 @@ impl Shared {
     }
 
     /// INTERNAL naming the error once the node stopped on a fatal error (`fatal` INV-1).
-    fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
+    pub(super) fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
         match self.node.status().fatal {
             None => Ok(()),
             Some(reason) => Err(ErrorReply::new(

@@ -71,7 +71,8 @@ impl RequestClass {
             | RequestBody::RecoveryInfo
             | RequestBody::Digest(_)
             | RequestBody::ShowFrontends(_)
-            | RequestBody::ShowMembers(_) => RequestClass::Admin,
+            | RequestBody::ShowMembers(_)
+            | RequestBody::Backup(_) => RequestClass::Admin,
             other => {
                 if other.read_options().is_some_and(|o| o.sync) {
                     RequestClass::Sync

@@ -10,8 +10,11 @@
 //!   the crate), with a typed outcome per entry.
 //! - [`outcomes`]: the recent entries replay ignored, for the write path's answers.
 //! - [`image`]: the catalog streamed as a ZAB snapshot, and read back verified.
+//! - [`backup`]: a backup file (one image with its journal id, digest and source cluster),
+//!   written and verified.
 //! - [`machine`]: apply / snapshot / restore with the published version and its hooks.
 
+pub mod backup;
 pub mod catalog;
 pub mod image;
 pub mod journal;

@@ -44,6 +44,18 @@ impl ProcCluster {
     /// Takes the slot, writes the configs and starts every node with `--bootstrap` (a new
     /// cluster), starts the monitor and waits up to 30 s for a leader all follow.
     pub async fn start(name: &str, spec: ClusterSpec) -> Result<ProcCluster, ProcError> {
+        let mut c = ProcCluster::prepare(name, spec)?;
+        for n in c.nodes.values_mut() {
+            n.spawn(true)?;
+        }
+        c.serve().await?;
+        Ok(c)
+    }
+
+    /// Takes the slot and writes the configs (a new cluster id) but starts nothing: the test
+    /// fills the data dirs (e.g. `fe-meta restore`), starts nodes with [`ProcCluster::restart`]
+    /// and then calls [`ProcCluster::serve`].
+    pub fn prepare(name: &str, spec: ClusterSpec) -> Result<ProcCluster, ProcError> {
         let slot = Slot::acquire();
         let bin = binary::fe_meta_bin()?;
         let root = tempfile::Builder::new()
@@ -66,7 +78,7 @@ impl ProcCluster {
                 ProcNode::new(sid, ports, net, root.path(), data_dir, &bin),
             );
         }
-        let mut c = ProcCluster {
+        let c = ProcCluster {
             name: name.to_owned(),
             spec,
             nodes,
@@ -77,17 +89,19 @@ impl ProcCluster {
             _slot: slot,
         };
         c.write_configs()?;
-        for n in c.nodes.values_mut() {
-            n.spawn(true)?;
-        }
-        let addrs: Vec<(u64, String)> = c
+        Ok(c)
+    }
+
+    /// Starts the monitor on every node and waits up to 30 s for a leader all follow.
+    pub async fn serve(&mut self) -> Result<(), ProcError> {
+        let addrs: Vec<(u64, String)> = self
             .nodes
             .values()
             .map(|n| (n.sid(), n.client_addr()))
             .collect();
-        c.monitor = Some(Monitor::start(&addrs));
-        c.leader(Duration::from_secs(30)).await?;
-        Ok(c)
+        self.monitor = Some(Monitor::start(&addrs));
+        self.leader(Duration::from_secs(30)).await?;
+        Ok(())
     }
 
     fn write_configs(&self) -> Result<(), ProcError> {

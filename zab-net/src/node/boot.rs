@@ -15,6 +15,9 @@
 //! ([`NodeOptions::join_membership`]) is used only when the data dir has none, and is made
 //! durable (`join_file`, with the initial-sync marker written first) before the core starts;
 //! a configuration that does not list this node is refused before anything is written.
+//! INV-4: the snapshot loaded at start belongs to zoo.cfg's cluster ([`NetError::ForeignSnapshot`]
+//! otherwise, before the node joins anything): a restored or copied data dir of another
+//! cluster is never mixed in.
 
 use std::path::Path;
 use std::time::Duration;
@@ -100,14 +103,36 @@ pub(super) fn open_store(
         let result = sm
             .restore(zxid, r)
             .map_err(|e| std::io::Error::other(e.to_string()));
-        restored = Some((r.info().path.clone(), started.elapsed()));
+        restored = Some((
+            r.info().path.clone(),
+            started.elapsed(),
+            r.info().cluster_id,
+        ));
         result
     })?;
-    log_loaded(&durable, restored);
+    if let Some((path, _, found)) = &restored {
+        check_cluster_id(cfg, path, *found)?;
+    }
+    log_loaded(&durable, restored.map(|(path, took, _)| (path, took)));
     let durable = settle_membership(&dd, durable, cfg, &start)?;
     let bootstrap = start.bootstrap && start.join.is_none();
     let durable = settle_initialized(&dd, durable, bootstrap)?;
     Ok((dd, durable, sm))
+}
+
+/// INV-4: a loaded snapshot whose cluster id is not zoo.cfg's `clusterId` refuses the start
+/// (snapshots of cluster id 0, written without a `clusterId`, are not checked).
+fn check_cluster_id(cfg: &NodeConfig, path: &Path, found: u64) -> Result<(), NetError> {
+    match cfg.cluster_id {
+        Some(expected) if expected != 0 && found != 0 && found != expected => {
+            Err(NetError::ForeignSnapshot {
+                path: path.to_owned(),
+                found,
+                expected,
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Logs what start-up found: the snapshot the state machine was restored from (file, size,

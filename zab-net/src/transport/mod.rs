@@ -159,6 +159,20 @@ pub enum NetError {
     /// given in `NodeOptions::metrics_registry` already holds another node's.
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The loaded snapshot is another cluster's than zoo.cfg's `clusterId` (a node's start).
+    #[error(
+        "refusing to start: snapshot {path} belongs to cluster {found:#x}, but zoo.cfg's \
+         clusterId is {expected:#x}; this data dir holds another cluster's data (restore a \
+         backup with `fe-meta restore` into an empty data dir, or fix clusterId)"
+    )]
+    ForeignSnapshot {
+        /// The snapshot file.
+        path: std::path::PathBuf,
+        /// Its cluster id.
+        found: u64,
+        /// zoo.cfg's.
+        expected: u64,
+    },
 }
 
 /// Counters, for tests and monitoring.

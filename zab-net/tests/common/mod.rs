@@ -59,6 +59,8 @@ pub struct Cluster {
     /// `snapshotSizeFactor`; `None` leaves the key out (0.33).
     pub snapshot_size_factor: Option<f64>,
     pub opts: NodeOptions,
+    /// `clusterId`; `None` leaves the key out.
+    pub cluster_id: Option<u64>,
     pub nodes: BTreeMap<ServerId, Node>,
     pub kvs: BTreeMap<ServerId, Kv>,
     pub addrs: BTreeMap<ServerId, PeerAddrs>,
@@ -83,6 +85,7 @@ impl Cluster {
             snap_size_limit_kib: None,
             snapshot_size_factor: None,
             opts,
+            cluster_id: None,
             nodes: BTreeMap::new(),
             kvs: BTreeMap::new(),
             addrs: BTreeMap::new(),
@@ -101,6 +104,9 @@ impl Cluster {
             self.snap_count,
             self.root.path().join(format!("n{}", sid.0)).display()
         );
+        if let Some(id) = self.cluster_id {
+            t += &format!("clusterId={id}\n");
+        }
         if let Some(kib) = self.snap_size_limit_kib {
             t += &format!("snapSizeLimitInKb={kib}\n");
         }
