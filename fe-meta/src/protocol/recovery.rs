@@ -15,6 +15,7 @@ use zab_net::Zxid;
 
 use super::config::{decode_config, encode_config, ClusterConfig};
 use super::fourlw::Mode;
+use super::rows::decode_mode;
 use crate::wire::{Put, Reader, WireError};
 
 /// What a node holds (INV-2).
@@ -59,11 +60,7 @@ pub(super) fn encode_recovery_info(o: &mut Vec<u8>, i: &RecoveryInfo) {
 
 pub(super) fn decode_recovery_info(r: &mut Reader<'_>) -> Result<RecoveryInfo, WireError> {
     let sid = r.u64("sid")?;
-    let tag = r.u8("mode")?;
-    let mode = Mode::from_tag(tag).ok_or(WireError::BadValue {
-        field: "mode",
-        value: u64::from(tag),
-    })?;
+    let mode = decode_mode(r)?;
     Ok(RecoveryInfo {
         sid,
         mode,

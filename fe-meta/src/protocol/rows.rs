@@ -122,13 +122,18 @@ pub(super) fn encode_status(o: &mut Vec<u8>, s: &StatusInfo) {
     }
 }
 
-pub(super) fn decode_status(r: &mut Reader<'_>) -> Result<StatusInfo, WireError> {
-    let sid = r.u64("sid")?;
+/// A node's mode, by its tag.
+pub(super) fn decode_mode(r: &mut Reader<'_>) -> Result<Mode, WireError> {
     let tag = r.u8("mode")?;
-    let mode = Mode::from_tag(tag).ok_or(WireError::BadValue {
+    Mode::from_tag(tag).ok_or(WireError::BadValue {
         field: "mode",
         value: u64::from(tag),
-    })?;
+    })
+}
+
+pub(super) fn decode_status(r: &mut Reader<'_>) -> Result<StatusInfo, WireError> {
+    let sid = r.u64("sid")?;
+    let mode = decode_mode(r)?;
     Ok(StatusInfo {
         sid,
         mode,
