@@ -7,7 +7,8 @@
 //! notifications are answered, never counted, and neither ever decides from LOOKING votes
 //! (an uninitialized peer, PITFALLS B9, acts as an observer until its first sync).
 //! INV-3: a LOOKING tally decides only after a quorum held the peer's own vote and no better
-//! vote arrived for `finalize_wait_ms`.
+//! vote arrived for `finalize_wait_ms` — or at once when the vote is a transfer's nominee's
+//! and the nominee itself holds it (`crate::transfer` T3).
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
@@ -64,6 +65,8 @@ pub(crate) struct Election {
     pub(crate) backoff_ms: u64,
     /// This peer votes (a participant with an initialized data dir).
     i_vote: bool,
+    /// The nominee of a leader transfer, if this period started with one (`transfer` T3).
+    pub(crate) nominee: Option<ServerId>,
 }
 
 impl Election {
@@ -81,6 +84,7 @@ impl Election {
             resend_at_ms: now_ms.saturating_add(backoff_ms),
             backoff_ms,
             i_vote,
+            nominee: None,
         }
     }
 
@@ -101,7 +105,13 @@ impl Election {
             .map(|(s, _)| *s)
             .collect();
         if self.i_vote && cfg.is_quorum(holders.iter()) {
-            if self.finalize_at_ms.is_none() {
+            // The nominee of a transfer voting for itself with a quorum behind it: decide now
+            // (`transfer` T3).
+            let nominee_agrees = self.nominee == Some(vote.leader)
+                && self.recv.get(&vote.leader) == Some(&vote);
+            if nominee_agrees {
+                self.finalize_at_ms = Some(now_ms);
+            } else if self.finalize_at_ms.is_none() {
                 self.finalize_at_ms = Some(now_ms.saturating_add(cfg.finalize_wait_ms));
             }
         } else {

@@ -25,6 +25,7 @@ mod members;
 mod sync;
 #[cfg(test)]
 mod sync_report_tests;
+pub(crate) mod transfer;
 #[cfg(test)]
 mod tests;
 
@@ -148,6 +149,8 @@ pub(crate) struct Leader {
     /// The PING round that confirms the NEWLEADER quorum is still there (sync INV-3).
     pub(crate) confirm_round: Option<u64>,
     pub(crate) confirm_acks: BTreeSet<ServerId>,
+    /// A leader transfer under way (`transfer` INV-1).
+    pub(crate) transfer: Option<transfer::Handover>,
 }
 
 impl Leader {
@@ -169,6 +172,7 @@ impl Leader {
             queued: Vec::new(),
             confirm_round: None,
             confirm_acks: BTreeSet::new(),
+            transfer: None,
         };
         let next = leader.check_discovery(core)?;
         Ok((leader, next))
@@ -224,7 +228,10 @@ impl Leader {
                 current_epoch,
                 last_zxid,
             } => self.on_ack_epoch(core, from, current_epoch, last_zxid),
-            Message::Ack { zxid } => self.on_ack(core, from, zxid),
+            Message::Ack { zxid } => match self.on_ack(core, from, zxid)? {
+                Next::Stay => Ok(self.check_handover(core)),
+                leave => Ok(leave),
+            },
             Message::PingAck { round } => self.on_ping_ack(core, from, round),
             Message::Request {
                 request_id,
@@ -263,6 +270,10 @@ impl Leader {
     ) -> Result<Next, StepError> {
         if self.phase != Phase::Broadcast {
             self.queued.push((origin, op));
+            return Ok(Next::Stay);
+        }
+        let proposes = matches!(op, ClientOp::Write(..) | ClientOp::Change(..));
+        if proposes && self.refuse_during_transfer(core, origin) {
             return Ok(Next::Stay);
         }
         match op {
@@ -306,7 +317,10 @@ impl Leader {
         match self.phase {
             Phase::EpochAck => self.check_epoch_acks(core),
             Phase::Sync => self.check_newleader(core),
-            Phase::Broadcast => self.on_self_persisted(core),
+            Phase::Broadcast => match self.on_self_persisted(core)? {
+                Next::Stay => Ok(self.check_handover(core)),
+                leave => Ok(leave),
+            },
             _ => Ok(Next::Stay),
         }
     }
@@ -362,11 +376,15 @@ impl Leader {
         if !core.cfg.is_quorum(alive.iter()) {
             return Ok(Next::Leave("leader: lost its quorum of followers"));
         }
+        if let Next::Leave(why) = self.transfer_tick(core) {
+            return Ok(Next::Leave(why));
+        }
         self.promote_synced(core)
     }
 
     /// Leaving the role: fail everything pending and close every learner channel.
-    pub(crate) fn leave(self, core: &mut Core) {
+    pub(crate) fn leave(mut self, core: &mut Core) {
+        self.fail_transfer_on_leave(core);
         for p in self.outstanding.into_values() {
             match p.origin {
                 Origin::Local(request_id) => core.push(Action::WriteDone {
