@@ -107,10 +107,14 @@ impl Election {
         if self.i_vote && cfg.is_quorum(holders.iter()) {
             // The nominee of a transfer voting for itself with a quorum behind it: decide now
             // (`transfer` T3).
-            let nominee_agrees = self.nominee == Some(vote.leader)
-                && self.recv.get(&vote.leader) == Some(&vote);
+            // Without the nominee's own vote, do not decide for it while the hint lasts: it
+            // may have crashed, and following it would cost initLimit.
+            let for_nominee = self.nominee == Some(vote.leader);
+            let nominee_agrees = for_nominee && self.recv.get(&vote.leader) == Some(&vote);
             if nominee_agrees {
                 self.finalize_at_ms = Some(now_ms);
+            } else if for_nominee {
+                self.finalize_at_ms = None;
             } else if self.finalize_at_ms.is_none() {
                 self.finalize_at_ms = Some(now_ms.saturating_add(cfg.finalize_wait_ms));
             }

@@ -27,9 +27,11 @@
 //!   election up, never elect a server that is behind a quorum.
 //! - T3 (speed): a peer whose current vote is the nominee's, and that holds the nominee's own
 //!   vote for itself with a quorum behind it, decides at once instead of after the finalize
-//!   wait (the nominee was chosen because it is up to date).
-//! - T4 (bounded): a hint lasts at most initLimit; when it expires the peer starts a new round
-//!   voting for itself, so a nominee that crashed costs at most initLimit.
+//!   wait (the nominee was chosen because it is up to date); without the nominee's own vote it
+//!   does not decide for the nominee while the hint lasts (a crashed nominee is not followed).
+//! - T4 (bounded): a hint lasts one tick (at least two finalize waits); when it expires the
+//!   peer starts a new round voting for itself, so a nominee that crashed costs about a tick
+//!   more than an ordinary election.
 //! - T5: exactly one `Action::TransferDone` answers every `Input::TransferLeadership`.
 
 use crate::message::Vote;

@@ -145,6 +145,14 @@ impl Core {
         })
     }
 
+    /// How long a transfer's nominee hint lasts (`transfer` T4): one tick, and at least two
+    /// finalize waits; a live nominee answers well within it.
+    pub(crate) fn hint_ms(&self) -> u64 {
+        self.cfg
+            .tick_ms
+            .max(self.cfg.finalize_wait_ms.saturating_mul(2))
+    }
+
     /// `init_limit` in milliseconds.
     pub(crate) fn init_ms(&self) -> u64 {
         self.cfg
@@ -177,7 +185,7 @@ impl Core {
         }
     }
 
-    /// Keeps `nominee` as this peer's first vote for initLimit, if its `(epoch, zxid)` is at
+    /// Keeps `nominee` as this peer's first vote for one tick (`transfer` T4), if its `(epoch, zxid)` is at
     /// or above our own and it is a participant (`transfer` T2); returns whether it was kept.
     pub(crate) fn set_hint(&mut self, nominee: Vote) -> bool {
         let mine = (self.current_epoch, self.log.last());
@@ -186,7 +194,7 @@ impl Core {
         if ok {
             self.hint = Some(Hint {
                 vote: nominee,
-                until_ms: self.now_ms.saturating_add(self.init_ms()),
+                until_ms: self.now_ms.saturating_add(self.hint_ms()),
             });
         }
         ok
