@@ -46,10 +46,14 @@ pub enum Channel {
 
 impl Channel {
     /// The channel a message travels on: notifications (and the configuration a member sends
-    /// a peer whose notification showed an older one) on election, everything else on quorum.
+    /// a peer whose notification showed an older one, and a leader's transfer notice, which
+    /// must outlive the quorum channel the leader closes as it steps down) on election,
+    /// everything else on quorum.
     pub fn of(msg: &zab_core::Message) -> Channel {
         match msg {
-            zab_core::Message::Notification(_) | zab_core::Message::Membership(_) => {
+            zab_core::Message::Notification(_)
+            | zab_core::Message::Membership(_)
+            | zab_core::Message::Transfer { .. } => {
                 Channel::Election
             }
             _ => Channel::Quorum,

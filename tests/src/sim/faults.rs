@@ -278,6 +278,10 @@ impl Cluster {
             self.random_membership_change();
             return;
         }
+        if self.opts.transfers && self.rng.gen_ratio(1, super::transfer::TRANSFER_ONE_IN) {
+            self.random_transfer();
+            return;
+        }
         if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
             self.random_stall();
             return;
