@@ -69,6 +69,7 @@ impl Cluster {
         node.crashes += 1;
         self.net.crash(id, &ids);
         self.checker.on_crash(id);
+        self.transfers.forget(id);
         self.mix(0xc0 ^ id.0 ^ (keep as u64) << 8);
         self.trace(format_args!(
             "CRASH {id} (kept {keep} of {pending} unsynced appends)"

@@ -98,7 +98,7 @@ pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
         membership_commits: c.membership_commits,
         added: c.added,
         removed: c.checker().membership.removed().len() as u64,
-        transfers: c.transfer_log().asked.values().sum(),
+        transfers: c.transfer_log().total,
         transfers_completed: c.transfer_log().completed() as u64,
     }
 }
