@@ -76,6 +76,7 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
             .prop_map(|(name, value)| RequestBody::Write(Command::SetVar { name, value })),
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
+        proptest::option::of(any::<u64>()).prop_map(|target| RequestBody::TransferLeader { target }),
     ]
 }
 
@@ -285,6 +286,14 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
             .boxed(),
         RequestKind::SHOW_VARS => (j, small_vec((common::name(), common::any_text())))
             .prop_map(|(journal_id, vars)| ResponseBody::Vars { journal_id, vars })
+            .boxed(),
+        RequestKind::TRANSFER_LEADER => (any::<u64>(), any::<u64>(), any::<u32>(), any::<u64>())
+            .prop_map(|(from, to, epoch, elapsed_ms)| ResponseBody::Transferred {
+                from,
+                to,
+                epoch,
+                elapsed_ms,
+            })
             .boxed(),
         _ => (j, proptest::option::of(any::<u64>()))
             .prop_map(|(journal_id, created_id)| ResponseBody::Written {

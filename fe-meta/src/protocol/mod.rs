@@ -129,6 +129,9 @@ request_kinds! {
     /// List the members of the committed configuration with its version (SHOW FRONTENDS
     /// that marks joining members).
     SHOW_MEMBERS = 23, read;
+    /// Make the leader hand over to a follower (optional target sid); forwarded to the
+    /// leader once, like a write, but neither a catalog command nor a configuration change.
+    TRANSFER_LEADER = 25, admin;
     /// Create a database.
     CREATE_DB = 30, write;
     /// Drop a database.

@@ -90,6 +90,12 @@ pub enum RequestBody {
     },
     /// List global variables.
     ShowVars(ReadOptions),
+    /// Make the leader hand over to server `target` (or, with none, to the most up-to-date
+    /// follower in sync).
+    TransferLeader {
+        /// The server that should lead next.
+        target: Option<u64>,
+    },
 }
 
 impl From<Command> for RequestBody {
@@ -118,6 +124,7 @@ impl RequestBody {
             RequestBody::ShowTables { .. } => RequestKind::SHOW_TABLES,
             RequestBody::GetVar { .. } => RequestKind::GET_VAR,
             RequestBody::ShowVars(_) => RequestKind::SHOW_VARS,
+            RequestBody::TransferLeader { .. } => RequestKind::TRANSFER_LEADER,
         }
     }
 
@@ -171,6 +178,7 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
             put_opts(o, *opts);
             o.put_str(name);
         }
+        RequestBody::TransferLeader { target } => o.put_opt_u64(*target),
     }
     out
 }
@@ -296,6 +304,9 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
             name: name(r, "variable name")?,
         },
         RequestKind::SHOW_VARS => RequestBody::ShowVars(get_opts(r)?),
+        RequestKind::TRANSFER_LEADER => RequestBody::TransferLeader {
+            target: r.opt_u64("target sid")?,
+        },
         // Every other kind is a write or unknown (`command` INV-1).
         kind => RequestBody::Write(get_command(kind, r)?),
     })

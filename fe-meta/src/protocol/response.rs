@@ -121,6 +121,17 @@ pub enum ResponseBody {
         /// By name.
         vars: Vec<(String, String)>,
     },
+    /// TRANSFER_LEADER: the old leader serves under the new one.
+    Transferred {
+        /// The old leader.
+        from: u64,
+        /// The new leader.
+        to: u64,
+        /// The epoch the new leader established.
+        epoch: u32,
+        /// From the request reaching the old leader to it serving under the new one.
+        elapsed_ms: u64,
+    },
 }
 
 impl ResponseBody {
@@ -139,6 +150,7 @@ impl ResponseBody {
                 | (ResponseBody::Tables { .. }, RequestKind::SHOW_TABLES)
                 | (ResponseBody::Var { .. }, RequestKind::GET_VAR)
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
+                | (ResponseBody::Transferred { .. }, RequestKind::TRANSFER_LEADER)
         ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
             || (matches!(self, ResponseBody::Reconfigured { .. }) && kind.is_membership_change())
     }
@@ -221,6 +233,17 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             o.put_str(k);
             o.put_str(v);
         }),
+        ResponseBody::Transferred {
+            from,
+            to,
+            epoch,
+            elapsed_ms,
+        } => {
+            o.put_u64(*from);
+            o.put_u64(*to);
+            o.put_u32(*epoch);
+            o.put_u64(*elapsed_ms);
+        }
     }
 }
 
@@ -318,6 +341,12 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             })?;
             ResponseBody::Vars { journal_id, vars }
         }
+        RequestKind::TRANSFER_LEADER => ResponseBody::Transferred {
+            from: r.u64("from sid")?,
+            to: r.u64("to sid")?,
+            epoch: r.u32("epoch")?,
+            elapsed_ms: r.u64("elapsed ms")?,
+        },
         _ => ResponseBody::Written {
             journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,

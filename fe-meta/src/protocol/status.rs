@@ -92,6 +92,10 @@ statuses! {
     /// Another membership change is in progress (one at a time): retry once it committed.
     Conflict = 11, "CONFLICT",
         "another membership change is in progress: retry when it has committed";
+    /// A leader transfer did not complete: the target did not catch up in time, or was not
+    /// elected; the message says which server leads now.
+    TransferFailed = 12, "TRANSFER_FAILED",
+        "the leader did not hand over: see the message, check show-frontends, retry";
 }
 
 impl Status {

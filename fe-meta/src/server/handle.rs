@@ -10,7 +10,7 @@
 //! frozen while the cluster moves on (`fatal` INV-1); each gets INTERNAL naming the error.
 //!
 //! SHOW FRONTENDS and SHOW MEMBERS: the leader's view, asked fresh (`frontends`).
-//! GET_CONFIG is answered by the node itself, whatever its lag.
+//! GET_CONFIG is answered by the node itself, whatever its lag. TRANSFER_LEADER: `transfer`.
 //! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
 //! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
@@ -52,6 +52,10 @@ impl Shared {
     ) -> Result<ResponseBody, ErrorReply> {
         if let RequestBody::Write(_) | RequestBody::ChangeMembership(_) = body {
             return self.write(ctx, body, forwarded).await;
+        }
+        if let RequestBody::TransferLeader { target } = body {
+            self.refuse_if_fatal()?;
+            return self.transfer_leader(ctx, *target, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {

@@ -70,7 +70,8 @@ impl RequestClass {
             | RequestBody::GetConfig
             | RequestBody::Digest(_)
             | RequestBody::ShowFrontends(_)
-            | RequestBody::ShowMembers(_) => RequestClass::Admin,
+            | RequestBody::ShowMembers(_)
+            | RequestBody::TransferLeader { .. } => RequestClass::Admin,
             other => {
                 if other.read_options().is_some_and(|o| o.sync) {
                     RequestClass::Sync
