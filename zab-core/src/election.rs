@@ -12,6 +12,8 @@
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
+//! INV-9: a voting peer whose own vote a quorum (itself included) reports FOLLOWING leads
+//! (`Election::lead_for_followers`).
 //! INV-8: ... or when the leader itself reports LEADING with an epoch at or above this peer's
 //! currentEpoch, from any member (joining members included). A peer whose configuration is
 //! behind the leader's (it missed a change, or holds one the leader truncated) may count too
@@ -150,6 +152,9 @@ impl Election {
             ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
+                if n.vote.leader == cfg.sid {
+                    return self.lead_for_followers(cfg, n, init);
+                }
                 self.join_established(cfg, n, init.peer_epoch)
             }
         }
@@ -195,6 +200,33 @@ impl Election {
         self.check_quorum(cfg, *vote, now_ms);
         if changed {
             Tally::VoteChanged
+        } else {
+            Tally::Nothing
+        }
+    }
+
+    /// INV-9: a quorum (this peer included) already FOLLOWING this peer with exactly its own
+    /// vote: lead. They decided for it and wait for it; without this, a peer that missed their
+    /// LOOKING votes (it was still in a role when they were sent) would stay LOOKING until
+    /// they give up after initLimit. ZooKeeper's election has the same rule. Leading decides
+    /// nothing by itself: discovery still needs a quorum of them.
+    fn lead_for_followers(&self, cfg: &Config, n: Notification, mine: Vote) -> Tally {
+        if !self.i_vote || n.vote != mine {
+            return Tally::Nothing;
+        }
+        let mut holders: Vec<ServerId> = self
+            .established
+            .iter()
+            .filter(|(_, m)| m.state == ElectionState::Following && m.vote == mine)
+            .map(|(s, _)| *s)
+            .collect();
+        holders.push(cfg.sid);
+        if cfg.is_quorum(holders.iter()) {
+            Tally::Join {
+                leader: cfg.sid,
+                round: n.round,
+                epoch: mine.peer_epoch,
+            }
         } else {
             Tally::Nothing
         }

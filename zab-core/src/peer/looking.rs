@@ -138,7 +138,7 @@ impl Peer {
     }
 
     /// Decides when the finalize wait is over.
-    fn try_decide(&mut self) -> Result<(), StepError> {
+    pub(super) fn try_decide(&mut self) -> Result<(), StepError> {
         let RoleState::Looking(e) = &self.role else {
             return Ok(());
         };

@@ -38,16 +38,24 @@ impl Peer {
         from: ServerId,
         nominee: Vote,
     ) -> Result<Next, StepError> {
-        match &self.role {
+        match &mut self.role {
             RoleState::Learning(l) if l.leader == from => {
                 let kept = self.core.set_hint(nominee);
                 tracing::info!(%from, nominee = %nominee.leader, kept, "the leader hands over");
                 Ok(Next::Leave("learner: the leader handed leadership over"))
             }
-            RoleState::Looking(_) => {
-                if self.core.set_hint(nominee) {
+            RoleState::Looking(e) => {
+                // Already voting for the nominee (the nominee itself, or a peer that adopted
+                // its vote): keep the round, only allow the quick decision.
+                let same = self.core.vote == nominee;
+                if same {
+                    e.nominee = Some(nominee.leader);
+                    e.set_my_vote(&self.core.cfg, nominee, self.core.now_ms);
+                }
+                if self.core.set_hint(nominee) && !same {
                     self.start_election()?;
                 }
+                self.try_decide()?;
                 Ok(Next::Stay)
             }
             RoleState::Learning(_) | RoleState::Leading(_) => Ok(Next::Stay),
