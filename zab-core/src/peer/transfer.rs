@@ -48,6 +48,8 @@ impl Peer {
                 // Already voting for the nominee (the nominee itself, or a peer that adopted
                 // its vote): keep the round, only allow the quick decision.
                 let same = self.core.vote == nominee;
+                tracing::debug!(%from, nominee = %nominee.leader, same, vote = ?self.core.vote,
+                    ?nominee, "transfer notice while LOOKING");
                 if same {
                     e.nominee = Some(nominee.leader);
                     e.set_my_vote(&self.core.cfg, nominee, self.core.now_ms);
