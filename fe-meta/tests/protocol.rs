@@ -76,7 +76,8 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
             .prop_map(|(name, value)| RequestBody::Write(Command::SetVar { name, value })),
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
-        proptest::option::of(any::<u64>()).prop_map(|target| RequestBody::TransferLeader { target }),
+        proptest::option::of(any::<u64>())
+            .prop_map(|target| RequestBody::TransferLeader { target }),
     ]
 }
 

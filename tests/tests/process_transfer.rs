@@ -235,7 +235,11 @@ async fn transfer_vs_kill_write_unavailability() {
     for kill in [false, true] {
         for rep in 0..reps {
             let m = one_run(kill, rep).await;
-            let event = if kill { "SIGKILL leader" } else { "transfer-leader" };
+            let event = if kill {
+                "SIGKILL leader"
+            } else {
+                "transfer-leader"
+            };
             println!(
                 "| {event} | {} | {} | {} | {} | {} | {} |",
                 rep + 1,

@@ -237,12 +237,7 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
             request_id,
             outcome,
         } => put_outcome(buf, tag::SYNC_REPLY, *request_id, outcome),
-        Message::Transfer { nominee } => {
-            buf.put_u8(tag::TRANSFER);
-            buf.put_u64(nominee.leader.0);
-            buf.put_u64(nominee.zxid.0);
-            buf.put_u32(nominee.peer_epoch.0);
-        }
+        Message::Transfer { nominee } => put_transfer(buf, nominee),
     }
     Ok(())
 }
@@ -345,6 +340,13 @@ fn put_epoch_version(buf: &mut BytesMut, tag: u8, epoch: Epoch, version: u32) {
 fn put_data(buf: &mut BytesMut, data: &Bytes) {
     buf.put_u32(data.len() as u32);
     buf.put_slice(data);
+}
+
+fn put_transfer(buf: &mut BytesMut, nominee: &crate::message::Vote) {
+    buf.put_u8(tag::TRANSFER);
+    buf.put_u64(nominee.leader.0);
+    buf.put_u64(nominee.zxid.0);
+    buf.put_u32(nominee.peer_epoch.0);
 }
 
 fn put_notification(buf: &mut BytesMut, n: &crate::message::Notification) {

@@ -371,4 +371,39 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn leads_when_a_quorum_follows_its_own_vote() {
+        let c = cfg(1);
+        let mine = vote(1, 9, 2);
+        let (mut round, mut v) = (5, mine);
+        let mut e = Election::new(&c, v, true, 0);
+        let following = |v: Vote| Notification {
+            vote: v,
+            round: 4,
+            state: ElectionState::Following,
+            config_version: Zxid::ZERO,
+        };
+        // A follower of another vote of ours (a stale zxid) does not count.
+        let stale = following(vote(1, 8, 2));
+        let t = e.on_notification(&c, &mut round, &mut v, mine, ServerId(2), stale, 0);
+        assert_eq!(t, Tally::Nothing);
+        let t = e.on_notification(
+            &c,
+            &mut round,
+            &mut v,
+            mine,
+            ServerId(3),
+            following(mine),
+            0,
+        );
+        assert_eq!(
+            t,
+            Tally::Join {
+                leader: ServerId(1),
+                round: 4,
+                epoch: Epoch(2)
+            }
+        );
+    }
 }

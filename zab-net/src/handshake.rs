@@ -53,9 +53,7 @@ impl Channel {
         match msg {
             zab_core::Message::Notification(_)
             | zab_core::Message::Membership(_)
-            | zab_core::Message::Transfer { .. } => {
-                Channel::Election
-            }
+            | zab_core::Message::Transfer { .. } => Channel::Election,
             _ => Channel::Quorum,
         }
     }

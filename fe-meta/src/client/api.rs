@@ -336,7 +336,11 @@ impl Client {
             session: None,
         };
         let body = RequestBody::TransferLeader { target };
-        match self.exchange(body, meta, limit).await?.map_err(ClientError::from)? {
+        match self
+            .exchange(body, meta, limit)
+            .await?
+            .map_err(ClientError::from)?
+        {
             ResponseBody::Transferred {
                 from,
                 to,

@@ -150,7 +150,10 @@ impl ResponseBody {
                 | (ResponseBody::Tables { .. }, RequestKind::SHOW_TABLES)
                 | (ResponseBody::Var { .. }, RequestKind::GET_VAR)
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
-                | (ResponseBody::Transferred { .. }, RequestKind::TRANSFER_LEADER)
+                | (
+                    ResponseBody::Transferred { .. },
+                    RequestKind::TRANSFER_LEADER
+                )
         ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
             || (matches!(self, ResponseBody::Reconfigured { .. }) && kind.is_membership_change())
     }
@@ -233,17 +236,22 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
             o.put_str(k);
             o.put_str(v);
         }),
-        ResponseBody::Transferred {
-            from,
-            to,
-            epoch,
-            elapsed_ms,
-        } => {
-            o.put_u64(*from);
-            o.put_u64(*to);
-            o.put_u32(*epoch);
-            o.put_u64(*elapsed_ms);
-        }
+        t @ ResponseBody::Transferred { .. } => put_transferred(o, t),
+    }
+}
+
+fn put_transferred(o: &mut Vec<u8>, t: &ResponseBody) {
+    if let ResponseBody::Transferred {
+        from,
+        to,
+        epoch,
+        elapsed_ms,
+    } = t
+    {
+        o.put_u64(*from);
+        o.put_u64(*to);
+        o.put_u32(*epoch);
+        o.put_u64(*elapsed_ms);
     }
 }
 

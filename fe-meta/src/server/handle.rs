@@ -17,6 +17,8 @@
 //! INV: every answer is computed from one catalog version (`protocol::read` INV-1) and no
 //! request holds a lock across an await.
 
+mod transfer;
+
 use zab_net::NodeStatus;
 use zab_net::Role;
 

@@ -56,7 +56,6 @@ pub mod removal;
 pub mod session;
 pub mod staleness;
 mod stats;
-mod transfer;
 mod write;
 
 use std::future::Future;

@@ -77,7 +77,11 @@ impl Cluster {
     ) {
         self.trace(format_args!("{id} transfer done: {outcome:?}"));
         if let Ok(r) = &outcome {
-            assert_eq!(r.from, id, "seed {}: {id} reports a transfer from {}", self.opts.seed, r.from);
+            assert_eq!(
+                r.from, id,
+                "seed {}: {id} reports a transfer from {}",
+                self.opts.seed, r.from
+            );
         }
         self.transfers.answers.push((id, outcome));
         let answered = self.transfers.answered(id);

@@ -64,7 +64,10 @@ fn transfer_racing_target_crash() {
         let leader = elect_among(&mut c, &survivors);
         for w in &writes {
             if let Some(Ok(z)) = c.write_outcome(*w) {
-                assert!(c.applied_zxids(leader).contains(&z), "delay {delay}: {z} lost");
+                assert!(
+                    c.applied_zxids(leader).contains(&z),
+                    "delay {delay}: {z} lost"
+                );
             }
         }
         eprintln!("transfer racing crash after {delay} ms: {:?}", answers[0].1);

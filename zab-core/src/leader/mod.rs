@@ -25,9 +25,9 @@ mod members;
 mod sync;
 #[cfg(test)]
 mod sync_report_tests;
-pub(crate) mod transfer;
 #[cfg(test)]
 mod tests;
+pub(crate) mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 

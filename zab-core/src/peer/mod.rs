@@ -29,9 +29,9 @@ mod jitter;
 mod looking;
 pub(crate) mod members;
 mod members_io;
-mod transfer;
 #[cfg(test)]
 mod tests;
+mod transfer;
 
 use crate::config::Config;
 use crate::durable::DurableState;

@@ -34,7 +34,9 @@ fn serving(observers: u64, writes: u64) -> Cluster {
     for i in 0..writes {
         c.write(s(3), i, "w");
     }
-    c.run_until(1_000, |c| (0..writes).all(|i| c.write_done(s(3), i).is_some()));
+    c.run_until(1_000, |c| {
+        (0..writes).all(|i| c.write_done(s(3), i).is_some())
+    });
     c
 }
 
@@ -90,9 +92,7 @@ fn refusals_change_nothing() {
     transfer(&mut c, s(3), Some(2));
     assert_eq!(
         outcomes(&c, s(1)),
-        vec![Err(TransferError::NotLeader {
-            leader: Some(s(3))
-        })]
+        vec![Err(TransferError::NotLeader { leader: Some(s(3)) })]
     );
     assert_eq!(
         outcomes(&c, s(3)),
@@ -120,9 +120,7 @@ fn a_lagging_target_is_waited_for_and_writes_are_refused_meanwhile() {
     c.write(s(3), 2, "refused");
     c.write(s(2), 3, "refused via a follower");
     c.run_until(1_000, |c| c.write_done(s(2), 3).is_some());
-    let refused = Err(RequestError::NotLeader {
-        leader: Some(s(1)),
-    });
+    let refused = Err(RequestError::NotLeader { leader: Some(s(1)) });
     assert_eq!(c.write_done(s(3), 2), Some(refused.clone()));
     assert_eq!(c.write_done(s(2), 3), Some(refused));
     assert_eq!(outcomes(&c, s(3)), vec![Err(TransferError::InProgress)]);
@@ -175,7 +173,9 @@ fn a_target_that_crashes_after_the_handover_costs_an_election_and_loses_nothing(
     c.run_until(2_000, |c| c.write_done(leader, 30).is_some());
     assert!(c.write_done(leader, 30).unwrap().is_ok());
     c.run_until(2_000, |c| {
-        [s(2), s(3)].iter().all(|sid| c.nodes[sid].applied.len() >= 4)
+        [s(2), s(3)]
+            .iter()
+            .all(|sid| c.nodes[sid].applied.len() >= 4)
     });
     c.check_prefix();
 }

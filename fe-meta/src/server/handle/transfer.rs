@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use zab_net::{ServerId, TransferError, TransferFailure};
 
-use super::session::RequestContext;
-use super::write::is_serving_leader;
-use super::Shared;
 use crate::protocol::{ErrorReply, RequestBody, ResponseBody, Status};
+use crate::server::session::RequestContext;
+use crate::server::write::is_serving_leader;
+use crate::server::Shared;
 
 /// The longest a transfer is waited for (syncLimit + initLimit with the default timing, and
 /// some margin).
@@ -72,7 +72,11 @@ impl Shared {
         };
         let body = RequestBody::TransferLeader { target };
         let limit = ctx.limit(TRANSFER_LIMIT);
-        match self.peers.call(&addr, ctx.forward_meta(), body, limit).await {
+        match self
+            .peers
+            .call(&addr, ctx.forward_meta(), body, limit)
+            .await
+        {
             Ok(answer) => answer,
             Err(e) => Err(ErrorReply::new(
                 Status::Timeout,
@@ -97,8 +101,13 @@ impl Shared {
             .unwrap_or(Err(TransferFailure::Timeout(limit)));
         match outcome {
             Ok(r) => {
-                tracing::info!(from = r.from.0, to = r.to.0, epoch = r.epoch.0,
-                    ms = r.elapsed.as_millis() as u64, "leadership transferred");
+                tracing::info!(
+                    from = r.from.0,
+                    to = r.to.0,
+                    epoch = r.epoch.0,
+                    ms = r.elapsed.as_millis() as u64,
+                    "leadership transferred"
+                );
                 Ok(ResponseBody::Transferred {
                     from: r.from.0,
                     to: r.to.0,
