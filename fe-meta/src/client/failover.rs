@@ -90,6 +90,11 @@ mod tests {
         assert!(resend_is_safe(&RequestBody::Status, &bare));
         assert!(!resend_is_safe(&write, &bare));
         assert!(resend_is_safe(&write, &tagged));
+        let transfer = RequestBody::TransferLeader { target: Some(2) };
+        assert!(
+            !resend_is_safe(&transfer, &bare),
+            "a second transfer moves it again"
+        );
         let lost = |sent| Failed {
             error: ClientError::Closed {
                 addr: "a:1".into(),
