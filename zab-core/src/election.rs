@@ -12,8 +12,8 @@
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
-//! INV-9: a voting peer whose own vote a quorum (itself included) reports FOLLOWING leads
-//! (`Election::lead_for_followers`).
+//! INV-9: a voting peer whose own vote a quorum (itself included) reports FOLLOWING, decided in
+//! its own round, leads (`Election::lead_for_followers`; ZooKeeper's election has the rule).
 //! INV-8: ... or when the leader itself reports LEADING with an epoch at or above this peer's
 //! currentEpoch, from any member (joining members included). A peer whose configuration is
 //! behind the leader's (it missed a change, or holds one the leader truncated) may count too
@@ -152,7 +152,7 @@ impl Election {
             ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
-                if n.vote.leader == cfg.sid {
+                if n.vote.leader == cfg.sid && n.round == *round {
                     return self.lead_for_followers(cfg, n, init);
                 }
                 self.join_established(cfg, n, init.peer_epoch)
@@ -206,7 +206,7 @@ impl Election {
     }
 
     /// INV-9: a quorum (this peer included) already FOLLOWING this peer with exactly its own
-    /// vote: lead. They decided for it and wait for it; without this, a peer that missed their
+    /// vote, decided in this peer's round: lead. They decided for it and wait for it; without this, a peer that missed their
     /// LOOKING votes (it was still in a role when they were sent) would stay LOOKING until
     /// they give up after initLimit. ZooKeeper's election has the same rule. Leading decides
     /// nothing by itself: discovery still needs a quorum of them.
@@ -217,7 +217,9 @@ impl Election {
         let mut holders: Vec<ServerId> = self
             .established
             .iter()
-            .filter(|(_, m)| m.state == ElectionState::Following && m.vote == mine)
+            .filter(|(_, m)| {
+                m.state == ElectionState::Following && m.vote == mine && m.round == n.round
+            })
             .map(|(s, _)| *s)
             .collect();
         holders.push(cfg.sid);
@@ -376,7 +378,7 @@ mod tests {
     fn leads_when_a_quorum_follows_its_own_vote() {
         let c = cfg(1);
         let mine = vote(1, 9, 2);
-        let (mut round, mut v) = (5, mine);
+        let (mut round, mut v) = (4, mine);
         let mut e = Election::new(&c, v, true, 0);
         let following = |v: Vote| Notification {
             vote: v,

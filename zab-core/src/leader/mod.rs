@@ -151,6 +151,8 @@ pub(crate) struct Leader {
     pub(crate) confirm_acks: BTreeSet<ServerId>,
     /// A leader transfer under way (`transfer` INV-1).
     pub(crate) transfer: Option<transfer::Handover>,
+    /// Set by the handover: leaving keeps the learners' channels (`transfer` INV-4).
+    pub(crate) handed_over: bool,
 }
 
 impl Leader {
@@ -173,6 +175,7 @@ impl Leader {
             confirm_round: None,
             confirm_acks: BTreeSet::new(),
             transfer: None,
+            handed_over: false,
         };
         let next = leader.check_discovery(core)?;
         Ok((leader, next))
@@ -410,6 +413,9 @@ impl Leader {
             if let Origin::Local(_) | Origin::Change(_) = origin {
                 core.fail_op(op, RequestError::NotLeader { leader: None });
             }
+        }
+        if self.handed_over {
+            return;
         }
         for peer in self.handlers.into_keys() {
             core.push(Action::Disconnect { peer });

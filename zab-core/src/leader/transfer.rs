@@ -5,6 +5,12 @@
 //! INV-2: the handover happens only when no proposal is outstanding (everything proposed is
 //! committed) and the target, a voting follower in sync, acked every proposal of this epoch;
 //! so the target's log holds every txn any client heard of.
+//! INV-4: the handover leaves the learners' quorum channels open: each learner closes its own
+//! when the notice reaches it, so it goes LOOKING with the nominee's vote instead of racing the
+//! notice with a "connection lost" and a vote for itself (which could elect another up-to-date
+//! server). The old leader sends nothing more on them (LOOKING sends no quorum message, and a
+//! learner drops what does not come from its current leader); a learner the notice never
+//! reaches leaves after syncLimit as when its leader dies.
 //! INV-3: the transfer ends within syncLimit: by the handover, or by `Timeout` (leading goes
 //! on), or by `TargetNotConnected` when the target's channel closes.
 
@@ -129,6 +135,7 @@ impl Leader {
             core.send(sid, Message::Transfer { nominee });
         }
         self.transfer = None;
+        self.handed_over = true;
         core.set_hint(nominee);
         core.watch = Some(Watch {
             target: h.target,
