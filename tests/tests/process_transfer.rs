@@ -244,8 +244,8 @@ async fn transfer_vs_kill_write_unavailability() {
                 "| {event} | {} | {} | {} | {} | {} | {} |",
                 rep + 1,
                 m.gap.as_millis(),
-                m.p99.as_millis(),
-                m.max.as_millis(),
+                format!("{:.1}", m.p99.as_secs_f64() * 1000.0),
+                format!("{:.1}", m.max.as_secs_f64() * 1000.0),
                 m.acked,
                 m.failed
             );
