@@ -240,12 +240,11 @@ async fn transfer_vs_kill_write_unavailability() {
             } else {
                 "transfer-leader"
             };
+            let (p99, max) = (m.p99.as_secs_f64() * 1e3, m.max.as_secs_f64() * 1e3);
             println!(
-                "| {event} | {} | {} | {} | {} | {} | {} |",
+                "| {event} | {} | {} | {p99:.1} | {max:.1} | {} | {} |",
                 rep + 1,
                 m.gap.as_millis(),
-                format!("{:.1}", m.p99.as_secs_f64() * 1000.0),
-                format!("{:.1}", m.max.as_secs_f64() * 1000.0),
                 m.acked,
                 m.failed
             );
