@@ -47,7 +47,7 @@ pub enum Channel {
 impl Channel {
     /// The channel a message travels on: notifications (and the configuration a member sends
     /// a peer whose notification showed an older one, and a leader's transfer notice, which
-    /// must outlive the quorum channel the leader closes as it steps down) on election,
+    /// is election traffic: the learner closes its quorum channel when it gets it) on election,
     /// everything else on quorum.
     pub fn of(msg: &zab_core::Message) -> Channel {
         match msg {
