@@ -82,6 +82,16 @@ pub enum ClientCommand {
         #[command(flatten)]
         c: ClientArgs,
     },
+    /// Make the leader hand over to server SID (or, without one, to the most up-to-date
+    /// follower in sync), e.g. before stopping the leader's host; writes pause only for the
+    /// handover and the new leader's election. Any node forwards it to the leader.
+    TransferLeader {
+        /// The server id that should lead next (a voting member).
+        sid: Option<u64>,
+        /// Where to connect.
+        #[command(flatten)]
+        c: ClientArgs,
+    },
     /// The node's committed cluster configuration: its version, the members and the timing.
     ShowConfig {
         /// Where to connect.
@@ -211,6 +221,7 @@ impl ClientCommand {
             | C::AddFollower { c, .. }
             | C::AddObserver { c, .. }
             | C::DropFrontend { c, .. }
+            | C::TransferLeader { c, .. }
             | C::ShowConfig { c }
             | C::Sync { c }
             | C::Status { c } => c,
@@ -295,6 +306,7 @@ async fn execute(client: &Client, cmd: ClientCommand) -> Result<Output, Failure>
             let changed = client.drop_frontend(sid).await?;
             render::reconfigured(&format!("server {sid} dropped"), &changed)
         }
+        C::TransferLeader { sid, .. } => render::transferred(client.transfer_leader(sid).await?),
         C::ShowConfig { .. } => render::config(&client.get_config().await?),
         C::CreateDb { name, .. } => {
             render::written("database created", client.create_db(&name).await?)

@@ -279,6 +279,16 @@ pub(super) fn vars(r: Read<Vec<(String, String)>>) -> Output {
     }
 }
 
+pub(super) fn transferred(t: fe_meta::client::Transferred) -> Output {
+    Output {
+        human: format!(
+            "leader moved from {} to {} in {} ms (epoch {})\n",
+            t.from, t.to, t.elapsed_ms, t.epoch
+        ),
+        json: json!({ "from": t.from, "to": t.to, "epoch": t.epoch, "elapsed_ms": t.elapsed_ms }),
+    }
+}
+
 pub(super) fn synced(journal_id: Zxid) -> Output {
     Output {
         human: format!("synced: journal id {}\n", hex(journal_id)),

@@ -70,7 +70,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub use api::{Members, Read, Reconfigured, Written};
+pub use api::{Members, Read, Reconfigured, Transferred, Written, TRANSFER_WAIT};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;

@@ -79,6 +79,8 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         (opts(), n()).prop_map(|(opts, name)| RequestBody::GetVar { opts, name }),
         opts().prop_map(RequestBody::ShowVars),
         opts().prop_map(RequestBody::Backup),
+        proptest::option::of(any::<u64>())
+            .prop_map(|target| RequestBody::TransferLeader { target }),
     ]
 }
 
@@ -324,6 +326,14 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
             }),
         ]
         .boxed(),
+        RequestKind::TRANSFER_LEADER => (any::<u64>(), any::<u64>(), any::<u32>(), any::<u64>())
+            .prop_map(|(from, to, epoch, elapsed_ms)| ResponseBody::Transferred {
+                from,
+                to,
+                epoch,
+                elapsed_ms,
+            })
+            .boxed(),
         _ => (j, proptest::option::of(any::<u64>()))
             .prop_map(|(journal_id, created_id)| ResponseBody::Written {
                 journal_id,

@@ -96,6 +96,8 @@ pub mod tag {
     pub const NOTIFICATION: u8 = 25;
     /// version:u64 membership:bytes (`Membership::encode`)
     pub const MEMBERSHIP: u8 = 26;
+    /// leader:u64 zxid:u64 peer_epoch:u32 — the nominee of a leader transfer
+    pub const TRANSFER: u8 = 27;
 }
 
 /// Why bytes did not decode into a [`Message`].
@@ -235,6 +237,7 @@ pub fn encode(msg: &Message, buf: &mut BytesMut) -> Result<(), EncodeError> {
             request_id,
             outcome,
         } => put_outcome(buf, tag::SYNC_REPLY, *request_id, outcome),
+        Message::Transfer { nominee } => put_transfer(buf, nominee),
     }
     Ok(())
 }
@@ -266,6 +269,7 @@ pub fn encoded_len(msg: &Message) -> usize {
         | Message::Sync { .. } => 8,
         Message::SnapChunk { data, .. } => 4 + data.len() + 1,
         Message::UpToDate => 0,
+        Message::Transfer { .. } => 8 + 8 + 4,
         Message::Proposal(txn) | Message::Inform(txn) => 8 + 4 + txn.data.len(),
         Message::Request { payload, .. } => 8 + 4 + payload.len(),
         Message::RequestDone { outcome, .. } | Message::SyncReply { outcome, .. } => {
@@ -336,6 +340,13 @@ fn put_epoch_version(buf: &mut BytesMut, tag: u8, epoch: Epoch, version: u32) {
 fn put_data(buf: &mut BytesMut, data: &Bytes) {
     buf.put_u32(data.len() as u32);
     buf.put_slice(data);
+}
+
+fn put_transfer(buf: &mut BytesMut, nominee: &crate::message::Vote) {
+    buf.put_u8(tag::TRANSFER);
+    buf.put_u64(nominee.leader.0);
+    buf.put_u64(nominee.zxid.0);
+    buf.put_u32(nominee.peer_epoch.0);
 }
 
 fn put_notification(buf: &mut BytesMut, n: &crate::message::Notification) {

@@ -7,10 +7,13 @@
 //! notifications are answered, never counted, and neither ever decides from LOOKING votes
 //! (an uninitialized peer, PITFALLS B9, acts as an observer until its first sync).
 //! INV-3: a LOOKING tally decides only after a quorum held the peer's own vote and no better
-//! vote arrived for `finalize_wait_ms`.
+//! vote arrived for `finalize_wait_ms` — or at once when the vote is a transfer's nominee's
+//! and the nominee itself holds it (`crate::transfer` T3).
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
+//! INV-9: a voting peer whose own vote a quorum (itself included) reports FOLLOWING, decided in
+//! its own round, leads (`Election::lead_for_followers`; ZooKeeper's election has the rule).
 //! INV-8: ... or when the leader itself reports LEADING with an epoch at or above this peer's
 //! currentEpoch, from any member (joining members included). A peer whose configuration is
 //! behind the leader's (it missed a change, or holds one the leader truncated) may count too
@@ -64,6 +67,8 @@ pub(crate) struct Election {
     pub(crate) backoff_ms: u64,
     /// This peer votes (a participant with an initialized data dir).
     i_vote: bool,
+    /// The nominee of a leader transfer, if this period started with one (`transfer` T3).
+    pub(crate) nominee: Option<ServerId>,
 }
 
 impl Election {
@@ -81,6 +86,7 @@ impl Election {
             resend_at_ms: now_ms.saturating_add(backoff_ms),
             backoff_ms,
             i_vote,
+            nominee: None,
         }
     }
 
@@ -101,7 +107,17 @@ impl Election {
             .map(|(s, _)| *s)
             .collect();
         if self.i_vote && cfg.is_quorum(holders.iter()) {
-            if self.finalize_at_ms.is_none() {
+            // The nominee of a transfer voting for itself with a quorum behind it: decide now
+            // (`transfer` T3).
+            // Without the nominee's own vote, do not decide for it while the hint lasts: it
+            // may have crashed, and following it would cost initLimit.
+            let for_nominee = self.nominee == Some(vote.leader);
+            let nominee_agrees = for_nominee && self.recv.get(&vote.leader) == Some(&vote);
+            if nominee_agrees {
+                self.finalize_at_ms = Some(now_ms);
+            } else if for_nominee {
+                self.finalize_at_ms = None;
+            } else if self.finalize_at_ms.is_none() {
                 self.finalize_at_ms = Some(now_ms.saturating_add(cfg.finalize_wait_ms));
             }
         } else {
@@ -136,6 +152,9 @@ impl Election {
             ElectionState::Looking => self.on_looking(cfg, round, vote, init, from, n, now_ms),
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
+                if n.vote.leader == cfg.sid && n.round == *round {
+                    return self.lead_for_followers(cfg, n, init);
+                }
                 self.join_established(cfg, n, init.peer_epoch)
             }
         }
@@ -181,6 +200,35 @@ impl Election {
         self.check_quorum(cfg, *vote, now_ms);
         if changed {
             Tally::VoteChanged
+        } else {
+            Tally::Nothing
+        }
+    }
+
+    /// INV-9: a quorum (this peer included) already FOLLOWING this peer with exactly its own
+    /// vote, decided in this peer's round: lead. They decided for it and wait for it; without this, a peer that missed their
+    /// LOOKING votes (it was still in a role when they were sent) would stay LOOKING until
+    /// they give up after initLimit. ZooKeeper's election has the same rule. Leading decides
+    /// nothing by itself: discovery still needs a quorum of them.
+    fn lead_for_followers(&self, cfg: &Config, n: Notification, mine: Vote) -> Tally {
+        if !self.i_vote || n.vote != mine {
+            return Tally::Nothing;
+        }
+        let mut holders: Vec<ServerId> = self
+            .established
+            .iter()
+            .filter(|(_, m)| {
+                m.state == ElectionState::Following && m.vote == mine && m.round == n.round
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        holders.push(cfg.sid);
+        if cfg.is_quorum(holders.iter()) {
+            Tally::Join {
+                leader: cfg.sid,
+                round: n.round,
+                epoch: mine.peer_epoch,
+            }
         } else {
             Tally::Nothing
         }
@@ -321,6 +369,41 @@ mod tests {
             Tally::Join {
                 leader: ServerId(1),
                 round: 7,
+                epoch: Epoch(2)
+            }
+        );
+    }
+
+    #[test]
+    fn leads_when_a_quorum_follows_its_own_vote() {
+        let c = cfg(1);
+        let mine = vote(1, 9, 2);
+        let (mut round, mut v) = (4, mine);
+        let mut e = Election::new(&c, v, true, 0);
+        let following = |v: Vote| Notification {
+            vote: v,
+            round: 4,
+            state: ElectionState::Following,
+            config_version: Zxid::ZERO,
+        };
+        // A follower of another vote of ours (a stale zxid) does not count.
+        let stale = following(vote(1, 8, 2));
+        let t = e.on_notification(&c, &mut round, &mut v, mine, ServerId(2), stale, 0);
+        assert_eq!(t, Tally::Nothing);
+        let t = e.on_notification(
+            &c,
+            &mut round,
+            &mut v,
+            mine,
+            ServerId(3),
+            following(mine),
+            0,
+        );
+        assert_eq!(
+            t,
+            Tally::Join {
+                leader: ServerId(1),
+                round: 4,
                 epoch: Epoch(2)
             }
         );

@@ -64,6 +64,7 @@ use bytes::Bytes;
 use crate::membership::{Membership, MembershipChange, MembershipError};
 use crate::message::{Message, RequestError};
 use crate::sync_plan::{DiffSource, SyncMode};
+use crate::transfer::{TransferError, TransferReport};
 use crate::types::{Epoch, RequestId, Role, ServerId, Txn, Zxid};
 
 /// Something that happened, fed to the peer by its driver.
@@ -129,6 +130,13 @@ pub enum Input {
         request_id: RequestId,
         /// The change.
         change: MembershipChange,
+    },
+    /// An operator wants the leader to hand over to `target` (or, when `None`, to the most
+    /// up-to-date voting follower in sync); answered by `Action::TransferDone`
+    /// (`crate::transfer`).
+    TransferLeadership {
+        /// The server that should lead next.
+        target: Option<ServerId>,
     },
 }
 
@@ -262,6 +270,11 @@ pub enum Action {
         in_force: Membership,
         /// The newest applied configuration.
         committed: Membership,
+    },
+    /// Outcome of `Input::TransferLeadership` (exactly one per request, `crate::transfer` T5).
+    TransferDone {
+        /// The new leader and its epoch, or why not.
+        outcome: Result<TransferReport, TransferError>,
     },
     /// The role, leader or epoch changed.
     RoleChanged {

@@ -26,6 +26,9 @@
 //!   acknowledges is durable; a txn is committed only when a quorum acked it and every earlier
 //!   zxid is committed; a client hears of success only for a committed txn.
 //! - TRUNC and SNAP never remove a committed txn.
+//!
+//! Leader transfer (`transfer`) adds a handover from an established leader to an up-to-date
+//! follower; it only hints first votes and never bypasses the rules above.
 
 // Modules, from the outside in:
 // - `peer`: the `Peer` (step / take_actions), role changes, LOOKING behaviour;
@@ -49,6 +52,7 @@ pub mod membership;
 pub mod message;
 mod peer;
 pub mod sync_plan;
+pub mod transfer;
 pub mod types;
 
 pub use config::Config;
@@ -60,4 +64,5 @@ pub use membership::{Member, MemberRole, Membership, MembershipChange, Membershi
 pub use message::{ElectionState, Message, Notification, RequestError, Vote, PROTOCOL_VERSION};
 pub use peer::Peer;
 pub use sync_plan::{DiffSource, SyncMode};
+pub use transfer::{TransferError, TransferReport};
 pub use types::{Epoch, LearnerType, RequestId, Role, ServerId, Txn, TxnKind, Zxid};

@@ -22,6 +22,7 @@
 //! | `Ping`/`PingAck`| PING                  | (heartbeat)         |
 //! | `Request` / `RequestDone` | REQUEST     | (forwarded write)   |
 //! | `Sync` / `SyncReply` | SYNC / sync reply | (linearizable read) |
+//! | `Transfer`      | —                     | (leader transfer, `crate::transfer`) |
 //!
 //! INV: every quorum-channel message that a deposed leader could still have in flight is scoped
 //! by the TCP connection it came on; the peer drops anything that arrives from a sid that is not
@@ -212,5 +213,11 @@ pub enum Message {
         request_id: RequestId,
         /// The commit point, or why it failed.
         outcome: Result<Zxid, RequestError>,
+    },
+    /// Leader → learner, on the election channel: the leader hands over; go LOOKING and vote
+    /// for `nominee` first (`crate::transfer`). The nominee itself votes for itself.
+    Transfer {
+        /// The nominee's vote: its sid, the leader's last zxid, the epoch.
+        nominee: Vote,
     },
 }

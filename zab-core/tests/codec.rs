@@ -162,6 +162,15 @@ fn message() -> impl Strategy<Value = Message> {
             request_id,
             outcome
         }),
+        (any::<u64>(), zxid(), epoch()).prop_map(|(leader, zxid, peer_epoch)| {
+            Message::Transfer {
+                nominee: Vote {
+                    leader: ServerId(leader),
+                    zxid,
+                    peer_epoch,
+                },
+            }
+        }),
     ]
 }
 

@@ -46,12 +46,14 @@ pub enum Channel {
 
 impl Channel {
     /// The channel a message travels on: notifications (and the configuration a member sends
-    /// a peer whose notification showed an older one) on election, everything else on quorum.
+    /// a peer whose notification showed an older one, and a leader's transfer notice, which
+    /// is election traffic: the learner closes its quorum channel when it gets it) on election,
+    /// everything else on quorum.
     pub fn of(msg: &zab_core::Message) -> Channel {
         match msg {
-            zab_core::Message::Notification(_) | zab_core::Message::Membership(_) => {
-                Channel::Election
-            }
+            zab_core::Message::Notification(_)
+            | zab_core::Message::Membership(_)
+            | zab_core::Message::Transfer { .. } => Channel::Election,
             _ => Channel::Quorum,
         }
     }

@@ -75,10 +75,10 @@ pub mod transport;
 pub use metrics::NodeMetrics;
 pub use node::{
     ApplyError, Node, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
-    SubmitError, SyncCounters,
+    SubmitError, SyncCounters, TransferFailure, TransferReport,
 };
 pub use transport::NetError;
 pub use zab_core::{
     Epoch, LearnerType, Member, MemberRole, Membership, MembershipChange, MembershipError, Role,
-    ServerId, TxnKind, Zxid,
+    ServerId, TransferError, TxnKind, Zxid,
 };

@@ -360,3 +360,35 @@ async fn a_snapshot_of_another_cluster_refuses_the_start() {
     c.start(ServerId(1)).await;
     c.shutdown().await;
 }
+
+/// `Node::transfer_leadership`: refused on a follower (naming the leader); on the leader it
+/// returns once the old leader follows the target, whose status shows it leading a newer
+/// epoch; writes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_hands_over_to_a_named_follower() {
+    let mut c = Cluster::new(3, 0);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    c.put_many(leader, "a", 10, 5).await;
+    let followers = c.followers(leader);
+    let (target, other) = (followers[0], followers[1]);
+    let refused = c.node(other).transfer_leadership(Some(target)).await;
+    assert_eq!(
+        refused,
+        Err(zab_net::TransferFailure::Refused(
+            zab_net::TransferError::NotLeader {
+                leader: Some(leader)
+            }
+        ))
+    );
+    let epoch = c.status(leader).epoch;
+    let report = c.node(leader).transfer_leadership(Some(target)).await;
+    let report = report.unwrap();
+    assert_eq!((report.from, report.to), (leader, target));
+    assert!(report.epoch > epoch, "{report:?}");
+    let st = c.status(leader);
+    assert_eq!((st.role, st.leader), (Role::Following, Some(target)));
+    assert_eq!(c.wait_stable(STABLE).await, target);
+    c.put(other, "after", "x").await.unwrap();
+    c.shutdown().await;
+}

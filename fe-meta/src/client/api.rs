@@ -9,6 +9,7 @@ use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
 use crate::protocol::{
     ClusterConfig, FrontendChange, FrontendRow, MemberRow, ReadOptions, RecoveryInfo, RequestBody,
+    RequestMeta,
     ResponseBody, StatusInfo,
 };
 use crate::state::catalog::{Backend, BackendState, Column, Database, FrontendRole, Table};
@@ -332,4 +333,53 @@ impl Client {
             _ => Err(mismatch("SHOW_VARS")),
         }
     }
+
+    /// TRANSFER_LEADER: makes the leader hand over to server `target` (or, with `None`, to the
+    /// most up-to-date follower in sync) and returns once the old leader serves under the new
+    /// one. Any node forwards it to the leader. Waits at most the longer of the request
+    /// timeout and [`TRANSFER_WAIT`]; never resent to another node (a second transfer would
+    /// move the leadership again).
+    pub async fn transfer_leader(&self, target: Option<u64>) -> Result<Transferred, ClientError> {
+        let limit = self.options.request_timeout.max(TRANSFER_WAIT);
+        let meta = RequestMeta {
+            budget_ms: Some(u32::try_from(limit.as_millis()).unwrap_or(u32::MAX)),
+            session: None,
+        };
+        let body = RequestBody::TransferLeader { target };
+        match self
+            .exchange(body, meta, limit)
+            .await?
+            .map_err(ClientError::from)?
+        {
+            ResponseBody::Transferred {
+                from,
+                to,
+                epoch,
+                elapsed_ms,
+            } => Ok(Transferred {
+                from,
+                to,
+                epoch,
+                elapsed_ms,
+            }),
+            _ => Err(mismatch("TRANSFER_LEADER")),
+        }
+    }
+}
+
+/// How long [`Client::transfer_leader`] waits at least: the leader waits up to syncLimit for
+/// its target, then the election and the new leader's sync take up to initLimit.
+pub const TRANSFER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A completed leader transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transferred {
+    /// The old leader.
+    pub from: u64,
+    /// The new leader.
+    pub to: u64,
+    /// The epoch the new leader established.
+    pub epoch: u32,
+    /// From the request reaching the old leader to it serving under the new one.
+    pub elapsed_ms: u64,
 }

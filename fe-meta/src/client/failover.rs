@@ -10,7 +10,8 @@
 //! carries a client session (a retry with the same client id and sequence number applies at
 //! most once, `docs/PROTOCOL.md` §3.2). A write without a session, or a membership change
 //! (which carries none), whose connection was lost after it was sent is not resent: its
-//! outcome is unknown and the caller gets [`ClientError::Closed`].
+//! outcome is unknown and the caller gets [`ClientError::Closed`]. A leader transfer is never
+//! resent either: a second one would move the leadership again.
 //! INV-3: only a lost connection moves a call on ([`ClientError::Closed`] from the exchange,
 //! [`ClientError::Connect`] from a dial); a timeout, a malformed answer or a server error is
 //! the call's answer.
@@ -24,7 +25,7 @@ use super::ClientError;
 /// reached a node (INV-2).
 pub(super) fn resend_is_safe(body: &RequestBody, meta: &RequestMeta) -> bool {
     let kind = body.kind();
-    if kind.is_membership_change() {
+    if kind.is_membership_change() || kind == crate::protocol::RequestKind::TRANSFER_LEADER {
         return false;
     }
     !kind.is_write() || meta.session.is_some()
@@ -89,6 +90,11 @@ mod tests {
         assert!(resend_is_safe(&RequestBody::Status, &bare));
         assert!(!resend_is_safe(&write, &bare));
         assert!(resend_is_safe(&write, &tagged));
+        let transfer = RequestBody::TransferLeader { target: Some(2) };
+        assert!(
+            !resend_is_safe(&transfer, &bare),
+            "a second transfer moves it again"
+        );
         let lost = |sent| Failed {
             error: ClientError::Closed {
                 addr: "a:1".into(),

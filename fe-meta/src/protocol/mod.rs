@@ -136,6 +136,9 @@ request_kinds! {
     /// A backup: the node's catalog image at its applied journal id, streamed as chunk
     /// answers and one final answer with the backup header (`docs/PROTOCOL.md`).
     BACKUP = 24, read;
+    /// Make the leader hand over to a follower (optional target sid); forwarded to the
+    /// leader once, like a write, but neither a catalog command nor a configuration change.
+    TRANSFER_LEADER = 25, admin;
     /// What this node holds (epochs, last logged and committed zxid, committed
     /// configuration), for `fe-meta recover`; answered by any node without forwarding, with
     /// or without a quorum.

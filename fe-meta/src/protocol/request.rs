@@ -94,6 +94,12 @@ pub enum RequestBody {
     ShowVars(ReadOptions),
     /// A backup of the node's catalog (answered by a stream, `docs/PROTOCOL.md`).
     Backup(ReadOptions),
+    /// Make the leader hand over to server `target` (or, with none, to the most up-to-date
+    /// follower in sync).
+    TransferLeader {
+        /// The server that should lead next.
+        target: Option<u64>,
+    },
 }
 
 impl From<Command> for RequestBody {
@@ -124,6 +130,7 @@ impl RequestBody {
             RequestBody::GetVar { .. } => RequestKind::GET_VAR,
             RequestBody::ShowVars(_) => RequestKind::SHOW_VARS,
             RequestBody::Backup(_) => RequestKind::BACKUP,
+            RequestBody::TransferLeader { .. } => RequestKind::TRANSFER_LEADER,
         }
     }
 
@@ -182,6 +189,7 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
             put_opts(o, *opts);
             o.put_str(name);
         }
+        RequestBody::TransferLeader { target } => o.put_opt_u64(*target),
     }
     out
 }
@@ -309,6 +317,9 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
         },
         RequestKind::SHOW_VARS => RequestBody::ShowVars(get_opts(r)?),
         RequestKind::BACKUP => RequestBody::Backup(get_opts(r)?),
+        RequestKind::TRANSFER_LEADER => RequestBody::TransferLeader {
+            target: r.opt_u64("target sid")?,
+        },
         // Every other kind is a write or unknown (`command` INV-1).
         kind => RequestBody::Write(get_command(kind, r)?),
     })

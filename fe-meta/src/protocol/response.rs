@@ -136,6 +136,17 @@ pub enum ResponseBody {
     },
     /// BACKUP, the stream's last answer: the file's header (every chunk was sent before it).
     BackupDone(BackupHeader),
+    /// TRANSFER_LEADER: the old leader serves under the new one.
+    Transferred {
+        /// The old leader.
+        from: u64,
+        /// The new leader.
+        to: u64,
+        /// The epoch the new leader established.
+        epoch: u32,
+        /// From the request reaching the old leader to it serving under the new one.
+        elapsed_ms: u64,
+    },
 }
 
 impl ResponseBody {
@@ -157,6 +168,10 @@ impl ResponseBody {
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
                 | (ResponseBody::BackupChunk { .. }, RequestKind::BACKUP)
                 | (ResponseBody::BackupDone(_), RequestKind::BACKUP)
+                | (
+                    ResponseBody::Transferred { .. },
+                    RequestKind::TRANSFER_LEADER
+                )
         ) || (matches!(self, ResponseBody::Written { .. }) && kind.is_write())
             || (matches!(self, ResponseBody::Reconfigured { .. }) && kind.is_membership_change())
     }
@@ -242,6 +257,22 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
         }),
         ResponseBody::BackupChunk { offset, data } => backup::encode_chunk(o, *offset, data),
         ResponseBody::BackupDone(header) => backup::encode_end(o, header),
+        t @ ResponseBody::Transferred { .. } => put_transferred(o, t),
+    }
+}
+
+fn put_transferred(o: &mut Vec<u8>, t: &ResponseBody) {
+    if let ResponseBody::Transferred {
+        from,
+        to,
+        epoch,
+        elapsed_ms,
+    } = t
+    {
+        o.put_u64(*from);
+        o.put_u64(*to);
+        o.put_u32(*epoch);
+        o.put_u64(*elapsed_ms);
     }
 }
 
@@ -341,6 +372,12 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Vars { journal_id, vars }
         }
         RequestKind::BACKUP => backup::decode(r)?,
+        RequestKind::TRANSFER_LEADER => ResponseBody::Transferred {
+            from: r.u64("from sid")?,
+            to: r.u64("to sid")?,
+            epoch: r.u32("epoch")?,
+            elapsed_ms: r.u64("elapsed ms")?,
+        },
         _ => ResponseBody::Written {
             journal_id: Zxid(r.u64("journal id")?),
             created_id: r.opt_u64("created id")?,

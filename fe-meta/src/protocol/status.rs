@@ -92,6 +92,10 @@ statuses! {
     /// Another membership change is in progress (one at a time): retry once it committed.
     Conflict = 11, "CONFLICT",
         "another membership change is in progress: retry when it has committed";
+    /// A leader transfer did not complete: the target did not catch up in time, or was not
+    /// elected; the message says which server leads now.
+    TransferFailed = 12, "TRANSFER_FAILED",
+        "the leader did not hand over: see the message, check show-frontends, retry";
 }
 
 impl Status {
@@ -323,7 +327,7 @@ mod tests {
     #[test]
     fn codes_are_stable_and_names_unique() {
         let codes: Vec<u16> = Status::ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, (1..=11).collect::<Vec<u16>>());
+        assert_eq!(codes, (1..=12).collect::<Vec<u16>>());
         for s in Status::ALL {
             assert_eq!(Status::from_code(s.code()), Some(s));
             assert_eq!(
@@ -332,7 +336,7 @@ mod tests {
             );
         }
         assert_eq!(Status::from_code(0), None);
-        assert_eq!(Status::from_code(12), None);
+        assert_eq!(Status::from_code(13), None);
     }
 
     #[test]

@@ -11,12 +11,14 @@
 //!
 //! SHOW FRONTENDS and SHOW MEMBERS: the leader's view, asked fresh (`frontends`).
 //! GET_CONFIG is answered by the node itself, whatever its lag; RECOVERY_INFO too, and also
-//! by a node that stopped on a fatal error (`recovery_info`).
+//! by a node that stopped on a fatal error (`recovery_info`). TRANSFER_LEADER: `transfer`.
 //! `mntr` on the leader: `zk_followers` = learners (followers and observers) that answered
 //! STATUS naming this leader, `zk_synced_followers` = the followers among them.
 //!
 //! INV: every answer is computed from one catalog version (`protocol::read` INV-1) and no
 //! request holds a lock across an await.
+
+mod transfer;
 
 use zab_net::NodeStatus;
 use zab_net::Role;
@@ -57,6 +59,10 @@ impl Shared {
         if let RequestBody::RecoveryInfo = body {
             // Durable facts, answered even by a node that stopped on a fatal error.
             return Ok(ResponseBody::RecoveryInfo(self.recovery_info()));
+        }
+        if let RequestBody::TransferLeader { target } = body {
+            self.refuse_if_fatal()?;
+            return self.transfer_leader(ctx, *target, forwarded).await;
         }
         self.refuse_if_fatal()?;
         let answer = match body {

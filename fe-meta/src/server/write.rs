@@ -79,7 +79,7 @@ pub fn is_serving_leader(st: &NodeStatus) -> bool {
 
 impl Shared {
     /// Waits (at most `leader_wait_ms`) until this node serves under a known leader.
-    async fn serving_status(&self) -> Option<NodeStatus> {
+    pub(super) async fn serving_status(&self) -> Option<NodeStatus> {
         let mut w = self.node.watch();
         let ok = |s: &NodeStatus| (s.serving && s.leader.is_some()) || s.fatal.is_some();
         let r = tokio::time::timeout(self.cfg.leader_wait, w.wait_for(ok)).await;
@@ -89,7 +89,7 @@ impl Shared {
         }
     }
 
-    fn no_quorum(&self) -> ErrorReply {
+    pub(super) fn no_quorum(&self) -> ErrorReply {
         ErrorReply::new(
             Status::QuorumUnavailable,
             format!(
@@ -100,7 +100,7 @@ impl Shared {
         )
     }
 
-    fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
+    pub(super) fn not_leader(&self, leader: Option<u64>, why: &str) -> ErrorReply {
         let leader_addr = leader.and_then(|l| self.member_client_addr(l));
         ErrorReply::not_leader(leader, leader_addr, why)
     }

@@ -26,6 +26,8 @@ fn main() {
     let deadline = secs.map(Duration::from_secs);
     let next = AtomicU64::new(start_seed);
     let ok = AtomicU64::new(0);
+    let transfers = AtomicU64::new(0);
+    let transfers_completed = AtomicU64::new(0);
     let failed: Mutex<Vec<u64>> = Mutex::new(Vec::new());
     let t0 = Instant::now();
     std::panic::set_hook(Box::new(|info| {
@@ -42,8 +44,10 @@ fn main() {
                     break;
                 }
                 match std::panic::catch_unwind(|| tests::sim::run_seed(seed)) {
-                    Ok(_) => {
+                    Ok(r) => {
                         ok.fetch_add(1, Ordering::SeqCst);
+                        transfers.fetch_add(r.transfers, Ordering::SeqCst);
+                        transfers_completed.fetch_add(r.transfers_completed, Ordering::SeqCst);
                     }
                     Err(_) => failed.lock().unwrap_or_else(|e| e.into_inner()).push(seed),
                 }
@@ -58,6 +62,11 @@ fn main() {
         "soak: {total} seeds in {elapsed:.1} s on {threads} threads: {:.2} seeds/s; {} failed",
         total as f64 / elapsed,
         failed.len()
+    );
+    println!(
+        "soak: {} leader transfers asked, {} completed (the old leader followed the target)",
+        transfers.load(Ordering::SeqCst),
+        transfers_completed.load(Ordering::SeqCst)
     );
     for s in &failed {
         println!("  failing seed {s}: ZAB_SEED={s} cargo test -p tests --release --test random -- --nocapture");

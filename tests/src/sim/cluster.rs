@@ -130,6 +130,7 @@ pub struct Cluster {
     pub membership_commits: u64,
     /// Servers added and started.
     pub added: u64,
+    pub(crate) transfers: super::transfer::TransferLog,
 }
 
 impl Cluster {
@@ -163,6 +164,7 @@ impl Cluster {
             membership_requests: 0,
             membership_commits: 0,
             added: 0,
+            transfers: Default::default(),
             opts,
         };
         c.next_sid = c.opts.members().len() as u64 + 1;

@@ -140,6 +140,7 @@ impl Cluster {
                 node.committed = Some(committed);
             }
             Action::SyncChosen { .. } | Action::SyncReceived { .. } => {}
+            Action::TransferDone { outcome } => self.on_transfer_done(id, outcome),
             Action::RoleChanged { role, .. } => {
                 if role == Role::Leading && !self.nodes[&id].disk.pending.is_empty() {
                     self.leaders_with_pending_tail += 1;

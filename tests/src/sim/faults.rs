@@ -69,6 +69,7 @@ impl Cluster {
         node.crashes += 1;
         self.net.crash(id, &ids);
         self.checker.on_crash(id);
+        self.transfers.forget(id);
         self.mix(0xc0 ^ id.0 ^ (keep as u64) << 8);
         self.trace(format_args!(
             "CRASH {id} (kept {keep} of {pending} unsynced appends)"
@@ -271,15 +272,24 @@ impl Cluster {
         self.nodes.values().filter(|n| !n.is_live()).count()
     }
 
+    /// A membership change, a leader transfer or a slow disk, when drawn (and turned on).
+    fn special_fault(&mut self) -> bool {
+        if self.opts.membership_changes && self.rng.gen_ratio(1, MEMBERSHIP_ONE_IN) {
+            self.random_membership_change();
+        } else if self.opts.transfers && self.rng.gen_ratio(1, super::transfer::TRANSFER_ONE_IN) {
+            self.random_transfer();
+        } else if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
+            self.random_stall();
+        } else {
+            return false;
+        }
+        true
+    }
+
     /// One random fault.
     pub(crate) fn random_fault(&mut self) {
         self.faults += 1;
-        if self.opts.membership_changes && self.rng.gen_ratio(1, MEMBERSHIP_ONE_IN) {
-            self.random_membership_change();
-            return;
-        }
-        if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
-            self.random_stall();
+        if self.special_fault() {
             return;
         }
         let ids = self.ids();

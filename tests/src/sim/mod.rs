@@ -28,6 +28,7 @@ pub mod node;
 pub mod options;
 pub mod record;
 pub mod script;
+pub mod transfer;
 
 pub use cluster::{Cluster, StepKind};
 pub use options::{SimOptions, Weights};
@@ -62,6 +63,10 @@ pub struct RunReport {
     pub added: u64,
     /// Nodes that applied their own removal.
     pub removed: u64,
+    /// Leader transfers asked for.
+    pub transfers: u64,
+    /// Leader transfers answered as completed (the old leader follows the target).
+    pub transfers_completed: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -93,5 +98,7 @@ pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
         membership_commits: c.membership_commits,
         added: c.added,
         removed: c.checker().membership.removed().len() as u64,
+        transfers: c.transfer_log().total,
+        transfers_completed: c.transfer_log().completed() as u64,
     }
 }

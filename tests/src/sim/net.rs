@@ -37,7 +37,7 @@ impl Channel {
     /// The channel `msg` travels on.
     pub fn of(msg: &Message) -> Channel {
         match msg {
-            Message::Notification(_) => Channel::Election,
+            Message::Notification(_) | Message::Transfer { .. } => Channel::Election,
             _ => Channel::Quorum,
         }
     }

@@ -111,6 +111,9 @@ pub struct SimOptions {
     /// turns it on for odd seeds without wipes; `ZAB_MEMBERSHIP=0` turns it off (see
     /// [`membership_sweep`]).
     pub membership_changes: bool,
+    /// Random faults include leader transfers (`transfer` INV-TR2). The sweep turns it on;
+    /// `ZAB_NO_TRANSFERS=1` turns it off to explore past a transfer-related failure.
+    pub transfers: bool,
     /// At most this many random membership requests per run.
     pub max_membership_changes: u64,
     /// A deliver step serves one ready link per this many (`cluster` INV-C4); `None` serves
@@ -155,6 +158,7 @@ impl SimOptions {
             crash_keeps_unsynced_prefix: false,
             slow_disks: false,
             membership_changes: false,
+            transfers: false,
             max_membership_changes: 8,
             links_per_deliver: Some(super::cluster::LINKS_PER_DELIVER),
             trace: std::env::var_os("ZAB_TRACE").is_some(),
@@ -197,6 +201,7 @@ impl SimOptions {
         // configuration elects; the others' configuration elects the candidate, which never
         // leads, and the liveness phase cannot end).
         o.membership_changes = membership_sweep() && seed % 2 == 1 && !o.wipes;
+        o.transfers = std::env::var_os("ZAB_NO_TRANSFERS").is_none();
         (o, steps)
     }
 

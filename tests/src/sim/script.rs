@@ -239,6 +239,7 @@ impl Cluster {
     /// write, and equal applied sequences holding every acknowledged write on every node.
     pub fn check_liveness(&mut self) {
         self.end_faults();
+        self.settle_transfers();
         let mut leader = self.stabilize();
         let ids = self.ids();
         let mut fresh = None;

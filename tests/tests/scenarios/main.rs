@@ -21,6 +21,7 @@ mod sync;
 mod sync_interrupted;
 mod sync_modes;
 mod sync_pitfalls;
+mod transfer;
 
 use tests::sim::{Cluster, SimOptions, SyncMode};
 use zab_core::{Message, Role, ServerId, Zxid};

@@ -254,6 +254,13 @@ fn decode_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
             request_id: RequestId(r.u64("sync_reply.request_id")?),
             outcome: r.outcome("sync_reply.outcome")?,
         },
+        tag::TRANSFER => Message::Transfer {
+            nominee: Vote {
+                leader: ServerId(r.u64("transfer.leader")?),
+                zxid: r.zxid("transfer.zxid")?,
+                peer_epoch: r.epoch("transfer.peer_epoch")?,
+            },
+        },
         tag => return Err(DecodeError::UnknownTag { tag }),
     };
     Ok(msg)

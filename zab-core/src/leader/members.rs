@@ -63,7 +63,8 @@ impl Leader {
     /// Promotes a joining member once it is synced and its data durable (R5): it acked
     /// NEWLEADER (everything its sync brought is durable) and got UPTODATE.
     pub(super) fn promote_synced(&mut self, core: &mut Core) -> Result<Next, StepError> {
-        if self.phase != Phase::Broadcast || core.members.pending().is_some() {
+        let busy = core.members.pending().is_some() || self.transfer.is_some();
+        if self.phase != Phase::Broadcast || busy {
             return Ok(Next::Stay);
         }
         let ready = core

@@ -27,6 +27,7 @@ mod sync;
 mod sync_report_tests;
 #[cfg(test)]
 mod tests;
+pub(crate) mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -148,6 +149,10 @@ pub(crate) struct Leader {
     /// The PING round that confirms the NEWLEADER quorum is still there (sync INV-3).
     pub(crate) confirm_round: Option<u64>,
     pub(crate) confirm_acks: BTreeSet<ServerId>,
+    /// A leader transfer under way (`transfer` INV-1).
+    pub(crate) transfer: Option<transfer::Handover>,
+    /// Set by the handover: leaving keeps the learners' channels (`transfer` INV-4).
+    pub(crate) handed_over: bool,
 }
 
 impl Leader {
@@ -169,6 +174,8 @@ impl Leader {
             queued: Vec::new(),
             confirm_round: None,
             confirm_acks: BTreeSet::new(),
+            transfer: None,
+            handed_over: false,
         };
         let next = leader.check_discovery(core)?;
         Ok((leader, next))
@@ -224,7 +231,10 @@ impl Leader {
                 current_epoch,
                 last_zxid,
             } => self.on_ack_epoch(core, from, current_epoch, last_zxid),
-            Message::Ack { zxid } => self.on_ack(core, from, zxid),
+            Message::Ack { zxid } => match self.on_ack(core, from, zxid)? {
+                Next::Stay => Ok(self.check_handover(core)),
+                leave => Ok(leave),
+            },
             Message::PingAck { round } => self.on_ping_ack(core, from, round),
             Message::Request {
                 request_id,
@@ -263,6 +273,10 @@ impl Leader {
     ) -> Result<Next, StepError> {
         if self.phase != Phase::Broadcast {
             self.queued.push((origin, op));
+            return Ok(Next::Stay);
+        }
+        let proposes = matches!(op, ClientOp::Write(..) | ClientOp::Change(..));
+        if proposes && self.refuse_during_transfer(core, origin) {
             return Ok(Next::Stay);
         }
         match op {
@@ -306,7 +320,10 @@ impl Leader {
         match self.phase {
             Phase::EpochAck => self.check_epoch_acks(core),
             Phase::Sync => self.check_newleader(core),
-            Phase::Broadcast => self.on_self_persisted(core),
+            Phase::Broadcast => match self.on_self_persisted(core)? {
+                Next::Stay => Ok(self.check_handover(core)),
+                leave => Ok(leave),
+            },
             _ => Ok(Next::Stay),
         }
     }
@@ -362,11 +379,15 @@ impl Leader {
         if !core.cfg.is_quorum(alive.iter()) {
             return Ok(Next::Leave("leader: lost its quorum of followers"));
         }
+        if let Next::Leave(why) = self.transfer_tick(core) {
+            return Ok(Next::Leave(why));
+        }
         self.promote_synced(core)
     }
 
     /// Leaving the role: fail everything pending and close every learner channel.
-    pub(crate) fn leave(self, core: &mut Core) {
+    pub(crate) fn leave(mut self, core: &mut Core) {
+        self.fail_transfer_on_leave(core);
         for p in self.outstanding.into_values() {
             match p.origin {
                 Origin::Local(request_id) => core.push(Action::WriteDone {
@@ -392,6 +413,9 @@ impl Leader {
             if let Origin::Local(_) | Origin::Change(_) = origin {
                 core.fail_op(op, RequestError::NotLeader { leader: None });
             }
+        }
+        if self.handed_over {
+            return;
         }
         for peer in self.handlers.into_keys() {
             core.push(Action::Disconnect { peer });

@@ -19,6 +19,7 @@ use crate::history::History;
 use crate::io::Action;
 use crate::membership::{MembershipChange, MembershipError};
 use crate::message::{ElectionState, Message, Notification, RequestError, Vote};
+use crate::transfer::{Hint, Watch};
 use crate::types::{Epoch, RequestId, ServerId, Txn, Zxid};
 
 use super::jitter::Jitter;
@@ -60,6 +61,10 @@ pub(crate) struct Core {
     actions: Vec<Action>,
     /// The election's resend jitter, the core's only randomness.
     pub(crate) jitter: Jitter,
+    /// The nominee of a leader transfer this peer votes for first (`transfer` T2, T4).
+    pub(crate) hint: Option<Hint>,
+    /// On an old leader after its handover: the transfer whose outcome it still owes.
+    pub(crate) watch: Option<Watch>,
 }
 
 impl Core {
@@ -99,6 +104,8 @@ impl Core {
             needs_initial_sync,
             actions: vec![initial],
             jitter,
+            hint: None,
+            watch: None,
         }
     }
 
@@ -138,6 +145,14 @@ impl Core {
         })
     }
 
+    /// How long a transfer's nominee hint lasts (`transfer` T4): one tick, and at least two
+    /// finalize waits; a live nominee answers well within it.
+    pub(crate) fn hint_ms(&self) -> u64 {
+        self.cfg
+            .tick_ms
+            .max(self.cfg.finalize_wait_ms.saturating_mul(2))
+    }
+
     /// `init_limit` in milliseconds.
     pub(crate) fn init_ms(&self) -> u64 {
         self.cfg
@@ -159,6 +174,30 @@ impl Core {
             zxid: self.log.last(),
             peer_epoch: self.current_epoch,
         }
+    }
+
+    /// The first vote of a LOOKING period: the nominee of a live transfer hint, else our own
+    /// (`transfer` T2: the hint was only kept if the nominee's history is at least ours).
+    pub(crate) fn initial_vote(&self) -> Vote {
+        match self.hint {
+            Some(h) if self.now_ms < h.until_ms => h.vote,
+            _ => self.self_vote(),
+        }
+    }
+
+    /// Keeps `nominee` as this peer's first vote for one tick (`transfer` T4), if its `(epoch, zxid)` is at
+    /// or above our own and it is a participant (`transfer` T2); returns whether it was kept.
+    pub(crate) fn set_hint(&mut self, nominee: Vote) -> bool {
+        let mine = (self.current_epoch, self.log.last());
+        let ok = (nominee.peer_epoch, nominee.zxid) >= mine
+            && crate::election::is_participant(&self.cfg, nominee.leader);
+        if ok {
+            self.hint = Some(Hint {
+                vote: nominee,
+                until_ms: self.now_ms.saturating_add(self.hint_ms()),
+            });
+        }
+        ok
     }
 
     pub(crate) fn notification(&self, state: ElectionState) -> Notification {

@@ -2,7 +2,8 @@
 //! peers' notifications in every role, and the decision.
 //!
 //! INV-1: every LOOKING period starts a new round with a vote for ourselves
-//! `(currentEpoch, last logged zxid, sid)` and tells every participant.
+//! `(currentEpoch, last logged zxid, sid)` — or for a transfer's nominee (`crate::transfer` T2)
+//! — and tells every participant.
 //! INV-2: a peer that is not LOOKING answers every LOOKING sender with its current vote and
 //! state, so restarted peers and observers learn the established leader (B6); a LOOKING
 //! participant answers LOOKING senders of a lower round, LOOKING senders of its round with a
@@ -54,10 +55,12 @@ impl Peer {
     /// Starts a new round (INV-1).
     pub(super) fn start_election(&mut self) -> Result<(), StepError> {
         self.core.round += 1;
-        self.core.vote = self.core.self_vote();
+        self.core.vote = self.core.initial_vote();
         let now = self.core.now_ms;
         let vote = self.core.vote;
+        let nominee = self.core.hint.map(|h| h.vote.leader);
         if let RoleState::Looking(e) = &mut self.role {
+            e.nominee = nominee;
             e.set_my_vote(&self.core.cfg, vote, now);
         }
         let epoch = self.core.current_epoch;
@@ -120,6 +123,9 @@ impl Peer {
             .max(self.core.cfg.finalize_wait_ms)
             .max(1);
         let jitter = self.core.jitter.below(cap / 4 + 1);
+        if self.hint_expired() {
+            return self.start_election();
+        }
         let RoleState::Looking(e) = &mut self.role else {
             return Ok(());
         };
@@ -132,7 +138,7 @@ impl Peer {
     }
 
     /// Decides when the finalize wait is over.
-    fn try_decide(&mut self) -> Result<(), StepError> {
+    pub(super) fn try_decide(&mut self) -> Result<(), StepError> {
         let RoleState::Looking(e) = &self.role else {
             return Ok(());
         };
@@ -161,7 +167,7 @@ impl Peer {
         let RoleState::Looking(e) = &mut self.role else {
             return self.on_notification_in_role(from, n, sender_votes);
         };
-        let init = self.core.self_vote();
+        let init = self.core.initial_vote();
         let before = self.core.round;
         let tally = e.on_notification(
             &self.core.cfg,

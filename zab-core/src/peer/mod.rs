@@ -31,6 +31,7 @@ pub(crate) mod members;
 mod members_io;
 #[cfg(test)]
 mod tests;
+mod transfer;
 
 use crate::config::Config;
 use crate::durable::DurableState;
@@ -154,6 +155,7 @@ impl Peer {
             Input::ChangeMembership { request_id, change } => {
                 self.on_client(ClientOp::Change(request_id, change))?
             }
+            Input::TransferLeadership { target } => self.on_transfer(target),
         };
         if let Next::Leave(why) = next {
             self.enter_looking(why)?;
@@ -161,6 +163,7 @@ impl Peer {
         if std::mem::take(&mut self.core.members_moved) {
             self.on_members_moved()?;
         }
+        self.check_watch();
         Ok(())
     }
 
@@ -212,6 +215,9 @@ impl Peer {
         }
         if let Message::Membership(m) = msg {
             return Ok(self.on_membership(from, m));
+        }
+        if let Message::Transfer { nominee } = msg {
+            return self.on_transfer_notice(from, nominee);
         }
         match &mut self.role {
             RoleState::Looking(_) => {
@@ -280,6 +286,7 @@ impl Peer {
 
     /// Becomes LEADING, FOLLOWING or OBSERVING for `leader`.
     fn enter_role(&mut self, leader: ServerId) -> Result<(), StepError> {
+        self.core.hint = None;
         let epoch = self.core.current_epoch;
         if leader == self.core.sid() {
             self.core.push(Action::RoleChanged {

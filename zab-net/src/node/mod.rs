@@ -6,7 +6,7 @@
 //! Reading order: [`api`] (what the application implements and sees), `boot` (start-up),
 //! `driver` (the task, and the execution of the core's actions), `pending` (requests paired
 //! with their answers), `board` (the published status), `fatal` (why the driver stops),
-//! `log_link` (the txn log thread), `meter` (the driver's side of the metrics and the logs of
+//! `log_link` (the txn log thread), `transfer` (leader transfer), `meter` (the driver's side of the metrics and the logs of
 //! long work), `out` / `out_state` / `stream` (per-peer FIFOs, their
 //! state machine, flow-controlled streams), `snap` / `snap_prefix` (snapshots taken, SNAPs
 //! received; a configuration as bytes, for the join file), `peers` (where the members in force
@@ -58,6 +58,7 @@ mod pending;
 mod snap;
 mod snap_prefix;
 mod stream;
+mod transfer;
 
 use std::time::Duration;
 
@@ -72,6 +73,7 @@ pub use api::{
     ApplyError, NodeError, NodeOptions, NodeStatus, RoleStatus, SnapshotSource, StateMachine,
     SubmitError, SyncCounters,
 };
+pub use transfer::{TransferFailure, TransferReport};
 
 use crate::config::{NodeConfig, ServerAddr};
 use crate::metrics::NodeMetrics;
@@ -95,6 +97,10 @@ pub(crate) enum Request {
     SetPeerAddrs {
         sid: ServerId,
         addrs: PeerAddrs,
+    },
+    Transfer {
+        target: Option<ServerId>,
+        reply: transfer::TransferReply,
     },
     #[cfg(feature = "test-support")]
     Pause {

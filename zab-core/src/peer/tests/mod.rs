@@ -8,6 +8,7 @@
 mod membership;
 mod recovery;
 mod serving;
+mod transfer;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -240,7 +241,9 @@ impl Cluster {
                 // end hears of it (notifications travel on the election channel and stay).
                 for key in [(sid, peer), (peer, sid)] {
                     if let Some(q) = self.links.get_mut(&key) {
-                        q.retain(|m| matches!(m, Message::Notification(_)));
+                        q.retain(|m| {
+                            matches!(m, Message::Notification(_) | Message::Transfer { .. })
+                        });
                     }
                 }
                 self.nodes.get_mut(&sid).unwrap().done.push(a);

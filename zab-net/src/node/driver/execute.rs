@@ -54,6 +54,7 @@ impl Driver {
                 request_id,
                 outcome,
             } => self.pending.resolve_change(request_id, outcome),
+            Action::TransferDone { outcome } => self.transfer.resolve(outcome),
             Action::MembershipChanged {
                 in_force,
                 committed,

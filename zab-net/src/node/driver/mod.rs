@@ -129,6 +129,8 @@ pub(super) struct Driver {
     span: Span,
     /// The node's metrics and what timing them needs.
     meter: Meter,
+    /// The one leader transfer a caller waits for (`transfer` INV-1).
+    transfer: super::transfer::TransferSlot,
 }
 
 impl Driver {
@@ -164,6 +166,7 @@ impl Driver {
             tick,
             span,
             meter: Meter::new(metrics, backlog),
+            transfer: Default::default(),
         }
     }
 
@@ -334,6 +337,11 @@ impl Driver {
                 self.inputs
                     .push_back(Input::ChangeMembership { request_id, change });
             }
+            Request::Transfer { target, reply } => {
+                if self.transfer.register(reply) {
+                    self.inputs.push_back(Input::TransferLeadership { target });
+                }
+            }
             Request::SetPeerAddrs { sid, addrs } => {
                 self.peer_book.set_override(sid, addrs);
                 if self.transport.set_peer_addrs(sid, addrs).is_err() {
@@ -374,6 +382,7 @@ impl Driver {
         self.meter.after_batch(&self.peer, self.pending.waiting());
         self.board.publish(&self.peer);
         self.pending.send_answers();
+        self.transfer.send_answer();
         result
     }
 
