@@ -9,8 +9,7 @@ use super::{Client, ClientError};
 use crate::command::{BackendRef, Command};
 use crate::protocol::{
     ClusterConfig, FrontendChange, FrontendRow, MemberRow, ReadOptions, RecoveryInfo, RequestBody,
-    RequestMeta,
-    ResponseBody, StatusInfo,
+    RequestMeta, ResponseBody, StatusInfo,
 };
 use crate::state::catalog::{Backend, BackendState, Column, Database, FrontendRole, Table};
 use zab_net::Zxid;

@@ -73,7 +73,7 @@ impl RequestClass {
             | RequestBody::ShowFrontends(_)
             | RequestBody::ShowMembers(_)
             | RequestBody::Backup(_) => RequestClass::Admin,
-            | RequestBody::TransferLeader { .. } => RequestClass::Admin,
+            RequestBody::TransferLeader { .. } => RequestClass::Admin,
             other => {
                 if other.read_options().is_some_and(|o| o.sync) {
                     RequestClass::Sync

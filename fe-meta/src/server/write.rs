@@ -23,7 +23,9 @@
 //! it, so a write planned after a timed-out one sees it (`pending` INV-2).
 //! INV-3 (bounded): a write ends within `leader_wait_ms` + `write_timeout_ms`: with no leader it
 //! fails with QUORUM_UNAVAILABLE after `leader_wait_ms`; a forwarded write is forwarded at most
-//! once (peer INV-2); a failed write is never retried under a new epoch (PITFALLS E1).
+//! once (peer INV-2), and sent again to the next leader at most once, only when it was surely
+//! not proposed (not sent, or refused NOT_LEADER); a write that may have been proposed is never
+//! retried under a new epoch (PITFALLS E1).
 //! INV-4 (answers reflect replay): `Written` is answered only for an entry that replay applied
 //! (`machine::Progress::outcome`); an entry that replay ignored is answered ALREADY_EXISTS or
 //! NOT_FOUND (its `replay::Conflict`); if the outcome is no longer known, TIMEOUT (check with
@@ -139,7 +141,8 @@ impl Shared {
         }
     }
 
-    /// The leader could not be dialled (the request was not sent): wait (bounded) for another
+    /// The leader could not be dialled, or refused the write NOT_LEADER (it was not proposed):
+    /// wait (bounded) for another
     /// leader and try once more; never more than one retry (INV-3).
     async fn retry_elsewhere(
         &self,
@@ -298,7 +301,12 @@ impl Shared {
                     CallError::Unanswered(_) => Retry::Final(ErrorReply::new(Status::Timeout, why)),
                 }
             })?;
-        let written = answer.map_err(Retry::Final)?;
+        // NOT_LEADER means the write was not proposed (the leader was stepping down, or a
+        // transfer was under way): like an unsent request, it may go to the next leader.
+        let written = answer.map_err(|e| match e.status {
+            Status::NotLeader => Retry::Unsent(e.message),
+            _ => Retry::Final(e),
+        })?;
         let journal_id = match (&written, body) {
             (ResponseBody::Written { journal_id, .. }, RequestBody::Write(_)) => journal_id,
             (ResponseBody::Reconfigured { version, .. }, RequestBody::ChangeMembership(_)) => {
