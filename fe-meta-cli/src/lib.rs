@@ -70,7 +70,7 @@ pub struct Cli {
 /// Where a client command connects, and how long it waits.
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
-    /// Client endpoints, host:port, comma-separated (`a:9030,b:9030,c:9030`): the command
+    /// Client endpoints, host:port, comma-separated (`a:9630,b:9630,c:9630`): the command
     /// goes to the first that accepts and moves to the next when a connection fails (writes
     /// are forwarded to the leader by any node).
     #[arg(long, short = 's', env = "FE_META_SERVER", default_value = DEFAULT_SERVER, value_name = "HOST:PORT[,HOST:PORT...]")]
