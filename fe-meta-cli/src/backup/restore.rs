@@ -59,10 +59,9 @@ pub(crate) fn run(args: &RestoreArgs) -> Result<(), Failure> {
         Failure::other(format!("{}: {e}; nothing was written", args.from.display()))
     })?;
     let verified = format!(
-        "{} verified: cluster {:#x}, journal id {} (zxid {}), digest {}, {} entries",
+        "{} verified: cluster {:#x}, journal id {}, digest {}, {} entries",
         args.from.display(),
         header.cluster_id,
-        header.journal_id.0,
         header.journal_id,
         header.digest_hex(),
         header.entry_count

@@ -60,10 +60,9 @@ pub(crate) fn run(args: &BackupArgs) -> Result<(), Failure> {
         println!("{}", json_of(&header, &node, ms, &args.out));
     } else {
         println!(
-            "backup of cluster {:#x} at journal id {} (zxid {}), digest {}, {} entries, {} \
-             bytes in {ms} ms from {node} -> {}",
+            "backup of cluster {:#x} at journal id {}, digest {}, {} entries, {} bytes in \
+             {ms} ms from {node} -> {}",
             header.cluster_id,
-            header.journal_id.0,
             header.journal_id,
             header.digest_hex(),
             header.entry_count,
