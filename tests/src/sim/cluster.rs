@@ -256,7 +256,8 @@ impl Cluster {
         }
     }
 
-    fn live(&self) -> Vec<ServerId> {
+    /// The ids of the nodes that are live: up and not paused.
+    pub(crate) fn live(&self) -> Vec<ServerId> {
         self.nodes
             .values()
             .filter(|n| n.is_live())

@@ -305,12 +305,7 @@ impl Cluster {
             .filter(|n| n.paused)
             .map(|n| n.id)
             .collect();
-        let live: Vec<_> = self
-            .nodes
-            .values()
-            .filter(|n| n.is_live())
-            .map(|n| n.id)
-            .collect();
+        let live = self.live();
         let room = self.faulty() < self.opts.max_faulty;
         let a = ids[self.rng.gen_range(0..ids.len())];
         let b = ids[self.rng.gen_range(0..ids.len())];

@@ -177,12 +177,7 @@ impl Cluster {
         if self.membership_requests >= self.opts.max_membership_changes {
             return;
         }
-        let live: Vec<ServerId> = self
-            .nodes
-            .values()
-            .filter(|n| n.is_live())
-            .map(|n| n.id)
-            .collect();
+        let live = self.live();
         if live.is_empty() {
             return;
         }

@@ -104,12 +104,7 @@ impl Cluster {
 
     /// A random transfer (INV-TR2).
     pub(crate) fn random_transfer(&mut self) {
-        let live: Vec<ServerId> = self
-            .nodes
-            .values()
-            .filter(|n| n.is_live())
-            .map(|n| n.id)
-            .collect();
+        let live = self.live();
         if live.is_empty() {
             return;
         }
