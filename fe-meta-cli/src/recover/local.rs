@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use fe_meta::server::config::client_listen_of;
 use fe_meta::server::meta_dir::MetaDir;
 use fe_meta::server::EXTRA_KEYS;
 use fe_meta::state::catalog::FrontendRole;
@@ -117,28 +118,9 @@ pub(crate) fn read(config: &Path) -> Result<Local, Failure> {
     })
 }
 
-/// The client endpoint of server `sid` as `fe-meta server` derives it: its `server.N` line's
-/// client host (or host) and `clientPort` (or the line's client port).
+/// The client endpoint of server `sid` as `fe-meta server` derives it.
 fn client_addr(node: &NodeConfig, sid: u64) -> Result<String, Failure> {
-    let own = node.servers.get(&ServerId(sid)).ok_or_else(|| {
-        fail(format!(
-            "zoo.cfg has no server.{sid} line for this server (dataDir/myid says {sid})"
-        ))
-    })?;
-    let port = node
-        .client_port
-        .or(own.client.as_ref().map(|c| c.port))
-        .ok_or_else(|| fail(format!("no client port for server {sid} in zoo.cfg")))?;
-    let host = own
-        .client
-        .as_ref()
-        .and_then(|c| c.host.clone())
-        .unwrap_or_else(|| own.host.clone());
-    Ok(if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    })
+    client_listen_of(node, sid).map_err(fail)
 }
 
 /// The newest valid snapshot's zxid and configuration, read to the end (its CRC checked).

@@ -301,6 +301,16 @@ fn member(s: &ServerAddr) -> Member {
     }
 }
 
+/// Where server `sid` of `node` (a parsed zoo.cfg) listens for clients, as its server derives
+/// it ([`client_listen`]); for tools that read a zoo.cfg without starting a server.
+pub fn client_listen_of(node: &NodeConfig, sid: u64) -> Result<String, ServerError> {
+    let own = node
+        .servers
+        .get(&ServerId(sid))
+        .ok_or(ConfigError::NotAMember { sid })?;
+    client_listen(node, own, sid)
+}
+
 /// Where this server's client port listens: `clientPort` or its `server.N` line's client
 /// part for the port, the client host or else the quorum host for the address.
 fn client_listen(node: &NodeConfig, own: &ServerAddr, sid: u64) -> Result<String, ServerError> {
