@@ -84,6 +84,11 @@ pub struct ClientArgs {
     /// Seconds to wait for the TCP connection.
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub connect_timeout: f64,
+    /// A file holding `IDENTITY:SECRET`: authenticate as that identity (needed when the
+    /// nodes set `auth.identitiesFile`). Kept in a file, not on the command line, so that
+    /// `ps` does not show the secret.
+    #[arg(long, env = "FE_META_CREDENTIALS", value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
 }
 
 impl ClientArgs {
@@ -104,13 +109,24 @@ impl ClientArgs {
             .collect()
     }
 
-    /// The client options these arguments ask for.
-    pub fn options(&self) -> fe_meta::client::ClientOptions {
-        fe_meta::client::ClientOptions {
+    /// The client options these arguments ask for; a usage error when `--credentials`
+    /// names a file that is missing or malformed.
+    pub fn options(&self) -> Result<fe_meta::client::ClientOptions, Failure> {
+        let credentials = match &self.credentials {
+            None => None,
+            Some(path) => Some(std::sync::Arc::new(
+                fe_meta::client::Credentials::load(path).map_err(|e| Failure {
+                    code: ExitCode::Usage,
+                    message: format!("--credentials: {e}"),
+                })?,
+            )),
+        };
+        Ok(fe_meta::client::ClientOptions {
             connect_timeout: secs(self.connect_timeout),
             request_timeout: secs(self.timeout),
+            credentials,
             ..fe_meta::client::ClientOptions::DEFAULT
-        }
+        })
     }
 }
 

@@ -58,6 +58,7 @@
 mod api;
 mod backup;
 mod connection;
+mod credentials;
 mod error;
 mod failover;
 mod link;
@@ -71,6 +72,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use api::{Members, Read, Reconfigured, Transferred, Written, TRANSFER_WAIT};
+pub use credentials::{Credentials, CredentialsError};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;
@@ -122,7 +124,7 @@ impl Client {
         options: ClientOptions,
         session: Arc<ClientSession>,
     ) -> Result<Client, ClientError> {
-        let link = Link::open(addr, 0, options).await?;
+        let link = Link::open(addr, 0, options.clone()).await?;
         Ok(Client::with_link(
             vec![addr.to_owned()],
             false,
@@ -151,8 +153,9 @@ impl Client {
         let endpoints: Vec<String> = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
         let mut attempts = Vec::new();
         for (index, addr) in endpoints.iter().enumerate() {
-            match Link::open(addr, index, options).await {
+            match Link::open(addr, index, options.clone()).await {
                 Ok(link) => return Ok(Client::with_link(endpoints, true, link, options, session)),
+                Err(e) if e.is_refused_identity() => return Err(e),
                 Err(e) => attempts.push(e),
             }
         }
@@ -188,7 +191,7 @@ impl Client {
 
     /// The options in force.
     pub fn options(&self) -> ClientOptions {
-        self.options
+        self.options.clone()
     }
 
     /// The client session this client writes in.
@@ -298,12 +301,16 @@ impl Client {
         for index in failover::next_candidates(failed.index, tried) {
             tried[index] = true;
             let addr = &self.endpoints[index];
-            match Link::open(addr, index, self.options).await {
+            match Link::open(addr, index, self.options.clone()).await {
                 Ok(link) => {
                     let link = Arc::new(link);
                     *self.lock_link() = Arc::clone(&link);
                     tracing::info!(from = failed.addr(), to = %addr, "client moved to the next endpoint");
                     return Some(link);
+                }
+                Err(e) if e.is_refused_identity() => {
+                    attempts.push(e);
+                    return None;
                 }
                 Err(e) => attempts.push(e),
             }

@@ -8,10 +8,10 @@ mod common;
 use bytes::BytesMut;
 use fe_meta::command::{BackendRef, Command};
 use fe_meta::protocol::{
-    decode_request, decode_response, encode_frame, encode_request, encode_response, ClusterConfig,
-    ConfigMember, ErrorReply, FrameDecoder, FrontendChange, FrontendRow, MemberRow, MemberState,
-    Mode, ReadOptions, RecoveryInfo, Request, RequestBody, RequestKind, RequestMeta, Response,
-    ResponseBody, Status, StatusInfo, BACKUP_CHUNK_MAX,
+    decode_request, decode_response, encode_frame, encode_request, encode_response, AuthRequest,
+    ClusterConfig, ConfigMember, ErrorReply, FrameDecoder, FrontendChange, FrontendRow, MemberRow,
+    MemberState, Mode, ReadOptions, RecoveryInfo, Request, RequestBody, RequestKind, RequestMeta,
+    Response, ResponseBody, Role, Secret, Status, StatusInfo, BACKUP_CHUNK_MAX,
 };
 use fe_meta::state::backup::BackupHeader;
 use fe_meta::state::catalog::{Database, SessionTag};
@@ -81,6 +81,12 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         opts().prop_map(RequestBody::Backup),
         proptest::option::of(any::<u64>())
             .prop_map(|target| RequestBody::TransferLeader { target }),
+        ("[a-z0-9._@-]{1,40}", "[ -~]{1,80}").prop_map(|(identity, secret)| {
+            RequestBody::Auth(AuthRequest {
+                identity,
+                secret: Secret::new(secret),
+            })
+        }),
     ]
 }
 
@@ -333,6 +339,12 @@ fn body_for(kind: RequestKind) -> BoxedStrategy<ResponseBody> {
                 epoch,
                 elapsed_ms,
             })
+            .boxed(),
+        RequestKind::AUTH => (
+            "[a-z0-9._@-]{1,40}",
+            proptest::sample::select(Role::ALL.to_vec()),
+        )
+            .prop_map(|(identity, role)| ResponseBody::Authenticated { identity, role })
             .boxed(),
         _ => (j, proptest::option::of(any::<u64>()))
             .prop_map(|(journal_id, created_id)| ResponseBody::Written {

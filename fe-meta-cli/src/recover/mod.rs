@@ -64,6 +64,20 @@ pub struct RecoverArgs {
     pub timeout: f64,
 }
 
+/// The identity the survivors are asked as: zoo.cfg's `auth.nodeCredentialsFile`, if set.
+fn node_credentials(
+    config: &std::path::Path,
+) -> Result<Option<std::sync::Arc<fe_meta::client::Credentials>>, Failure> {
+    let text = std::fs::read_to_string(config).map_err(|e| Failure {
+        code: crate::ExitCode::Other,
+        message: format!("cannot read {}: {e}", config.display()),
+    })?;
+    fe_meta::server::auth::node_credentials_in(&text).map_err(|e| Failure {
+        code: crate::ExitCode::Other,
+        message: e.to_string(),
+    })
+}
+
 /// Runs `fe-meta recover` (INV-1, INV-2).
 pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
     let local = local::read(&args.config)?;
@@ -71,6 +85,7 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
     let options = ClientOptions {
         connect_timeout: timeout,
         request_timeout: timeout,
+        credentials: node_credentials(&args.config)?,
         ..ClientOptions::DEFAULT
     };
     let rt = crate::runtime()?;
@@ -81,10 +96,10 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
         .filter(|s| !s.is_empty() && *s != local.client_addr)
         .collect();
     endpoints.dedup();
-    let rows = rt.block_on(survey::ask(&endpoints, options));
+    let rows = rt.block_on(survey::ask(&endpoints, &options));
     let local_probe = rt.block_on(survey::ask(
         std::slice::from_ref(&local.client_addr),
-        options,
+        &options,
     ));
     let here = format!("{} (local)", local.node.data_dir.display());
     print!("{}", survey::table(&local.held, &here, &rows));

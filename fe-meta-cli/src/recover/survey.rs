@@ -10,9 +10,9 @@ use futures::future::join_all;
 use super::choose::{Held, Row};
 
 /// Asks every endpoint (INV-1, INV-2).
-pub(crate) async fn ask(endpoints: &[String], options: ClientOptions) -> Vec<Row> {
+pub(crate) async fn ask(endpoints: &[String], options: &ClientOptions) -> Vec<Row> {
     let asks = endpoints.iter().map(|e| async move {
-        let held = match Client::connect_with(e, options).await {
+        let held = match Client::connect_with(e, options.clone()).await {
             Ok(client) => client
                 .recovery_info()
                 .await

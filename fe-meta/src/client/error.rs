@@ -93,6 +93,12 @@ impl ClientError {
         }
     }
 
+    /// Whether a node refused the client's identity (UNAUTHENTICATED): the same credentials
+    /// fail on every node, so a client does not move on to the next endpoint.
+    pub fn is_refused_identity(&self) -> bool {
+        self.status() == Some(Status::Unauthenticated)
+    }
+
     /// Whether the same request may succeed if sent again later (or elsewhere): the node had
     /// no leader, was stale, had no quorum, or the connection failed. A write that failed with
     /// [`ClientError::may_be_applied`] should be checked with a read first.

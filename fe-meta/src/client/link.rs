@@ -9,6 +9,9 @@
 //! `false` only when the link was already closed before the frame was queued, so nothing of
 //! this request can reach the node.
 //! INV-3: dropping a link aborts both socket tasks, which closes the socket.
+//! INV-4: with [`ClientOptions::credentials`], a link is returned only after the node
+//! answered its AUTH (the first request on the connection) with success; a refusal is the
+//! node's UNAUTHENTICATED reply as [`ClientError::Server`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connection::{dial, read_loop, write_loop, Shared, WRITE_QUEUE};
-use super::{ClientError, ClientOptions, OnTimeout};
+use super::{ClientError, ClientOptions, Credentials, OnTimeout};
 use crate::protocol::{
     encode_frame, encode_request, ErrorReply, Request, RequestBody, RequestMeta, Response,
     ResponseBody, FORWARDED_BIT,
@@ -61,20 +64,36 @@ impl Link {
         options: ClientOptions,
     ) -> Result<Link, ClientError> {
         let discard = options.on_timeout == OnTimeout::DiscardConnection;
+        let credentials = options.credentials.clone();
         let stream = dial(addr, options.connect_timeout, discard).await?;
         let (rd, wr) = stream.into_split();
         let shared = Arc::new(Shared::new(addr));
         let (frames, queue) = mpsc::channel(WRITE_QUEUE);
         let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
         let writer = tokio::spawn(write_loop(wr, queue, Arc::clone(&shared)));
-        Ok(Link {
+        let link = Link {
             index,
             shared,
             frames,
             next_id: AtomicU64::new(1),
             options,
             tasks: [reader, writer],
-        })
+        };
+        if let Some(credentials) = credentials {
+            link.authenticate(&credentials).await?;
+        }
+        Ok(link)
+    }
+
+    /// Sends AUTH (INV-4): an error reply becomes [`ClientError::Server`].
+    async fn authenticate(&self, credentials: &Credentials) -> Result<(), ClientError> {
+        let body = RequestBody::Auth(credentials.auth_request());
+        let limit = self.options.connect_timeout;
+        match self.exchange(body, RequestMeta::default(), limit).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(reply)) => Err(ClientError::Server(reply)),
+            Err(failed) => Err(failed.error),
+        }
     }
 
     /// The endpoint this link is connected to.

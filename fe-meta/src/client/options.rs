@@ -1,10 +1,13 @@
 //! [`ClientOptions`]: how a [`super::Client`] connects, how long it waits, and the two settings
 //! a node forwarding its clients' requests to another node needs ([`ClientOptions::FORWARDING`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::Credentials;
+
 /// Connection and request settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
     /// How long to wait for the TCP connection.
     pub connect_timeout: Duration,
@@ -17,6 +20,9 @@ pub struct ClientOptions {
     pub forwarded_ids: bool,
     /// What a call that gets no answer in time does to the connection.
     pub on_timeout: OnTimeout,
+    /// The identity every connection authenticates as (AUTH, its first request), for nodes
+    /// that require authentication (`auth.identitiesFile`); `None`: no AUTH is sent.
+    pub credentials: Option<Arc<Credentials>>,
 }
 
 /// What a call that times out does to its connection.
@@ -45,6 +51,7 @@ impl ClientOptions {
         request_timeout: Duration::from_secs(30),
         forwarded_ids: false,
         on_timeout: OnTimeout::KeepConnection,
+        credentials: None,
     };
 
     /// A node's connection to another node for forwarded requests: forwarded ids, and a

@@ -9,6 +9,7 @@
 //! known ([`ProtocolError::request_id`]), so the server can answer with an error frame for that
 //! id, or else with an error frame for id 0 followed by closing the connection.
 
+mod auth;
 mod backup;
 mod command;
 mod config;
@@ -25,6 +26,7 @@ use std::fmt;
 
 use thiserror::Error;
 
+pub use auth::{valid_identity_name, AuthRequest, Role, Secret, IDENTITY_LEN_MAX, SECRET_LEN_MAX};
 pub use config::{
     parse_server_line, ClusterConfig, ConfigMember, FrontendChange, MemberRow, MemberState,
     ServerLineError, ADDRESS_LEN_MAX,
@@ -143,6 +145,9 @@ request_kinds! {
     /// configuration), for `fe-meta recover`; answered by any node without forwarding, with
     /// or without a quorum.
     RECOVERY_INFO = 26, read;
+    /// Authenticate the session (identity and secret): the first request on a node that
+    /// requires authentication; answered by the node itself, never forwarded.
+    AUTH = 27, session;
     /// Create a database.
     CREATE_DB = 30, write;
     /// Drop a database.

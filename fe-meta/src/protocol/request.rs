@@ -11,6 +11,7 @@
 
 use bytes::BufMut;
 
+use super::auth::{get_auth, put_auth, AuthRequest};
 use super::command::{get_command, put_command};
 use super::config::{get_add, get_drop, put_change, FrontendChange};
 use super::{ProtocolError, RequestKind, PROTOCOL_VERSION, PROTOCOL_VERSION_META};
@@ -63,6 +64,8 @@ pub enum RequestBody {
     GetConfig,
     /// What the node holds, for choosing a survivor to recover from.
     RecoveryInfo,
+    /// Authenticate the session (`docs/PROTOCOL.md` §11).
+    Auth(AuthRequest),
     /// A write.
     Write(Command),
     /// A change of the cluster configuration (ADD_FRONTEND, DROP_FRONTEND).
@@ -117,6 +120,7 @@ impl RequestBody {
             RequestBody::Sync => RequestKind::SYNC,
             RequestBody::GetConfig => RequestKind::GET_CONFIG,
             RequestBody::RecoveryInfo => RequestKind::RECOVERY_INFO,
+            RequestBody::Auth(_) => RequestKind::AUTH,
             RequestBody::Write(cmd) => cmd.request_kind(),
             RequestBody::ChangeMembership(FrontendChange::Add { .. }) => RequestKind::ADD_FRONTEND,
             RequestBody::ChangeMembership(FrontendChange::Drop { .. }) => {
@@ -179,6 +183,7 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
         | RequestBody::ShowDatabases(opts)
         | RequestBody::ShowVars(opts)
         | RequestBody::Backup(opts) => put_opts(o, *opts),
+        RequestBody::Auth(auth) => put_auth(o, auth),
         RequestBody::Write(cmd) => put_command(o, cmd),
         RequestBody::ChangeMembership(change) => put_change(o, change),
         RequestBody::ShowTables { opts, db } => {
@@ -301,6 +306,7 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestBody, Wir
         RequestKind::SYNC => RequestBody::Sync,
         RequestKind::GET_CONFIG => RequestBody::GetConfig,
         RequestKind::RECOVERY_INFO => RequestBody::RecoveryInfo,
+        RequestKind::AUTH => RequestBody::Auth(get_auth(r)?),
         RequestKind::ADD_FRONTEND => RequestBody::ChangeMembership(get_add(r)?),
         RequestKind::DROP_FRONTEND => RequestBody::ChangeMembership(get_drop(r)?),
         RequestKind::SHOW_MEMBERS => RequestBody::ShowMembers(get_opts(r)?),

@@ -10,6 +10,7 @@
 use bytes::BufMut;
 use zab_net::Zxid;
 
+use super::auth::{get_authenticated, put_authenticated, Role};
 use super::backup;
 pub use super::backup::BACKUP_CHUNK_MAX;
 use super::config::{
@@ -136,6 +137,13 @@ pub enum ResponseBody {
     },
     /// BACKUP, the stream's last answer: the file's header (every chunk was sent before it).
     BackupDone(BackupHeader),
+    /// AUTH: the session is authenticated.
+    Authenticated {
+        /// The identity (a certificate's name, or the one the client gave).
+        identity: String,
+        /// What it may do.
+        role: Role,
+    },
     /// TRANSFER_LEADER: the old leader serves under the new one.
     Transferred {
         /// The old leader.
@@ -168,6 +176,7 @@ impl ResponseBody {
                 | (ResponseBody::Vars { .. }, RequestKind::SHOW_VARS)
                 | (ResponseBody::BackupChunk { .. }, RequestKind::BACKUP)
                 | (ResponseBody::BackupDone(_), RequestKind::BACKUP)
+                | (ResponseBody::Authenticated { .. }, RequestKind::AUTH)
                 | (
                     ResponseBody::Transferred { .. },
                     RequestKind::TRANSFER_LEADER
@@ -258,6 +267,7 @@ fn encode_body(o: &mut Vec<u8>, body: &ResponseBody) {
         ResponseBody::BackupChunk { offset, data } => backup::encode_chunk(o, *offset, data),
         ResponseBody::BackupDone(header) => backup::encode_end(o, header),
         t @ ResponseBody::Transferred { .. } => put_transferred(o, t),
+        ResponseBody::Authenticated { identity, role } => put_authenticated(o, identity, *role),
     }
 }
 
@@ -372,6 +382,10 @@ fn decode_body(kind: RequestKind, r: &mut Reader<'_>) -> Result<ResponseBody, Wi
             ResponseBody::Vars { journal_id, vars }
         }
         RequestKind::BACKUP => backup::decode(r)?,
+        RequestKind::AUTH => {
+            let (identity, role) = get_authenticated(r)?;
+            ResponseBody::Authenticated { identity, role }
+        }
         RequestKind::TRANSFER_LEADER => ResponseBody::Transferred {
             from: r.u64("from sid")?,
             to: r.u64("to sid")?,

@@ -96,6 +96,13 @@ statuses! {
     /// elected; the message says which server leads now.
     TransferFailed = 12, "TRANSFER_FAILED",
         "the leader did not hand over: see the message, check show-frontends, retry";
+    /// The session has no valid identity: AUTH is missing, names an unknown identity or has
+    /// the wrong secret (the node closes the connection after this answer).
+    Unauthenticated = 13, "UNAUTHENTICATED",
+        "no valid identity: give the credentials (or client certificate) of a known identity";
+    /// The session's identity does not have the role this request needs.
+    PermissionDenied = 14, "PERMISSION_DENIED",
+        "the identity's role does not allow this request: use one with the role it needs";
 }
 
 impl Status {

@@ -13,6 +13,8 @@
 //! | `admin.enableServer` | serve the admin HTTP port (`/metrics`, `/health`, `/ready`, `/commands`), `true` or `false` (ZooKeeper's key) | true |
 //! | `admin.serverAddress` | the admin port's listen address (ZooKeeper's key) | 0.0.0.0 |
 //! | `admin.serverPort` | the admin port; 0: one the OS chooses (ZooKeeper's key) | 8080 |
+//! | `auth.identitiesFile` | the identities (name, role, SHA-256 of the secret or `cert`) allowed on the client port; set: every session must authenticate (`auth`) | none: open |
+//! | `auth.nodeCredentialsFile` | `IDENTITY:SECRET` this node uses when it calls other nodes (an admin identity); required with `auth.identitiesFile` | none |
 //! | `4lw.commands.whitelist` | the four-letter words answered on the client port: `*` or a comma-separated list (ZooKeeper's key; ZooKeeper's default is `srvr` only) | `*` |
 //!
 //! Required by fe-meta (zab-net keys): `clusterId` (the cluster's identity, the same on every
@@ -30,6 +32,7 @@ use std::time::Duration;
 use zab_net::config::{load, read_myid, ConfigError, NodeConfig, ServerAddr};
 use zab_net::{LearnerType, Membership, ServerId};
 
+use super::auth::AuthConfig;
 use super::ServerError;
 use crate::protocol::FourLetterWord;
 use crate::state::catalog::FrontendRole;
@@ -45,6 +48,8 @@ pub const EXTRA_KEYS: &[&str] = &[
     "admin.serverAddress",
     "admin.serverPort",
     "4lw.commands.whitelist",
+    "auth.identitiesFile",
+    "auth.nodeCredentialsFile",
 ];
 
 /// `admin.serverPort`'s default (ZooKeeper's).
@@ -95,6 +100,8 @@ pub struct ServerConfig {
     /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
     /// once; without it an empty dir first syncs from a leader as a non-voting learner.
     pub bootstrap: bool,
+    /// `auth.identitiesFile` and `auth.nodeCredentialsFile`, loaded.
+    pub auth: AuthConfig,
 }
 
 impl ServerConfig {
@@ -149,6 +156,7 @@ impl ServerConfig {
             admin_listen: admin_listen(&node)?,
             four_letter_words: four_letter_words(&node)?,
             bootstrap: false,
+            auth: AuthConfig::from_node(&node)?,
             node,
         })
     }
@@ -214,6 +222,8 @@ impl ServerConfig {
                 self.admin_listen.clone().unwrap_or_default(),
             ),
             ("4lw.commands.whitelist", whitelist.join(",")),
+            ("auth.identitiesFile", self.auth.identities_path()),
+            ("auth.nodeCredentialsFile", self.auth.credentials_path()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

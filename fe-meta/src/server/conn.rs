@@ -18,6 +18,10 @@
 //! read (at most [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`]): closing a socket with unread input makes
 //! the kernel reset it, and the client may then drop the answer it had not read yet.
 //!
+//! Authentication (`auth`): each session's requests pass its [`SessionAuth`] gate in the
+//! reader, in order, before they are spawned: an AUTH is answered there, a refusal is
+//! answered there (and ends the session when `auth` says so).
+//!
 //! BACKUP is the one request answered by a stream of frames (`backup`): its chunks go through
 //! the same writer, flow-controlled by permits the writer releases once they are written.
 
@@ -35,6 +39,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
 
+use super::auth::{Decision, SessionAuth};
 use super::metrics::RequestClass;
 use super::session::RequestContext;
 use super::stats::ConnStats;
@@ -98,7 +103,7 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
         }
         ConnectionStart::Frames => {
             let (id, conn) = shared.stats.open(peer.to_string());
-            session(&shared, stream, first, &conn).await;
+            session(&shared, stream, first, &conn, peer).await;
             shared.stats.close(id);
         }
     }
@@ -127,7 +132,14 @@ async fn answer_and_close(mut stream: TcpStream, text: &str) {
     let _ = tokio::time::timeout(DRAIN_WAIT, drain).await;
 }
 
-async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: &Arc<ConnStats>) {
+async fn session(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    first: [u8; 4],
+    conn: &Arc<ConnStats>,
+    peer: SocketAddr,
+) {
+    let mut auth = SessionAuth::new(&shared.cfg.auth, None);
     let (mut reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<Answer>();
     let writing = tokio::spawn(write_answers(writer, rx));
@@ -160,6 +172,33 @@ async fn session(shared: &Arc<Shared>, stream: TcpStream, first: [u8; 4], conn: 
                     continue;
                 }
             };
+            if let Decision::Answer {
+                result,
+                close,
+                refusal,
+            } = auth.decide(&req.body)
+            {
+                shared.stats.request(conn);
+                let status = result.as_ref().err().map(|e| e.status);
+                if let (Some(refusal), Err(e)) = (refusal, &result) {
+                    shared.auth_refused(refusal, peer, &e.message);
+                }
+                let class = RequestClass::of(&req.body);
+                let kind = req.body.kind();
+                let resp = Response {
+                    id: req.id,
+                    kind,
+                    result,
+                };
+                let _ = tx.send(Answer::plain(encode_response_bounded(&resp)));
+                shared
+                    .stats
+                    .answered(conn, class, status, received.elapsed());
+                if close {
+                    break 'session;
+                }
+                continue;
+            }
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break 'session;
             };

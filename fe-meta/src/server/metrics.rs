@@ -15,6 +15,7 @@
 //! | `fe_meta_last_timestamp_ms` | gauge | | the leader clock of the last applied TIMESTAMP entry (Unix ms; 0: none yet) |
 //! | `fe_meta_timestamps_applied_total` | counter | | TIMESTAMP entries applied since the process started |
 //! | `fe_meta_fatal` | gauge | | 1 once the node stopped on a fatal error |
+//! | `fe_meta_auth_refusals_total` | counter | `reason` | client requests refused by authentication (`no_identity`, `bad_credentials`) or authorisation (`permission_denied`) |
 //!
 //! A request's class: `write` (catalog writes and membership changes), `sync` (SYNC, and reads
 //! with the sync flag), `admin` (STATUS, DIGEST, GET_CONFIG, RECOVERY_INFO, SHOW FRONTENDS,
@@ -37,6 +38,7 @@ use prometheus::{
 
 use zab_net::NodeOptions;
 
+use super::auth::Refusal;
 use crate::protocol::{RequestBody, Status};
 
 /// A request's class for the metrics.
@@ -72,7 +74,8 @@ impl RequestClass {
             | RequestBody::Digest(_)
             | RequestBody::ShowFrontends(_)
             | RequestBody::ShowMembers(_)
-            | RequestBody::Backup(_) => RequestClass::Admin,
+            | RequestBody::Backup(_)
+            | RequestBody::Auth(_) => RequestClass::Admin,
             RequestBody::TransferLeader { .. } => RequestClass::Admin,
             other => {
                 if other.read_options().is_some_and(|o| o.sync) {
@@ -124,6 +127,8 @@ pub struct FeMetrics {
     last_timestamp_ms: IntGauge,
     timestamps_applied: IntCounter,
     fatal: IntGauge,
+    /// By [`Refusal::ALL`]' order.
+    auth_refusals: Vec<IntCounter>,
 }
 
 /// What [`FeMetrics::refresh`] mirrors into the gauges.
@@ -193,6 +198,24 @@ fn class_metrics(registry: &Registry) -> prometheus::Result<Vec<ClassMetrics>> {
     Ok(classes)
 }
 
+/// The refusal counters, resolved per reason (INV-1) and registered.
+fn auth_refusals(registry: &Registry) -> prometheus::Result<Vec<IntCounter>> {
+    let refusals = IntCounterVec::new(
+        Opts::new(
+            "fe_meta_auth_refusals_total",
+            "Client requests refused: no identity, bad credentials (both UNAUTHENTICATED, the \
+             connection is closed) or a role that does not allow them (PERMISSION_DENIED)",
+        ),
+        &["reason"],
+    )?;
+    let resolved = Refusal::ALL
+        .iter()
+        .map(|r| refusals.get_metric_with_label_values(&[r.label()]))
+        .collect::<prometheus::Result<Vec<_>>>()?;
+    registry.register(Box::new(refusals))?;
+    Ok(resolved)
+}
+
 fn counter(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
     let c = IntCounter::new(name, help)?;
     registry.register(Box::new(c.clone()))?;
@@ -246,6 +269,7 @@ impl FeMetrics {
                 "fe_meta_fatal",
                 "1 once the node stopped on a fatal error (the process is exiting)",
             )?,
+            auth_refusals: auth_refusals(registry)?,
         })
     }
 
@@ -265,6 +289,21 @@ impl FeMetrics {
             counter.inc();
         }
         c.latency_us.observe(took.as_secs_f64() * 1e6);
+    }
+
+    /// Counts one request refused for `refusal` (INV-1: atomics only).
+    pub fn auth_refused(&self, refusal: Refusal) {
+        let slot = Refusal::ALL.iter().position(|r| *r == refusal);
+        if let Some(counter) = slot.and_then(|i| self.auth_refusals.get(i)) {
+            counter.inc();
+        }
+    }
+
+    /// How many requests were refused for `refusal`.
+    pub fn auth_refusals(&self, refusal: Refusal) -> u64 {
+        let slot = Refusal::ALL.iter().position(|r| *r == refusal);
+        slot.and_then(|i| self.auth_refusals.get(i))
+            .map_or(0, IntCounter::get)
     }
 
     /// Sets the state gauges (INV-2).

@@ -38,6 +38,7 @@
 //! the servers, and the node runs with the data dir's.
 
 mod admin;
+pub mod auth;
 pub mod config;
 mod conn;
 pub mod fatal;
@@ -139,6 +140,7 @@ pub(crate) struct Shared {
     peers: peer::PeerPool,
     stats: stats::Stats,
     frontends: frontends::PeerAnswers,
+    refusals: auth::RefusalLog,
 }
 
 /// A running server.
@@ -256,7 +258,9 @@ pub async fn prepare_start(
         }
         StartMode::Helper(helper) => {
             let text = join::read_text(config_path)?;
-            let start = join::prepare(&text, &join::ClientHelper::new(helper)).await?;
+            let credentials = auth::node_credentials_in(&text)?;
+            let helper = join::ClientHelper::new(helper, credentials);
+            let start = join::prepare(&text, &helper).await?;
             opts.join_membership = start.join_membership;
             start.cfg
         }
@@ -327,15 +331,17 @@ impl Server {
                 admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
+            let peers = peer::PeerPool::new(cfg.auth.credentials());
             let shared = Arc::new(Shared {
                 cfg,
                 node: node.clone(),
                 catalog,
                 progress,
                 writer,
-                peers: peer::PeerPool::default(),
+                peers,
                 stats: stats::Stats::new(metrics),
                 frontends: frontends::PeerAnswers::default(),
+                refusals: auth::RefusalLog::default(),
             });
             let stop = CancellationToken::new();
             let mut tasks = spawn_tasks(&shared, listener, meta, &stop);

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::client::{Client, ClientError, ClientOptions};
+use crate::client::{Client, ClientError, ClientOptions, Credentials};
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 
 /// Why a call to another node failed.
@@ -42,9 +42,19 @@ pub enum CallError {
 #[derive(Debug, Default)]
 pub struct PeerPool {
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// The identity calls are made as (`auth.nodeCredentialsFile`).
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl PeerPool {
+    /// A pool whose connections authenticate with `credentials`, if any.
+    pub fn new(credentials: Option<Arc<Credentials>>) -> PeerPool {
+        PeerPool {
+            clients: Mutex::default(),
+            credentials,
+        }
+    }
+
     /// Sends `body` with `meta` to the node at `addr` as a forwarded request (INV-2) and waits
     /// for the answer, at most `limit` to connect and `limit` for the answer (INV-1); on a
     /// timeout the connection is discarded (INV-3). `Ok` is the node's answer as it came: its
@@ -71,6 +81,7 @@ impl PeerPool {
         let options = ClientOptions {
             connect_timeout: limit,
             request_timeout: limit,
+            credentials: self.credentials.clone(),
             ..ClientOptions::FORWARDING
         };
         let client = Arc::new(Client::connect_with(addr, options).await?);

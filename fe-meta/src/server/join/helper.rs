@@ -5,6 +5,7 @@
 //! [`RETRY_EVERY`]; only the caller bounds the wait (join INV-3).
 //! INV-2: one ask takes at most [`ASK_TIMEOUT`] to connect and as long again for the answer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::warn;
@@ -13,7 +14,7 @@ use zab_net::{Member, MemberRole, Membership, ServerId};
 use zab_net::config::ConfigError;
 
 use super::{ClusterView, RETRY_EVERY};
-use crate::client::{Client, ClientOptions};
+use crate::client::{Client, ClientOptions, Credentials};
 use crate::protocol::{ClusterConfig, MemberState};
 use crate::server::ServerError;
 
@@ -44,16 +45,19 @@ pub(super) async fn ask_until_answered(helper: &impl Helper) -> ClusterView {
 #[derive(Clone, Debug)]
 pub struct ClientHelper {
     addr: String,
+    credentials: Option<Arc<Credentials>>,
 }
 
 /// How long one GET_CONFIG to the helper may take (connect and answer each).
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl ClientHelper {
-    /// The member at `addr` (`host:client_port`).
-    pub fn new(addr: &str) -> ClientHelper {
+    /// The member at `addr` (`host:client_port`), asked as `credentials` (zoo.cfg's
+    /// `auth.nodeCredentialsFile`) if given.
+    pub fn new(addr: &str, credentials: Option<Arc<Credentials>>) -> ClientHelper {
         ClientHelper {
             addr: addr.to_string(),
+            credentials,
         }
     }
 }
@@ -67,6 +71,7 @@ impl Helper for ClientHelper {
         let opts = ClientOptions {
             connect_timeout: ASK_TIMEOUT,
             request_timeout: ASK_TIMEOUT,
+            credentials: self.credentials.clone(),
             ..ClientOptions::DEFAULT
         };
         let client = Client::connect_with(&self.addr, opts)
