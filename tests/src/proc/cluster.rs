@@ -99,7 +99,7 @@ impl ProcCluster {
             .values()
             .map(|n| (n.sid(), n.client_addr()))
             .collect();
-        self.monitor = Some(Monitor::start(&addrs));
+        self.monitor = Some(Monitor::start(&addrs, &self.spec));
         self.leader(Duration::from_secs(30)).await?;
         Ok(())
     }
@@ -269,7 +269,8 @@ impl ProcCluster {
         sid: u64,
         opts: Option<ClientOptions>,
     ) -> Result<Client, ClientError> {
-        Client::connect_with(&self.client_addr(sid), opts.unwrap_or(PROBE)).await
+        let opts = self.spec.client_options(opts.unwrap_or(PROBE));
+        Client::connect_with(&self.client_addr(sid), opts).await
     }
 
     /// STATUS of node `sid`, or `None` if it does not answer in time.

@@ -114,7 +114,9 @@ impl Load {
             let addr = addrs[i % addrs.len()].clone();
             let (stop, ledger) = (stop.clone(), cluster.ledger().clone());
             let deadline = started + max;
-            tasks.spawn(write_loop(i, addr, value_len, deadline, stop, ledger));
+            let options = cluster.spec().client_options(LOAD_CLIENT);
+            let target = (addr, options);
+            tasks.spawn(write_loop(i, target, value_len, deadline, stop, ledger));
         }
         Load {
             stop,
@@ -144,7 +146,7 @@ impl Load {
 
 async fn write_loop(
     i: usize,
-    addr: String,
+    (addr, options): (String, ClientOptions),
     value_len: usize,
     deadline: Instant,
     stop: Arc<AtomicBool>,
@@ -156,7 +158,7 @@ async fn write_loop(
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
         let c = match &client {
             Some(c) if !c.is_closed() => c,
-            _ => match Client::connect_with(&addr, LOAD_CLIENT).await {
+            _ => match Client::connect_with(&addr, options.clone()).await {
                 Ok(c) => client.insert(c),
                 Err(e) => {
                     w.fail(&e);
@@ -237,7 +239,7 @@ pub async fn fill(
         request_timeout: Duration::from_secs(30),
         ..ClientOptions::DEFAULT
     };
-    let client = Arc::new(Client::connect_with(&cluster.client_addr(sid), opts).await?);
+    let client = Arc::new(cluster.client(sid, Some(opts)).await?);
     let deadline = Instant::now() + within;
     let mut tasks: JoinSet<Result<(), ClientError>> = JoinSet::new();
     let mut next = 0usize;

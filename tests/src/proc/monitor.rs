@@ -17,6 +17,8 @@ use std::time::Duration;
 use fe_meta::client::{Client, ClientError, ClientOptions};
 use tokio::task::JoinHandle;
 
+use super::ClusterSpec;
+
 /// The variable the poller reads (never written).
 const PROBE_VAR: &str = "harness.monitor.probe";
 const POLL: Duration = Duration::from_millis(100);
@@ -42,17 +44,26 @@ pub struct MonitorReport {
 pub struct Monitor {
     report: Arc<Mutex<MonitorReport>>,
     tasks: Vec<JoinHandle<()>>,
+    options: ClientOptions,
 }
 
 impl Monitor {
     /// Starts polling `nodes` (sid, client address).
-    pub fn start(nodes: &[(u64, String)]) -> Monitor {
+    pub fn start(nodes: &[(u64, String)], spec: &ClusterSpec) -> Monitor {
         let report = Arc::new(Mutex::new(MonitorReport::default()));
+        let options = spec.client_options(POLL_CLIENT);
         let tasks = nodes
             .iter()
-            .map(|(sid, addr)| tokio::spawn(poll(*sid, addr.clone(), report.clone())))
+            .map(|(sid, addr)| {
+                let poll = poll(*sid, addr.clone(), options.clone(), report.clone());
+                tokio::spawn(poll)
+            })
             .collect();
-        Monitor { report, tasks }
+        Monitor {
+            report,
+            tasks,
+            options,
+        }
     }
 
     /// What was seen so far.
@@ -62,7 +73,8 @@ impl Monitor {
 
     /// Starts polling a node added after the start (`members`).
     pub fn watch(&mut self, sid: u64, addr: String) {
-        let task = tokio::spawn(poll(sid, addr, self.report.clone()));
+        let poll = poll(sid, addr, self.options.clone(), self.report.clone());
+        let task = tokio::spawn(poll);
         self.tasks.push(task);
     }
 
@@ -84,12 +96,17 @@ fn lock(m: &Mutex<MonitorReport>) -> MutexGuard<'_, MonitorReport> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn poll(sid: u64, addr: String, report: Arc<Mutex<MonitorReport>>) {
+async fn poll(
+    sid: u64,
+    addr: String,
+    options: ClientOptions,
+    report: Arc<Mutex<MonitorReport>>,
+) {
     let mut client: Option<Client> = None;
     loop {
         tokio::time::sleep(POLL).await;
         if client.as_ref().is_none_or(Client::is_closed) {
-            client = Client::connect_with(&addr, POLL_CLIENT).await.ok();
+            client = Client::connect_with(&addr, options.clone()).await.ok();
         }
         let Some(c) = &client else { continue };
         let journal_id = match c.get_var(PROBE_VAR, false).await {

@@ -3,6 +3,19 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use fe_meta::client::{ClientOptions, Credentials};
+
+impl ClusterSpec {
+    /// `base` with the harness's credentials, if the cluster needs them.
+    pub fn client_options(&self, base: ClientOptions) -> ClientOptions {
+        ClientOptions {
+            credentials: self.credentials.clone(),
+            ..base
+        }
+    }
+}
 
 /// How a cluster is configured (zoo.cfg of every node).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +45,9 @@ pub struct ClusterSpec {
     /// Where each node listens and runs (default: 127.0.0.1, the test's own namespace); a
     /// partition test gives every node its address and namespace ([`super::NetLab`]).
     pub net: BTreeMap<u64, NodeNet>,
+    /// The identity the harness's own clients (probes, monitor, load, end checks)
+    /// authenticate as, for a cluster whose `extra` lines set `auth.identitiesFile`.
+    pub credentials: Option<Arc<Credentials>>,
 }
 
 /// A node's address and network namespace.
@@ -66,6 +82,7 @@ impl Default for ClusterSpec {
             node_extra: BTreeMap::new(),
             data_dirs: BTreeMap::new(),
             net: BTreeMap::new(),
+            credentials: None,
         }
     }
 }
