@@ -36,8 +36,15 @@ fn hex(d: [u8; 32]) -> String {
 fn write_files(dir: &Path) -> PathBuf {
     let mut text = String::from("# name role proof\n");
     for (name, role, secret) in IDENTITIES {
-        text += &format!("{name} {role} sha256:{}\n", hex(secret_digest(secret.as_bytes())));
-        std::fs::write(dir.join(format!("{name}.cred")), format!("{name}:{secret}\n")).unwrap();
+        text += &format!(
+            "{name} {role} sha256:{}\n",
+            hex(secret_digest(secret.as_bytes()))
+        );
+        std::fs::write(
+            dir.join(format!("{name}.cred")),
+            format!("{name}:{secret}\n"),
+        )
+        .unwrap();
     }
     let ids = dir.join("identities");
     std::fs::write(&ids, text).unwrap();
@@ -75,8 +82,9 @@ fn exit_of(status: Status) -> i32 {
     10 + i32::from(status.code())
 }
 
-/// A 3-node cluster that requires authentication, under a write load (as `app`) spread over
-/// all three nodes: the refusals, each role's reach, and no acknowledged write lost.
+/// A 3-node cluster that requires authentication, under a write load spread over all three
+/// nodes: the refusals, each role's reach, a fourth server joining with `--helper`, and no
+/// acknowledged write lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identities_and_roles_guard_the_client_port() {
     let files = tempfile::tempdir().unwrap();
@@ -87,7 +95,7 @@ async fn identities_and_roles_guard_the_client_port() {
             format!("auth.identitiesFile={}", ids.display()),
             format!("auth.nodeCredentialsFile={}", cred("node").display()),
         ],
-        credentials: Some(Arc::new(credentials("app"))),
+        credentials: Some(Arc::new(credentials("ops"))),
         ..ClusterSpec::default()
     };
     let mut c = ProcCluster::start("auth_roles", spec).await.unwrap();
@@ -136,8 +144,15 @@ async fn identities_and_roles_guard_the_client_port() {
             cli(&at_follower, Some(&cred("ops")), &["drop-frontend", "9"]),
         )
     });
-    assert_eq!(cli_none.status.code(), Some(exit_of(Status::Unauthenticated)));
-    assert!(text(&cli_none).contains("UNAUTHENTICATED"), "{}", text(&cli_none));
+    assert_eq!(
+        cli_none.status.code(),
+        Some(exit_of(Status::Unauthenticated))
+    );
+    assert!(
+        text(&cli_none).contains("UNAUTHENTICATED"),
+        "{}",
+        text(&cli_none)
+    );
     assert!(cli_view[0].status.success(), "{}", text(&cli_view[0]));
     assert_eq!(
         cli_view[1].status.code(),
@@ -150,9 +165,18 @@ async fn identities_and_roles_guard_the_client_port() {
         "{}",
         text(&cli_view[1])
     );
-    assert!(cli_app[0].status.success(), "forwarded write: {}", text(&cli_app[0]));
+    assert!(
+        cli_app[0].status.success(),
+        "forwarded write: {}",
+        text(&cli_app[0])
+    );
     for o in &cli_app[1..] {
-        assert_eq!(o.status.code(), Some(exit_of(Status::PermissionDenied)), "{}", text(o));
+        assert_eq!(
+            o.status.code(),
+            Some(exit_of(Status::PermissionDenied)),
+            "{}",
+            text(o)
+        );
     }
     // An admin gets past authorisation: the leader itself answers (server 9 is no member).
     assert_eq!(
@@ -161,14 +185,20 @@ async fn identities_and_roles_guard_the_client_port() {
         "{}",
         text(&cli_ops)
     );
-    assert!(text(&cli_ops).contains("server 9 is not a member"), "{}", text(&cli_ops));
+    assert!(
+        text(&cli_ops).contains("server 9 is not a member"),
+        "{}",
+        text(&cli_ops)
+    );
 
     // Counted per reason, and logged.
     let m = c.mntr(follower).await.unwrap();
     let count = |reason: &str| -> u64 {
-        m.get(&format!("fe_meta_auth_refusals_total{{reason=\"{reason}\"}}"))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        m.get(&format!(
+            "fe_meta_auth_refusals_total{{reason=\"{reason}\"}}"
+        ))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
     };
     assert!(count("no_identity") >= 2, "mntr: {m:?}");
     assert!(count("bad_credentials") >= 1, "mntr: {m:?}");
@@ -176,6 +206,11 @@ async fn identities_and_roles_guard_the_client_port() {
     let log = std::fs::read_to_string(c.node(follower).unwrap().log_path()).unwrap();
     assert!(log.contains("client request refused"), "log of {follower}");
     assert!(!log.contains("guess"), "a secret must never be logged");
+
+    // A new server joins under the node identity (GET_CONFIG from its helper, then SNAP or
+    // DIFF from the leader); the end checks find every acknowledged write on it too.
+    c.start_joiner(4, follower).unwrap();
+    c.add_follower(follower, 4).await.unwrap();
 
     let report = load.stop().await;
     assert!(report.acked > 0, "the load wrote nothing: {report:?}");

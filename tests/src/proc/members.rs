@@ -77,7 +77,7 @@ impl ProcCluster {
         let spec = self.spec().clone();
         let mut node = ProcNode::new(sid, ports, Default::default(), self.dir(), None, &bin);
         std::fs::create_dir_all(node.data_dir()).map_err(ProcError::io("mkdir data dir"))?;
-        let cfg = format!(
+        let mut cfg = format!(
             "dataDir={}\nclientPort={}\nforceSync={}\npreAllocSize={}\n\
              admin.serverAddress=127.0.0.1\nadmin.serverPort=0\nserver.{sid}={}\n",
             node.data_dir().display(),
@@ -86,6 +86,12 @@ impl ProcCluster {
             spec.pre_alloc_kib,
             self.server_value(sid)?,
         );
+        // The cluster's common lines too (e.g. `auth.*`: the joiner asks its helper as the
+        // node identity).
+        for line in &spec.extra {
+            cfg += line;
+            cfg.push('\n');
+        }
         std::fs::write(node.config_path(), cfg).map_err(ProcError::io("write zoo.cfg"))?;
         node.spawn_with(&["--helper", &helper_addr])?;
         self.insert_node(node);

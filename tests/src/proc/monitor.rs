@@ -96,12 +96,7 @@ fn lock(m: &Mutex<MonitorReport>) -> MutexGuard<'_, MonitorReport> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn poll(
-    sid: u64,
-    addr: String,
-    options: ClientOptions,
-    report: Arc<Mutex<MonitorReport>>,
-) {
+async fn poll(sid: u64, addr: String, options: ClientOptions, report: Arc<Mutex<MonitorReport>>) {
     let mut client: Option<Client> = None;
     loop {
         tokio::time::sleep(POLL).await;
