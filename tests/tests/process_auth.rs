@@ -104,9 +104,58 @@ async fn identities_and_roles_guard_the_client_port() {
     let (at_leader, at_follower) = (c.client_addr(leader), c.client_addr(follower));
     // Writers on every node: those on followers are forwarded under the node identity.
     let load = Load::start(&c, 3, 64, Duration::from_secs(20));
+    refused_without_identity(&at_follower, &at_leader).await;
+    roles_through_the_cli(&at_follower, &at_leader, files.path());
+    refusals_counted_and_logged(&c, follower).await;
 
+    // A new server joins under the node identity (GET_CONFIG from its helper, then SNAP or
+    // DIFF from the leader); the end checks find every acknowledged write on it too.
+    c.start_joiner(4, follower).unwrap();
+    c.add_follower(follower, 4).await.unwrap();
+
+    let report = load.stop().await;
+    assert!(report.acked > 0, "the load wrote nothing: {report:?}");
+    let done = c.finish().await.unwrap();
+    assert!(done.acked_writes as u64 >= report.acked);
+}
+
+/// A node whose identities file does not make its own node credentials an admin refuses to
+/// start, naming the key and the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_credentials_that_are_not_an_admin_refuse_the_start() {
+    let files = tempfile::tempdir().unwrap();
+    let ids = write_files(files.path());
+    let app = files.path().join("app.cred");
+    let spec = ClusterSpec {
+        nodes: 1,
+        extra: vec![
+            format!("auth.identitiesFile={}", ids.display()),
+            format!("auth.nodeCredentialsFile={}", app.display()),
+        ],
+        ..ClusterSpec::default()
+    };
+    let c = ProcCluster::prepare("auth_refused_start", spec).unwrap();
+    let node = c.node(1).unwrap();
+    std::fs::create_dir_all(node.data_dir()).unwrap();
+    std::fs::write(node.data_dir().join("myid"), "1\n").unwrap();
+    let cfg = node.config_path();
+    let out = std::process::Command::new(fe_meta_bin().unwrap())
+        .args(["server", "--bootstrap", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("auth.nodeCredentialsFile") && said.contains("is not an admin"),
+        "{said}"
+    );
+}
+
+/// No identity, or a wrong secret: refused before anything runs, the connection closed.
+async fn refused_without_identity(at_follower: &str, at_leader: &str) {
     // No identity: refused before anything runs, and the connection is closed.
-    let bare = fe_meta::client::Client::connect_with(&at_follower, PROBE)
+    let bare = fe_meta::client::Client::connect_with(at_follower, PROBE)
         .await
         .unwrap();
     let refused = bare.status().await.unwrap_err();
@@ -124,24 +173,28 @@ async fn identities_and_roles_guard_the_client_port() {
         })),
         ..PROBE
     };
-    let err = fe_meta::client::Client::connect_any(&[&at_follower, &at_leader], wrong)
+    let err = fe_meta::client::Client::connect_any(&[at_follower, at_leader], wrong)
         .await
         .unwrap_err();
     assert!(err.is_refused_identity(), "{err}");
+}
 
+/// Each role through `fe-meta --credentials`, sent to a follower (writes are forwarded).
+fn roles_through_the_cli(at_follower: &str, at_leader: &str, dir: &Path) {
+    let cred = |name: &str| dir.join(format!("{name}.cred"));
     let (cli_none, cli_view, cli_app, cli_ops) = tokio::task::block_in_place(|| {
         (
-            cli(&at_follower, None, &["show-databases"]),
+            cli(at_follower, None, &["show-databases"]),
             [
-                cli(&at_follower, Some(&cred("viewer")), &["show-databases"]),
-                cli(&at_follower, Some(&cred("viewer")), &["create-db", "v"]),
+                cli(at_follower, Some(&cred("viewer")), &["show-databases"]),
+                cli(at_follower, Some(&cred("viewer")), &["create-db", "v"]),
             ],
             [
-                cli(&at_follower, Some(&cred("app")), &["create-db", "a"]),
-                cli(&at_follower, Some(&cred("app")), &["drop-frontend", "9"]),
-                cli(&at_leader, Some(&cred("app")), &["transfer-leader"]),
+                cli(at_follower, Some(&cred("app")), &["create-db", "a"]),
+                cli(at_follower, Some(&cred("app")), &["drop-frontend", "9"]),
+                cli(at_leader, Some(&cred("app")), &["transfer-leader"]),
             ],
-            cli(&at_follower, Some(&cred("ops")), &["drop-frontend", "9"]),
+            cli(at_follower, Some(&cred("ops")), &["drop-frontend", "9"]),
         )
     });
     assert_eq!(
@@ -190,7 +243,10 @@ async fn identities_and_roles_guard_the_client_port() {
         "{}",
         text(&cli_ops)
     );
+}
 
+/// The refusals so far are counted per reason on `follower`, and logged without a secret.
+async fn refusals_counted_and_logged(c: &ProcCluster, follower: u64) {
     // Counted per reason, and logged.
     let m = c.mntr(follower).await.unwrap();
     let count = |reason: &str| -> u64 {
@@ -206,47 +262,4 @@ async fn identities_and_roles_guard_the_client_port() {
     let log = std::fs::read_to_string(c.node(follower).unwrap().log_path()).unwrap();
     assert!(log.contains("client request refused"), "log of {follower}");
     assert!(!log.contains("guess"), "a secret must never be logged");
-
-    // A new server joins under the node identity (GET_CONFIG from its helper, then SNAP or
-    // DIFF from the leader); the end checks find every acknowledged write on it too.
-    c.start_joiner(4, follower).unwrap();
-    c.add_follower(follower, 4).await.unwrap();
-
-    let report = load.stop().await;
-    assert!(report.acked > 0, "the load wrote nothing: {report:?}");
-    let done = c.finish().await.unwrap();
-    assert!(done.acked_writes as u64 >= report.acked);
-}
-
-/// A node whose identities file does not make its own node credentials an admin refuses to
-/// start, naming the key and the file.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_credentials_that_are_not_an_admin_refuse_the_start() {
-    let files = tempfile::tempdir().unwrap();
-    let ids = write_files(files.path());
-    let app = files.path().join("app.cred");
-    let spec = ClusterSpec {
-        nodes: 1,
-        extra: vec![
-            format!("auth.identitiesFile={}", ids.display()),
-            format!("auth.nodeCredentialsFile={}", app.display()),
-        ],
-        ..ClusterSpec::default()
-    };
-    let c = ProcCluster::prepare("auth_refused_start", spec).unwrap();
-    let node = c.node(1).unwrap();
-    std::fs::create_dir_all(node.data_dir()).unwrap();
-    std::fs::write(node.data_dir().join("myid"), "1\n").unwrap();
-    let cfg = node.config_path();
-    let out = std::process::Command::new(fe_meta_bin().unwrap())
-        .args(["server", "--bootstrap", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let said = text(&out);
-    assert!(!out.status.success(), "{said}");
-    assert!(
-        said.contains("auth.nodeCredentialsFile") && said.contains("is not an admin"),
-        "{said}"
-    );
 }

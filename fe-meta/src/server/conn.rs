@@ -35,11 +35,11 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
 
-use super::auth::{Decision, SessionAuth};
+use super::auth::{Decision, Refusal, SessionAuth};
 use super::metrics::RequestClass;
 use super::session::RequestContext;
 use super::stats::ConnStats;
@@ -172,49 +172,23 @@ async fn session(
                     continue;
                 }
             };
-            if let Decision::Answer {
-                result,
-                close,
-                refusal,
-            } = auth.decide(&req.body)
-            {
-                shared.stats.request(conn);
-                let status = result.as_ref().err().map(|e| e.status);
-                if let (Some(refusal), Err(e)) = (refusal, &result) {
-                    shared.auth_refused(refusal, peer, &e.message);
-                }
-                let class = RequestClass::of(&req.body);
-                let kind = req.body.kind();
-                let resp = Response {
-                    id: req.id,
-                    kind,
-                    result,
-                };
-                let _ = tx.send(Answer::plain(encode_response_bounded(&resp)));
-                shared
-                    .stats
-                    .answered(conn, class, status, received.elapsed());
-                if close {
-                    break 'session;
-                }
-                continue;
+            let gate = Gate::new(conn, peer, &tx);
+            match gate.pass(shared, &mut auth, &req, received) {
+                Passed::Run => {}
+                Passed::Answered => continue,
+                Passed::Close => break 'session,
             }
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break 'session;
             };
             shared.stats.request(conn);
-            let (shared, conn, tx) = (shared.clone(), conn.clone(), tx.clone());
-            tokio::spawn(
-                async move {
-                    let started = Instant::now();
-                    let class = RequestClass::of(&req.body);
-                    let status = answer(&shared, req, received, &tx).await;
-                    shared
-                        .stats
-                        .answered(&conn, class, status, started.elapsed());
-                    drop(permit);
-                }
-                .in_current_span(),
+            spawn_answer(
+                shared.clone(),
+                conn.clone(),
+                tx.clone(),
+                req,
+                received,
+                permit,
             );
         }
         match reader.read_buf(&mut buf).await {
@@ -224,6 +198,107 @@ async fn session(
     }
     drop(tx);
     let _ = writing.await;
+}
+
+/// Answers `req` in a task of its own, which holds its in-flight slot until it is answered.
+fn spawn_answer(
+    shared: Arc<Shared>,
+    conn: Arc<ConnStats>,
+    tx: mpsc::UnboundedSender<Answer>,
+    req: Request,
+    received: Instant,
+    permit: OwnedSemaphorePermit,
+) {
+    tokio::spawn(
+        async move {
+            let started = Instant::now();
+            let class = RequestClass::of(&req.body);
+            let status = answer(&shared, req, received, &tx).await;
+            shared
+                .stats
+                .answered(&conn, class, status, started.elapsed());
+            drop(permit);
+        }
+        .in_current_span(),
+    );
+}
+
+/// What the authentication gate did with a request.
+enum Passed {
+    /// Run it.
+    Run,
+    /// The gate answered it; the session goes on.
+    Answered,
+    /// The gate answered it; the session ends.
+    Close,
+}
+
+/// Where the authentication gate answers a request itself (`auth`).
+struct Gate<'a> {
+    conn: &'a Arc<ConnStats>,
+    peer: SocketAddr,
+    tx: &'a mpsc::UnboundedSender<Answer>,
+}
+
+impl<'a> Gate<'a> {
+    fn new(
+        conn: &'a Arc<ConnStats>,
+        peer: SocketAddr,
+        tx: &'a mpsc::UnboundedSender<Answer>,
+    ) -> Gate<'a> {
+        Gate { conn, peer, tx }
+    }
+
+    /// Passes `req` through the session's `auth` (an AUTH or a refusal is answered here).
+    fn pass(
+        &self,
+        shared: &Shared,
+        auth: &mut SessionAuth,
+        req: &Request,
+        received: Instant,
+    ) -> Passed {
+        match auth.decide(&req.body) {
+            Decision::Run => Passed::Run,
+            Decision::Answer {
+                result,
+                close,
+                refusal,
+            } => {
+                self.answer(shared, req, received, result, refusal);
+                if close {
+                    Passed::Close
+                } else {
+                    Passed::Answered
+                }
+            }
+        }
+    }
+
+    /// Answers `req` with `result`, counted like any request (and as a refusal, if it is one).
+    fn answer(
+        &self,
+        shared: &Shared,
+        req: &Request,
+        received: Instant,
+        result: Result<crate::protocol::ResponseBody, ErrorReply>,
+        refusal: Option<Refusal>,
+    ) {
+        shared.stats.request(self.conn);
+        let status = result.as_ref().err().map(|e| e.status);
+        if let (Some(refusal), Err(e)) = (refusal, &result) {
+            shared.auth_refused(refusal, self.peer, &e.message);
+        }
+        let resp = Response {
+            id: req.id,
+            kind: req.body.kind(),
+            result,
+        };
+        let _ = self.tx.send(Answer::plain(encode_response_bounded(&resp)));
+        let class = RequestClass::of(&req.body);
+        shared
+            .stats
+            .answered(self.conn, class, status, received.elapsed());
+    }
 }
 
 /// Answers `req` (received at `received`) into `tx`; the error status, if it failed.

@@ -268,17 +268,6 @@ pub async fn prepare_start(
     Ok((cfg, opts))
 }
 
-/// The version of the configuration in this node's log (in force, maybe not committed) that
-/// does not list it, if any: a removal it logged before it stopped (the REMOVED record is
-/// written when a removal is applied; a crash can come first). Such a node never serves: the
-/// members ignore it.
-fn removed_by_log(node: &Node) -> Option<Zxid> {
-    let st = node.status();
-    let in_force = &st.membership;
-    (in_force.version != Zxid::ZERO && !in_force.members.contains_key(&st.sid))
-        .then_some(in_force.version)
-}
-
 impl Server {
     /// Loads `config_path` (zoo.cfg + fe-meta keys + `dataDir/myid`) and starts.
     pub async fn start(config_path: &Path) -> Result<Server, ServerError> {
@@ -415,9 +404,9 @@ async fn settle_started(
     check: &StartCheck,
     identity: Option<MetaIdentity>,
 ) -> Result<MetaIdentity, ServerError> {
-    if let Some(version) = removed_by_log(node) {
+    if let Some(version) = removal::removed_by_log(node) {
         node.shutdown().await;
-        return Err(ServerError::Removed(removal_of(cfg, version)));
+        return Err(ServerError::Removed(removal::removal_of(cfg, version)));
     }
     hints::warn_stale_zoo_cfg(node, cfg);
     match identity {
@@ -471,7 +460,7 @@ fn spawn_tasks(
 fn removal_refused(e: MetaDirError, cfg: &ServerConfig) -> ServerError {
     match e {
         MetaDirError::Removed { version, .. } => {
-            ServerError::Removed(removal_of(cfg, Zxid(version)))
+            ServerError::Removed(removal::removal_of(cfg, Zxid(version)))
         }
         other => ServerError::MetaDir(other),
     }
@@ -482,25 +471,8 @@ fn removal_refused(e: MetaDirError, cfg: &ServerConfig) -> ServerError {
 fn node_refused(e: NetError, cfg: &ServerConfig) -> ServerError {
     match e {
         NetError::Core(StepError::Removed { version, .. }) => {
-            ServerError::Removed(removal_of(cfg, version))
+            ServerError::Removed(removal::removal_of(cfg, version))
         }
         other => ServerError::Node(other),
-    }
-}
-
-fn removal_of(cfg: &ServerConfig, version: Zxid) -> Removal {
-    let server_value = cfg.node.servers.get(&ServerId(cfg.sid)).map_or_else(
-        || "HOST:QUORUM_PORT:ELECTION_PORT;CLIENT_PORT".to_string(),
-        |s| {
-            let mut plain = s.clone();
-            plain.learner_type = zab_net::LearnerType::Participant;
-            plain.to_value()
-        },
-    );
-    Removal {
-        sid: cfg.sid,
-        version,
-        data_dir: cfg.node.data_dir.clone(),
-        server_value,
     }
 }

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
-use zab_net::Node;
+use zab_net::{Node, ServerId, Zxid};
+
+use super::ServerConfig;
 
 /// The exit status of `fe-meta server` when this server is not a member any more: it was
 /// removed while running, or its data dir is that of a removed server (`fe-meta --help`).
@@ -109,6 +111,35 @@ pub(super) async fn close_on_removed(
         () = tokio::time::sleep(ANSWER_GRACE) => {}
     }
     stop.cancel();
+}
+
+/// The version of the configuration in this node's log (in force, maybe not committed) that
+/// does not list it, if any: a removal it logged before it stopped (the REMOVED record is
+/// written when a removal is applied; a crash can come first). Such a node never serves: the
+/// members ignore it.
+pub(super) fn removed_by_log(node: &Node) -> Option<Zxid> {
+    let st = node.status();
+    let in_force = &st.membership;
+    (in_force.version != Zxid::ZERO && !in_force.members.contains_key(&st.sid))
+        .then_some(in_force.version)
+}
+
+/// How a removed server is described to its operator.
+pub(super) fn removal_of(cfg: &ServerConfig, version: Zxid) -> Removal {
+    let server_value = cfg.node.servers.get(&ServerId(cfg.sid)).map_or_else(
+        || "HOST:QUORUM_PORT:ELECTION_PORT;CLIENT_PORT".to_string(),
+        |s| {
+            let mut plain = s.clone();
+            plain.learner_type = zab_net::LearnerType::Participant;
+            plain.to_value()
+        },
+    );
+    Removal {
+        sid: cfg.sid,
+        version,
+        data_dir: cfg.node.data_dir.clone(),
+        server_value,
+    }
 }
 
 #[cfg(test)]
