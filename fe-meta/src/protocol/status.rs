@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn codes_are_stable_and_names_unique() {
         let codes: Vec<u16> = Status::ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, (1..=12).collect::<Vec<u16>>());
+        assert_eq!(codes, (1..=14).collect::<Vec<u16>>());
         for s in Status::ALL {
             assert_eq!(Status::from_code(s.code()), Some(s));
             assert_eq!(
