@@ -110,16 +110,28 @@ impl LinLoad {
     /// Starts `clients` clients; client `i` starts at `addrs[i % addrs.len()]`. Each stops
     /// after `max` at the latest (INV-1).
     pub fn start(addrs: &[String], clients: usize, max: Duration) -> LinLoad {
+        let rings: Vec<Vec<String>> = (0..clients)
+            .map(|i| {
+                let mut ring = addrs.to_vec();
+                ring.rotate_left(i % addrs.len().max(1));
+                ring
+            })
+            .collect();
+        LinLoad::start_rings(&rings, max)
+    }
+
+    /// Starts one client per ring: client `i` uses only the addresses of `rings[i]`, in order
+    /// (a ring of one address pins the client to that server, e.g. on one side of a
+    /// partition). Each stops after `max` at the latest (INV-1).
+    pub fn start_rings(rings: &[Vec<String>], max: Duration) -> LinLoad {
         let rec = Arc::new(Recorder::new());
         let stop = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + max;
         let mut tasks = JoinSet::new();
-        for i in 0..clients {
-            let mut ring = addrs.to_vec();
-            ring.rotate_left(i % addrs.len().max(1));
+        for (i, ring) in rings.iter().filter(|r| !r.is_empty()).enumerate() {
             tasks.spawn(client_loop(
                 i as u32,
-                ring,
+                ring.clone(),
                 rec.clone(),
                 stop.clone(),
                 deadline,
