@@ -131,9 +131,15 @@ impl TcState {
         let mut g = self.lock();
         let mut installed = Installed::default();
         if how.delay_ms > 0 {
-            let (d, j) = (format!("{}ms", how.delay_ms), format!("{}ms", how.jitter_ms));
+            let (d, j) = (
+                format!("{}ms", how.delay_ms),
+                format!("{}ms", how.jitter_ms),
+            );
             let netem = ["root", "netem", "delay", d.as_str(), j.as_str()];
-            let host: Vec<&str> = ["qdisc", "add", "dev", veth].into_iter().chain(netem).collect();
+            let host: Vec<&str> = ["qdisc", "add", "dev", veth]
+                .into_iter()
+                .chain(netem)
+                .collect();
             tc(&host).map_err(|e| {
                 if e.contains("unknown") || e.contains("Unknown") {
                     TcError::Unsupported(format!("netem delay ({e})"))
@@ -233,7 +239,10 @@ impl Inner {
             return Ok(s.clone());
         }
         let (sink, peer) = (format!("fesk{pid}"), format!("fesk{pid}p"));
-        run("ip", &["link", "add", &sink, "type", "veth", "peer", "name", &peer])?;
+        run(
+            "ip",
+            &["link", "add", &sink, "type", "veth", "peer", "name", &peer],
+        )?;
         self.sink = Some(sink.clone());
         run("ip", &["link", "set", &sink, "up"])?;
         Ok(sink)

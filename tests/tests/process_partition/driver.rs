@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tests::proc::lin_load::{LinLoad, LinReport};
-use tests::proc::{ClusterSpec, Impairment, Load, LoadReport, NetLab, NodeNet, ProcCluster, TcError};
+use tests::proc::{
+    ClusterSpec, Impairment, Load, LoadReport, NetLab, NodeNet, ProcCluster, TcError,
+};
 
 use super::figures::{self, Figures, Timeline};
 use super::probe::{Event, Probes};
@@ -160,7 +162,9 @@ pub async fn run(name: &str, nodes: u64, make: impl FnOnce(&Roles) -> Plan) -> O
     let done = running.stop().await;
     let (_, _) = env.c.wait_converged(Duration::from_secs(30)).await.unwrap();
     let converge = timeline.heal_at.elapsed();
-    let f = figures::compute(name, &env.c, &plan, &roles, &timeline, &done, rejoin, converge);
+    let f = figures::compute(
+        name, &env.c, &plan, &roles, &timeline, &done, rejoin, converge,
+    );
     println!("{}", f.line());
     println!("{}", done.lin.line());
     if let Some(why) = done.lin.failure() {

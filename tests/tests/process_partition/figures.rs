@@ -91,6 +91,11 @@ pub struct Figures {
     pub no_leader_until: Option<Duration>,
     /// Probe sync reads that missed the client's own acknowledged write.
     pub stale_reads: usize,
+    /// Times a cut-off node went from following (or leading) to looking, cut to heal.
+    pub departures: usize,
+    /// Epochs, newer than the old leader's, in which some node answered as leader (cut to
+    /// the end of the load).
+    pub new_epochs: usize,
     /// Heal to every node following one leader.
     pub rejoin: Duration,
     /// Heal to equal digests (after the load stopped).
@@ -137,7 +142,11 @@ pub fn compute(
     converge: Duration,
 ) -> Figures {
     let minority = plan.minority.clone();
-    let majority: Vec<u64> = c.sids().into_iter().filter(|s| !minority.contains(s)).collect();
+    let majority: Vec<u64> = c
+        .sids()
+        .into_iter()
+        .filter(|s| !minority.contains(s))
+        .collect();
     let (cut, heal) = (t.cut_at, t.heal_at);
     let during: Vec<_> = done
         .rounds
@@ -178,7 +187,33 @@ pub fn compute(
     };
     f.probe_figures(done, t);
     f.rates = rates(done, t);
+    f.departures = departures(&during, &f.minority);
+    let epochs: std::collections::BTreeSet<u64> = done
+        .rounds
+        .iter()
+        .filter(|r| r.invoked >= cut)
+        .flat_map(|r| r.status.values().flatten())
+        .filter(|s| s.is_leader() && s.epoch > roles.old_epoch)
+        .map(|s| s.epoch)
+        .collect();
+    f.new_epochs = epochs.len();
     f
+}
+
+/// How often a node of `sids` went from serving (leader, follower) to looking in `rounds`.
+fn departures(rounds: &[&super::watch::Round], sids: &[u64]) -> usize {
+    let serving = |r: &super::watch::Round, sid: u64| {
+        r.status
+            .get(&sid)
+            .and_then(Option::as_ref)
+            .map(|s| s.mode != fe_meta::protocol::Mode::Looking)
+    };
+    sids.iter()
+        .map(|sid| {
+            let states: Vec<bool> = rounds.iter().filter_map(|r| serving(r, *sid)).collect();
+            states.windows(2).filter(|w| w[0] && !w[1]).count()
+        })
+        .sum()
 }
 
 fn leads(r: &super::watch::Round, sid: u64) -> bool {
@@ -194,7 +229,10 @@ fn rates(done: &Done, t: &Timeline) -> Vec<(String, f64)> {
     let mut out = vec![("steady".to_string(), before)];
     for (name, from, to) in &t.phases {
         let secs = to.duration_since(*from).as_secs_f64().max(1e-3);
-        out.push((name.to_string(), done.load.acked_between(*from, *to) as f64 / secs));
+        out.push((
+            name.to_string(),
+            done.load.acked_between(*from, *to) as f64 / secs,
+        ));
     }
     out
 }
@@ -238,8 +276,8 @@ impl Figures {
             "PARTITION scenario={} tick_ms={} sync_limit={} sync_window_ms={} minority={:?} \
              deposed={} fault_ms={} elect_ms={} step_down_ms={} first_refusal_ms={} \
              last_minority_ack_ms={} late_acks={} last_minority_sync_ms={} \
-             no_new_leader_until_ms={} stale_reads={} rejoin_ms={} converge_ms={} \
-             acked_writes_per_s={}",
+             no_new_leader_until_ms={} stale_reads={} departures={} new_leader_epochs={} \
+             rejoin_ms={} converge_ms={} acked_writes_per_s={}",
             self.name,
             self.tick_ms,
             self.sync_limit,
@@ -255,6 +293,8 @@ impl Figures {
             opt_ms(self.last_sync),
             opt_ms(self.no_leader_until),
             self.stale_reads,
+            self.departures,
+            self.new_epochs,
             self.rejoin.as_millis(),
             self.converge.as_millis(),
             rates.join(",")
@@ -265,10 +305,16 @@ impl Figures {
     pub fn check(&self, spec: &ClusterSpec) -> Result<(), String> {
         let mut bad = Vec::new();
         if self.stale_reads > 0 {
-            bad.push(format!("{} sync reads missed their own write", self.stale_reads));
+            bad.push(format!(
+                "{} sync reads missed their own write",
+                self.stale_reads
+            ));
         }
         if self.converge > CONVERGE_BOUND {
-            bad.push(format!("digests equal only {:?} after the heal", self.converge));
+            bad.push(format!(
+                "digests equal only {:?} after the heal",
+                self.converge
+            ));
         }
         if self.split && !self.minority.is_empty() {
             self.check_minority(spec, &mut bad);
@@ -283,7 +329,10 @@ impl Figures {
     fn check_minority(&self, spec: &ClusterSpec, bad: &mut Vec<String>) {
         let bound = refusal_bound(spec, self.deposed);
         if self.late_acks > 0 {
-            bad.push(format!("the cut-off side acknowledged {} writes", self.late_acks));
+            bad.push(format!(
+                "the cut-off side acknowledged {} writes",
+                self.late_acks
+            ));
         }
         match self.first_refusal {
             Some(d) if d <= bound => {}
@@ -294,7 +343,9 @@ impl Figures {
         }
         match self.step_down {
             Some(d) if d <= bound => {}
-            other => bad.push(format!("old leader stepped down at {other:?}, bound {bound:?}")),
+            other => bad.push(format!(
+                "old leader stepped down at {other:?}, bound {bound:?}"
+            )),
         }
         if self.elect.is_none() {
             bad.push("the majority side elected no leader before the heal".into());

@@ -25,6 +25,24 @@ async fn one_way_cut_leader_to_follower() {
     .await;
 }
 
+/// The other direction: the follower's packets to the leader are dropped, the leader's to it
+/// arrive. The leader stops hearing the follower's acks and drops it after syncLimit (its
+/// close reaches the follower); the follower cannot connect back and refuses until the heal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_cut_follower_to_leader() {
+    run("part_one_way_back", 3, |r| {
+        let f = r.followers[0];
+        Plan {
+            minority: vec![f],
+            fault: Fault::Split(vec![Cut::OneWay {
+                from: f,
+                to: r.leader,
+            }]),
+        }
+    })
+    .await;
+}
+
 /// Nodes L (leader), B and X: only L–X is cut; B sees both. L keeps its quorum through B;
 /// X, which B tells who leads but cannot reach it, refuses writes until the heal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

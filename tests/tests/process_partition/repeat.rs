@@ -51,7 +51,10 @@ async fn partition_figures_repeated() {
             return;
         };
         leader.push(f);
-        if let Some(f) = run("rep_follower_isolated", 3, |r| isolate(&[r.followers[0]], r)).await
+        if let Some(f) = run("rep_follower_isolated", 3, |r| {
+            isolate(&[r.followers[0]], r)
+        })
+        .await
         {
             follower.push(f);
         }

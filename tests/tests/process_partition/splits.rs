@@ -31,11 +31,17 @@ async fn leader_isolated_from_both_followers() {
 /// A follower alone: the leader and the other follower go on; the follower refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_isolated() {
-    run("part_follower_isolated", 3, |r| isolate(&[r.followers[0]], r)).await;
+    run("part_follower_isolated", 3, |r| {
+        isolate(&[r.followers[0]], r)
+    })
+    .await;
 }
 
 /// Five nodes, 3 + 2, the leader and one follower on the 2-side: the 3-side elects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_split_three_two_leader_on_the_small_side() {
-    run("part_split_3_2", 5, |r| isolate(&[r.leader, r.followers[0]], r)).await;
+    run("part_split_3_2", 5, |r| {
+        isolate(&[r.leader, r.followers[0]], r)
+    })
+    .await;
 }

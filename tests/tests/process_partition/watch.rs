@@ -40,11 +40,14 @@ impl Round {
     /// Whether `sid` answered as an established leader of an epoch after `old_epoch` (it
     /// applied its epoch's first entry).
     pub fn new_leader(&self, sid: u64, old_epoch: u64) -> bool {
-        self.status.get(&sid).and_then(Option::as_ref).is_some_and(|s| {
-            s.is_leader()
-                && s.epoch > old_epoch
-                && u64::from(s.applied_journal_id.epoch().0) == s.epoch
-        })
+        self.status
+            .get(&sid)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| {
+                s.is_leader()
+                    && s.epoch > old_epoch
+                    && u64::from(s.applied_journal_id.epoch().0) == s.epoch
+            })
     }
 
     /// Whether every one of `sids` answered, and none in leader mode.
