@@ -167,6 +167,14 @@ impl NetLab {
         self.tc.cut_one_way(self.pid, &veth, &dst, (from, to))
     }
 
+    /// `Err(why)` when this machine cannot do the link-layer faults ([`NetLab::cut_one_way`],
+    /// loss): no `tc`, or a kernel without the clsact qdisc, the u32 or bpf classifier or the
+    /// mirred action. A test prints it and skips.
+    pub fn tc_usable(&self) -> Result<(), String> {
+        let sid = self.sids.first().copied().unwrap_or(1);
+        self.tc.probe(self.pid, &self.veth(sid))
+    }
+
     /// Heals a [`NetLab::cut_one_way`].
     pub fn heal_one_way(&self, from: u64, to: u64) -> Result<(), String> {
         self.tc.heal_one_way(&self.veth(from), (from, to))

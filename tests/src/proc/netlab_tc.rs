@@ -109,6 +109,30 @@ impl TcState {
         Ok(())
     }
 
+    /// Whether this machine can do what [`TcState::cut_one_way`] and loss need (`tc`, the
+    /// clsact qdisc, the u32 and bpf classifiers, the mirred action): installs one filter of
+    /// each kind on `veth`, matching nothing, and removes them.
+    pub fn probe(&self, pid: u32, veth: &str) -> Result<(), String> {
+        let mut g = self.lock();
+        let sink = g.ensure_sink(pid)?;
+        g.ensure_clsact(veth)?;
+        let code = loss_bytecode(0);
+        let tries: [&[&str]; 2] = [
+            &["u32", "match", "ip", "dst", "0.0.0.0/32"],
+            &["bpf", "bytecode", &code],
+        ];
+        for classifier in tries {
+            let pref = g.pref().to_string();
+            let mut args = vec!["filter", "add", "dev", veth, "ingress", "protocol", "ip"];
+            args.extend(["pref", &pref]);
+            args.extend(classifier);
+            args.extend(["action", "mirred", "egress", "redirect", "dev", &sink]);
+            tc(&args)?;
+            tc(&["filter", "del", "dev", veth, "ingress", "pref", &pref])?;
+        }
+        Ok(())
+    }
+
     /// Removes the one-way cut `key` from `veth`.
     pub fn heal_one_way(&self, veth: &str, key: (u64, u64)) -> Result<(), String> {
         let Some(pref) = self.lock().one_way.remove(&key) else {

@@ -154,6 +154,13 @@ pub async fn run(name: &str, nodes: u64, make: impl FnOnce(&Roles) -> Plan) -> O
         followers,
     };
     let plan = make(&roles);
+    if let Err(why) = needs_tc(&plan)
+        .then(|| env.lab.tc_usable())
+        .unwrap_or(Ok(()))
+    {
+        println!("SKIP partition scenario {name}: cannot drop packets with tc here: {why}");
+        return None;
+    }
     let running = Running::start(&env.c);
     tokio::time::sleep(STEADY).await;
     let timeline = inflict(&env, &plan, &roles, &running.watch).await;
@@ -177,6 +184,15 @@ pub async fn run(name: &str, nodes: u64, make: impl FnOnce(&Roles) -> Plan) -> O
     }
     env.c.finish().await.unwrap();
     Some(f)
+}
+
+/// Whether the plan needs tc filters (a one-way cut, a degraded link).
+fn needs_tc(plan: &Plan) -> bool {
+    match &plan.fault {
+        Fault::Split(cuts) => cuts.iter().any(|c| matches!(c, Cut::OneWay { .. })),
+        Fault::Flap { .. } => false,
+        Fault::Impair { .. } => true,
+    }
 }
 
 /// Waits until every node follows one leader after the heal; the time from the heal.
@@ -261,13 +277,14 @@ fn heal(lab: &NetLab, cut: Cut) {
 }
 
 /// The cuts, held until the majority elected (when the leader is cut off) and 1 s more, and
-/// at least 1 s past the cut-off side's refusal bound ([`figures::refusal_bound`]).
+/// at least 1 s past the cut-off side's write refusal bound ([`figures::Bounds`]).
 async fn split(env: &Env, plan: &Plan, cuts: &[Cut], roles: &Roles, watch: &Watch) -> Timeline {
     for cut in cuts {
         apply(&env.lab, *cut);
     }
     let cut_at = Instant::now();
-    let bound = figures::refusal_bound(env.c.spec(), plan.minority.contains(&roles.leader));
+    let deposed = plan.minority.contains(&roles.leader);
+    let bound = figures::Bounds::of(env.c.spec(), deposed).write_refused;
     let mut hold_until = cut_at + bound + Duration::from_secs(1);
     if plan.minority.contains(&roles.leader) {
         let majority: Vec<u64> = env

@@ -5,7 +5,10 @@
 //! - `elect`: the first watcher round, after the cut, in which a node of the majority side
 //!   answered as an established leader of a newer epoch (round return time: an upper bound).
 //! - `step_down`: the first round in which the cut-off old leader no longer said "leader".
-//! - `first_refusal`: the first error answer to a probe write on the cut-off side.
+//! - `first_error`: the first error answer to any probe request (write or sync read) on the
+//!   cut-off side: the request pending there when it leaves its role (or its leader) fails;
+//!   `write_refused`: the first error answer to a probe write (a write sent after the node
+//!   stepped down first waits `leader_wait_ms` for a leader, then is refused).
 //! - `late_acks`: probe writes acknowledged by the cut-off side later than [`ACK_GRACE`] after
 //!   the cut and before the heal (must be none: it cannot reach a quorum).
 //! - `last_sync`: the return time of the cut-off side's last answered sync read before the
@@ -15,14 +18,15 @@
 //!   INV-2); `last_sync < no_leader_until` shows the deposed leader stopped answering sync
 //!   reads before a new leader could commit.
 //!
-//! Bounds (the margins are for the 2-core CI machine, where the nodes, the load and the checks
-//! share the cores): the old leader steps down, and its pending write is refused, within
-//! syncLimit×tickTime + 2 ticks + 300 ms (it leaves on the first 50 ms driver tick after
-//! syncLimit of silence; a status poll or an answer takes milliseconds). A cut-off *follower*
-//! answers the write it forwarded before the cut within `write_timeout_ms` + 500 ms (it cannot
-//! know whether the leader proposed it, so it waits for the write timeout: fe-meta write
-//! INV-3). After the heal every node follows one leader within 30 s and the digests are equal
-//! within [`CONVERGE_BOUND`] (the figures are far below).
+//! Bounds ([`Bounds`]; the margins are for the 2-core CI machine, where the nodes, the load
+//! and the checks share the cores): the old leader steps down, and answers its first error,
+//! within syncLimit×tickTime + 2 ticks + 300 ms (it leaves on the first 50 ms driver tick
+//! after syncLimit of silence; a status poll or an answer takes milliseconds), and refuses
+//! writes within that + `leader_wait_ms`. A cut-off *follower* answers its first error, and
+//! refuses writes, within `write_timeout_ms` + 500 ms: a write it forwarded before the cut
+//! waits for the write timeout, since it cannot know whether the leader proposed it (fe-meta
+//! write INV-3). After the heal every node follows one leader within 30 s and the digests are
+//! equal within [`CONVERGE_BOUND`] (the figures are far below).
 
 use std::time::{Duration, Instant};
 
@@ -80,7 +84,9 @@ pub struct Figures {
     /// See the module docs.
     pub step_down: Option<Duration>,
     /// See the module docs.
-    pub first_refusal: Option<Duration>,
+    pub first_error: Option<Duration>,
+    /// See the module docs.
+    pub write_refused: Option<Duration>,
     /// The last probe write acknowledged by the cut-off side after the cut.
     pub last_ack: Option<Duration>,
     /// See the module docs.
@@ -104,20 +110,42 @@ pub struct Figures {
     pub rates: Vec<(String, f64)>,
 }
 
-/// The refusal bound of the cut-off side (module docs): syncLimit×tickTime + 2 ticks +
-/// 300 ms when the leader is cut off, else the write timeout + 500 ms.
-pub fn refusal_bound(spec: &ClusterSpec, deposed: bool) -> Duration {
-    if deposed {
-        let ticks = u64::from(spec.sync_limit) + 2;
-        Duration::from_millis(spec.tick_ms * ticks + 300)
-    } else {
-        let write_timeout = spec
-            .extra
-            .iter()
-            .find_map(|l| l.strip_prefix("write_timeout_ms="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(10_000);
-        Duration::from_millis(write_timeout + 500)
+/// The bounds of the cut-off side (module docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// The first error answer (and the old leader's step-down).
+    pub first_error: Duration,
+    /// The first refused write.
+    pub write_refused: Duration,
+}
+
+fn extra_ms(spec: &ClusterSpec, key: &str, default: u64) -> u64 {
+    spec.extra
+        .iter()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Bounds {
+    /// The bounds under `spec` when the leader is (`deposed`) or is not on the cut-off side.
+    pub fn of(spec: &ClusterSpec, deposed: bool) -> Bounds {
+        if deposed {
+            let ticks = u64::from(spec.sync_limit) + 2;
+            let first_error = Duration::from_millis(spec.tick_ms * ticks + 300);
+            let wait = Duration::from_millis(extra_ms(spec, "leader_wait_ms", 2_000));
+            Bounds {
+                first_error,
+                write_refused: first_error + wait,
+            }
+        } else {
+            let write_timeout = extra_ms(spec, "write_timeout_ms", 10_000);
+            let bound = Duration::from_millis(write_timeout + 500);
+            Bounds {
+                first_error: bound,
+                write_refused: bound,
+            }
+        }
     }
 }
 
@@ -246,7 +274,12 @@ impl Figures {
             .filter(|e| self.minority.contains(&e.sid) && e.returned >= cut && e.returned < heal)
             .collect();
         let writes = || side.iter().filter(|e| e.op == Op::Write);
-        self.first_refusal = writes()
+        self.first_error = side
+            .iter()
+            .filter(|e| e.outcome.is_err())
+            .map(|e| since(e.returned, cut))
+            .min();
+        self.write_refused = writes()
             .filter(|e| e.outcome.is_err())
             .map(|e| since(e.returned, cut))
             .min();
@@ -274,7 +307,8 @@ impl Figures {
             .collect();
         format!(
             "PARTITION scenario={} tick_ms={} sync_limit={} sync_window_ms={} minority={:?} \
-             deposed={} fault_ms={} elect_ms={} step_down_ms={} first_refusal_ms={} \
+             deposed={} fault_ms={} elect_ms={} step_down_ms={} first_error_ms={} \
+             write_refused_ms={} \
              last_minority_ack_ms={} late_acks={} last_minority_sync_ms={} \
              no_new_leader_until_ms={} stale_reads={} departures={} new_leader_epochs={} \
              rejoin_ms={} converge_ms={} acked_writes_per_s={}",
@@ -287,7 +321,8 @@ impl Figures {
             self.fault.as_millis(),
             opt_ms(self.elect),
             opt_ms(self.step_down),
-            opt_ms(self.first_refusal),
+            opt_ms(self.first_error),
+            opt_ms(self.write_refused),
             opt_ms(self.last_ack),
             self.late_acks,
             opt_ms(self.last_sync),
@@ -327,16 +362,24 @@ impl Figures {
     }
 
     fn check_minority(&self, spec: &ClusterSpec, bad: &mut Vec<String>) {
-        let bound = refusal_bound(spec, self.deposed);
+        let b = Bounds::of(spec, self.deposed);
+        let bound = b.first_error;
         if self.late_acks > 0 {
             bad.push(format!(
                 "the cut-off side acknowledged {} writes",
                 self.late_acks
             ));
         }
-        match self.first_refusal {
+        match self.first_error {
             Some(d) if d <= bound => {}
-            other => bad.push(format!("first refusal at {other:?}, bound {bound:?}")),
+            other => bad.push(format!("first error answer at {other:?}, bound {bound:?}")),
+        }
+        match self.write_refused {
+            Some(d) if d <= b.write_refused => {}
+            other => bad.push(format!(
+                "first refused write at {other:?}, bound {:?}",
+                b.write_refused
+            )),
         }
         if !self.deposed {
             return;

@@ -37,7 +37,8 @@ fn summarize(name: &str, runs: &[Figures]) {
     let pick = |f: fn(&Figures) -> Option<Duration>| runs.iter().filter_map(f).collect();
     summary(name, "elect", pick(|f| f.elect));
     summary(name, "step_down", pick(|f| f.step_down));
-    summary(name, "first_refusal", pick(|f| f.first_refusal));
+    summary(name, "first_error", pick(|f| f.first_error));
+    summary(name, "write_refused", pick(|f| f.write_refused));
     summary(name, "rejoin", pick(|f| Some(f.rejoin)));
     summary(name, "converge", pick(|f| Some(f.converge)));
 }
