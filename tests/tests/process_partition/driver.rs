@@ -279,10 +279,13 @@ fn heal(lab: &NetLab, cut: Cut) {
 /// The cuts, held until the majority elected (when the leader is cut off) and 1 s more, and
 /// at least 1 s past the cut-off side's write refusal bound ([`figures::Bounds`]).
 async fn split(env: &Env, plan: &Plan, cuts: &[Cut], roles: &Roles, watch: &Watch) -> Timeline {
+    // Times count from before the first cut: the nodes it separates stop hearing each other
+    // at once, while the other `ip` commands still run (tens of ms on a busy machine).
+    let cut_at = Instant::now();
     for cut in cuts {
         apply(&env.lab, *cut);
     }
-    let cut_at = Instant::now();
+    let applied = cut_at.elapsed();
     let deposed = plan.minority.contains(&roles.leader);
     let bound = figures::Bounds::of(env.c.spec(), deposed).write_refused;
     let mut hold_until = cut_at + bound + Duration::from_secs(1);
@@ -305,7 +308,9 @@ async fn split(env: &Env, plan: &Plan, cuts: &[Cut], roles: &Roles, watch: &Watc
     for cut in cuts {
         heal(&env.lab, *cut);
     }
-    Timeline::new(cut_at, Instant::now())
+    let mut t = Timeline::new(cut_at, Instant::now());
+    t.applied = applied;
+    t
 }
 
 /// Cuts and heals `a`–`b` `rounds` times.

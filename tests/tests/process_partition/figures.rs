@@ -49,6 +49,8 @@ pub struct Timeline {
     pub heal_at: Instant,
     /// (name, from, to) of each impairment phase that ran.
     pub phases: Vec<(&'static str, Instant, Instant)>,
+    /// How long installing the cuts took (from `cut_at`).
+    pub applied: Duration,
 }
 
 impl Timeline {
@@ -58,6 +60,7 @@ impl Timeline {
             cut_at,
             heal_at,
             phases: Vec::new(),
+            applied: Duration::ZERO,
         }
     }
 }
@@ -79,6 +82,8 @@ pub struct Figures {
     pub minority: Vec<u64>,
     /// Cut to heal.
     pub fault: Duration,
+    /// Installing the cuts (all times count from before the first).
+    pub applied: Duration,
     /// See the module docs.
     pub elect: Option<Duration>,
     /// See the module docs.
@@ -206,6 +211,7 @@ pub fn compute(
         split: matches!(plan.fault, Fault::Split(_)),
         minority,
         fault: since(heal, cut),
+        applied: t.applied,
         elect,
         step_down,
         no_leader_until: no_leader_until.filter(|_| deposed),
@@ -307,7 +313,7 @@ impl Figures {
             .collect();
         format!(
             "PARTITION scenario={} tick_ms={} sync_limit={} sync_window_ms={} minority={:?} \
-             deposed={} fault_ms={} elect_ms={} step_down_ms={} first_error_ms={} \
+             deposed={} fault_ms={} cut_apply_ms={} elect_ms={} step_down_ms={} first_error_ms={} \
              write_refused_ms={} \
              last_minority_ack_ms={} late_acks={} last_minority_sync_ms={} \
              no_new_leader_until_ms={} stale_reads={} departures={} new_leader_epochs={} \
@@ -319,6 +325,7 @@ impl Figures {
             self.minority,
             self.deposed,
             self.fault.as_millis(),
+            self.applied.as_millis(),
             opt_ms(self.elect),
             opt_ms(self.step_down),
             opt_ms(self.first_error),
