@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::task::JoinSet;
 
-use crate::lincheck::{self, Kind, Recorder, Report, Verdict};
+use crate::lincheck::{self, Kind, Operation, Recorder, Report, Verdict};
 
 /// The keys the clients share.
 pub const KEYS: usize = 4;
@@ -74,6 +74,10 @@ pub struct LinReport {
     pub history: usize,
     /// What the clients did.
     pub tally: Tally,
+    /// The history itself (client `i` is the one started on `rings[i]`).
+    pub ops: Vec<Operation>,
+    /// The instant the history's times count from.
+    pub clock: Instant,
 }
 
 impl LinReport {
@@ -128,7 +132,7 @@ impl LinLoad {
         let stop = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + max;
         let mut tasks = JoinSet::new();
-        for (i, ring) in rings.iter().filter(|r| !r.is_empty()).enumerate() {
+        for (i, ring) in rings.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
             tasks.spawn(client_loop(
                 i as u32,
                 ring.clone(),
@@ -155,6 +159,8 @@ impl LinLoad {
             check,
             history: history.len(),
             tally,
+            ops: history,
+            clock: self.rec.started(),
         }
     }
 }

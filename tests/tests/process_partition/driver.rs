@@ -205,6 +205,7 @@ async fn rejoin(c: &mut ProcCluster, heal_at: Instant) -> Duration {
 struct Running {
     watch: Watch,
     lin: LinLoad,
+    lin_sid: Vec<u64>,
     load: Load,
     probes: Probes,
 }
@@ -219,6 +220,8 @@ pub struct Done {
     pub load: LoadReport,
     /// The probes' events.
     pub events: Vec<Event>,
+    /// The node of each linearizability client (by client id).
+    pub lin_sid: Vec<u64>,
 }
 
 impl Running {
@@ -227,13 +230,13 @@ impl Running {
     fn start(c: &ProcCluster) -> Running {
         let sids = c.sids();
         let per_node = if sids.len() <= 3 { 2 } else { 1 };
-        let rings: Vec<Vec<String>> = (0..per_node)
-            .flat_map(|_| sids.iter().map(|s| vec![c.client_addr(*s)]))
-            .collect();
+        let lin_sid: Vec<u64> = (0..per_node).flat_map(|_| sids.clone()).collect();
+        let rings: Vec<Vec<String>> = lin_sid.iter().map(|s| vec![c.client_addr(*s)]).collect();
         let nodes = sids.iter().map(|s| (*s, c.client_addr(*s))).collect();
         Running {
             watch: Watch::start(nodes, LOAD_MAX),
             lin: LinLoad::start_rings(&rings, LOAD_MAX),
+            lin_sid,
             load: Load::start(c, sids.len(), 64, LOAD_MAX),
             probes: Probes::start(c, &sids, LOAD_MAX),
         }
@@ -249,6 +252,7 @@ impl Running {
             lin,
             load,
             events,
+            lin_sid: self.lin_sid,
         }
     }
 }

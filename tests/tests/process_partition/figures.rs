@@ -9,10 +9,11 @@
 //!   cut-off side: the request pending there when it leaves its role (or its leader) fails;
 //!   `write_refused`: the first error answer to a probe write (a write sent after the node
 //!   stepped down first waits `leader_wait_ms` for a leader, then is refused).
-//! - `late_acks`: probe writes acknowledged by the cut-off side later than [`ACK_GRACE`] after
-//!   the cut and before the heal (must be none: it cannot reach a quorum).
-//! - `last_sync`: the return time of the cut-off side's last answered sync read before the
-//!   heal; `no_leader_until`: the start of the last round, before any majority node first
+//! - `late_acks`: writes (probes' and linearizability clients') acknowledged by the cut-off
+//!   side later than [`ACK_GRACE`] after the cut and before the heal (must be none: it cannot
+//!   reach a quorum).
+//! - `last_sync`: the return time of the cut-off side's last answered sync read (probes' and
+//!   linearizability clients') before the heal; `no_leader_until`: the start of the last round, before any majority node first
 //!   claimed leadership, in which every majority node answered and none led. A new leader
 //!   commits only after it leads, so its first commit is after `no_leader_until` (watch
 //!   INV-2); `last_sync < no_leader_until` shows the deposed leader stopped answering sync
@@ -30,6 +31,7 @@
 
 use std::time::{Duration, Instant};
 
+use tests::lincheck::{Kind, Outcome};
 use tests::proc::{ClusterSpec, ProcCluster};
 
 use super::driver::{Done, Fault, Plan, Roles};
@@ -90,6 +92,8 @@ pub struct Figures {
     pub step_down: Option<Duration>,
     /// See the module docs.
     pub first_error: Option<Duration>,
+    /// The status of that first error (`QUORUM_UNAVAILABLE`, `TIMEOUT`, ...).
+    pub first_error_kind: &'static str,
     /// See the module docs.
     pub write_refused: Option<Duration>,
     /// The last probe write acknowledged by the cut-off side after the cut.
@@ -280,11 +284,12 @@ impl Figures {
             .filter(|e| self.minority.contains(&e.sid) && e.returned >= cut && e.returned < heal)
             .collect();
         let writes = || side.iter().filter(|e| e.op == Op::Write);
-        self.first_error = side
+        let first = side
             .iter()
             .filter(|e| e.outcome.is_err())
-            .map(|e| since(e.returned, cut))
-            .min();
+            .min_by_key(|e| e.returned);
+        self.first_error = first.map(|e| since(e.returned, cut));
+        self.first_error_kind = first.and_then(|e| e.outcome.err()).unwrap_or("-");
         self.write_refused = writes()
             .filter(|e| e.outcome.is_err())
             .map(|e| since(e.returned, cut))
@@ -302,6 +307,33 @@ impl Figures {
             .map(|e| since(e.returned, cut))
             .max();
         self.stale_reads = done.events.iter().filter(|e| e.stale).count();
+        let (lin_acks, lin_sync) = self.lin_figures(done, t);
+        self.late_acks += lin_acks;
+        self.last_sync = self.last_sync.max(lin_sync);
+    }
+
+    /// The linearizability clients of the cut-off side: writes acknowledged later than
+    /// [`ACK_GRACE`] after the cut and before the heal, and the last sync read answered.
+    fn lin_figures(&self, done: &Done, t: &Timeline) -> (usize, Option<Duration>) {
+        let side = done.lin.ops.iter().filter_map(|op| {
+            let sid = done.lin_sid.get(op.client as usize)?;
+            let Outcome::Ok { return_ns } = op.outcome else {
+                return None;
+            };
+            let at = done.lin.clock + Duration::from_nanos(return_ns);
+            let inside = self.minority.contains(sid) && at >= t.cut_at && at < t.heal_at;
+            inside.then_some((matches!(op.kind, Kind::Write { .. }), at))
+        });
+        let (mut late, mut last) = (0, None);
+        for (write, at) in side {
+            if write && at >= t.cut_at + ACK_GRACE {
+                late += 1;
+            }
+            if !write {
+                last = last.max(Some(since(at, t.cut_at)));
+            }
+        }
+        (late, last)
     }
 
     /// The `PARTITION` line of the test output.
@@ -314,6 +346,7 @@ impl Figures {
         format!(
             "PARTITION scenario={} tick_ms={} sync_limit={} sync_window_ms={} minority={:?} \
              deposed={} fault_ms={} cut_apply_ms={} elect_ms={} step_down_ms={} first_error_ms={} \
+             first_error={} \
              write_refused_ms={} \
              last_minority_ack_ms={} late_acks={} last_minority_sync_ms={} \
              no_new_leader_until_ms={} stale_reads={} departures={} new_leader_epochs={} \
@@ -329,6 +362,7 @@ impl Figures {
             opt_ms(self.elect),
             opt_ms(self.step_down),
             opt_ms(self.first_error),
+            self.first_error_kind,
             opt_ms(self.write_refused),
             opt_ms(self.last_ack),
             self.late_acks,
