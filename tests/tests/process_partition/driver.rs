@@ -154,10 +154,12 @@ pub async fn run(name: &str, nodes: u64, make: impl FnOnce(&Roles) -> Plan) -> O
         followers,
     };
     let plan = make(&roles);
-    if let Err(why) = needs_tc(&plan)
-        .then(|| env.lab.tc_usable())
-        .unwrap_or(Ok(()))
-    {
+    let usable = if needs_tc(&plan) {
+        env.lab.tc_usable()
+    } else {
+        Ok(())
+    };
+    if let Err(why) = usable {
         println!("SKIP partition scenario {name}: cannot drop packets with tc here: {why}");
         return None;
     }
