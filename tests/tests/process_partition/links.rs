@@ -43,6 +43,27 @@ async fn one_way_cut_follower_to_leader() {
     .await;
 }
 
+/// The leader's packets to both followers are dropped, theirs to it arrive: the followers
+/// stop hearing it and elect one of them; the old leader, which still receives their packets
+/// (their connection closes, their election messages), must step down and refuse like an
+/// isolated one, and answer no sync read once the new leader can commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_cut_leader_to_both_followers() {
+    run("part_one_way_deposed", 3, |r| Plan {
+        minority: vec![r.leader],
+        fault: Fault::Split(
+            r.followers
+                .iter()
+                .map(|f| Cut::OneWay {
+                    from: r.leader,
+                    to: *f,
+                })
+                .collect(),
+        ),
+    })
+    .await;
+}
+
 /// Nodes L (leader), B and X: only L–X is cut; B sees both. L keeps its quorum through B;
 /// X, which B tells who leads but cannot reach it, refuses writes until the heal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
