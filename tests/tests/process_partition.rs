@@ -1,7 +1,8 @@
 //! Network partitions and degraded links on real `fe-meta server` processes, each node in its
 //! own network namespace (`tests::proc::NetLab`): the leader isolated, a follower isolated,
-//! five nodes split 3 + 2 with the leader on the small side, a one-way cut, a bridge node that
-//! sees both halves, a flapping link, and a link with delay and loss.
+//! five nodes split 3 + 2 with the leader on the small side, one-way cuts (leader → follower,
+//! follower → leader, leader → both followers), a bridge node that sees both halves, a
+//! flapping link, and a link with delay and loss.
 //!
 //! Every scenario runs client load on both sides of the fault (clients live in the host
 //! namespace and reach every node over the bridge: linearizability clients, ledger writers
