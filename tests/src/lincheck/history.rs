@@ -110,6 +110,11 @@ impl Recorder {
         }
     }
 
+    /// The instant its clock counts from (`invoke_ns` and `return_ns` are nanoseconds since).
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
     fn now_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }

@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::task::JoinSet;
 
-use crate::lincheck::{self, Kind, Recorder, Report, Verdict};
+use crate::lincheck::{self, Kind, Operation, Recorder, Report, Verdict};
 
 /// The keys the clients share.
 pub const KEYS: usize = 4;
@@ -74,6 +74,10 @@ pub struct LinReport {
     pub history: usize,
     /// What the clients did.
     pub tally: Tally,
+    /// The history itself (client `i` is the one started on `rings[i]`).
+    pub ops: Vec<Operation>,
+    /// The instant the history's times count from.
+    pub clock: Instant,
 }
 
 impl LinReport {
@@ -110,16 +114,28 @@ impl LinLoad {
     /// Starts `clients` clients; client `i` starts at `addrs[i % addrs.len()]`. Each stops
     /// after `max` at the latest (INV-1).
     pub fn start(addrs: &[String], clients: usize, max: Duration) -> LinLoad {
+        let rings: Vec<Vec<String>> = (0..clients)
+            .map(|i| {
+                let mut ring = addrs.to_vec();
+                ring.rotate_left(i % addrs.len().max(1));
+                ring
+            })
+            .collect();
+        LinLoad::start_rings(&rings, max)
+    }
+
+    /// Starts one client per ring: client `i` uses only the addresses of `rings[i]`, in order
+    /// (a ring of one address pins the client to that server, e.g. on one side of a
+    /// partition). Each stops after `max` at the latest (INV-1).
+    pub fn start_rings(rings: &[Vec<String>], max: Duration) -> LinLoad {
         let rec = Arc::new(Recorder::new());
         let stop = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + max;
         let mut tasks = JoinSet::new();
-        for i in 0..clients {
-            let mut ring = addrs.to_vec();
-            ring.rotate_left(i % addrs.len().max(1));
+        for (i, ring) in rings.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
             tasks.spawn(client_loop(
                 i as u32,
-                ring,
+                ring.clone(),
                 rec.clone(),
                 stop.clone(),
                 deadline,
@@ -143,6 +159,8 @@ impl LinLoad {
             check,
             history: history.len(),
             tally,
+            ops: history,
+            clock: self.rec.started(),
         }
     }
 }

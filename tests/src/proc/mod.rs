@@ -24,7 +24,7 @@
 //! times), [`lin_load`] (clients recorded for the linearizability check), [`checks`] (the
 //! end-of-test checks every scenario runs), [`small_fs`] (a
 //! size-limited tmpfs for a node's disk to fill up), [`netlab`] (per-node network namespaces
-//! for partitions), [`members`] (servers added with `--helper` and dropped while the cluster
+//! for partitions; [`netlab_tc`]: one-way cuts, loss and delay with `tc`), [`members`] (servers added with `--helper` and dropped while the cluster
 //! runs).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
@@ -52,6 +52,7 @@ pub mod load;
 pub mod members;
 pub mod monitor;
 pub mod netlab;
+pub mod netlab_tc;
 pub mod node;
 pub mod ports;
 pub mod small_fs;
@@ -62,6 +63,7 @@ pub use cluster::ProcCluster;
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
 pub use netlab::{NetLab, NetLabUnavailable};
+pub use netlab_tc::{Impairment, TcError};
 pub use node::{NodePorts, ProcNode, SyncCounts};
 pub use small_fs::SmallFs;
 pub use spec::{ClusterSpec, NodeNet};
