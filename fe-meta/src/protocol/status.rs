@@ -343,7 +343,7 @@ mod tests {
             );
         }
         assert_eq!(Status::from_code(0), None);
-        assert_eq!(Status::from_code(13), None);
+        assert_eq!(Status::from_code(15), None);
     }
 
     #[test]
