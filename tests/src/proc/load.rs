@@ -102,16 +102,26 @@ impl Load {
     /// Starts `clients` writers, writer `i` on the `i % n`-th node, with values of
     /// `value_len` bytes, for at most `max`.
     pub fn start(cluster: &ProcCluster, clients: usize, value_len: usize, max: Duration) -> Load {
-        let addrs: Vec<String> = cluster
-            .sids()
-            .iter()
-            .map(|s| cluster.client_addr(*s))
-            .collect();
+        Load::start_on(cluster, &cluster.sids(), clients, value_len, max)
+    }
+
+    /// As [`Load::start`], with the writers spread over `sids` only (writer `i` on the
+    /// `i % sids.len()`-th).
+    pub fn start_on(
+        cluster: &ProcCluster,
+        sids: &[u64],
+        clients: usize,
+        value_len: usize,
+        max: Duration,
+    ) -> Load {
+        let addrs: Vec<String> = sids.iter().map(|s| cluster.client_addr(*s)).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
         let started = Instant::now();
         for i in 0..clients {
-            let addr = addrs[i % addrs.len()].clone();
+            let Some(addr) = addrs.get(i % addrs.len().max(1)).cloned() else {
+                break;
+            };
             let (stop, ledger) = (stop.clone(), cluster.ledger().clone());
             let deadline = started + max;
             tasks.spawn(write_loop(i, addr, value_len, deadline, stop, ledger));

@@ -32,6 +32,9 @@ pub struct ClusterSpec {
     /// Where each node listens and runs (default: 127.0.0.1, the test's own namespace); a
     /// partition test gives every node its address and namespace ([`super::NetLab`]).
     pub net: BTreeMap<u64, NodeNet>,
+    /// More environment variables for one node's process (sid → `(name, value)`), e.g. the
+    /// `LD_PRELOAD` of a [`super::DiskFault`].
+    pub node_env: BTreeMap<u64, Vec<(String, String)>>,
 }
 
 /// A node's address and network namespace.
@@ -66,6 +69,7 @@ impl Default for ClusterSpec {
             node_extra: BTreeMap::new(),
             data_dirs: BTreeMap::new(),
             net: BTreeMap::new(),
+            node_env: BTreeMap::new(),
         }
     }
 }
