@@ -1,6 +1,6 @@
 //! Bounded write load: writer tasks, one connection each, spread over the nodes, writing
-//! `SET_VAR load-<client>-<seq>` one after the other — every [`CREATE_EVERY`]-th write a
-//! `CREATE_DB load-db-<client>-<seq>` instead, whose answered id is recorded — and recording
+//! `SET_VAR load-<load>-<client>-<seq>` one after the other — every [`CREATE_EVERY`]-th write
+//! a `CREATE_DB load-db-<load>-<client>-<seq>` instead, whose answered id is recorded — and recording
 //! what was acknowledged (in the [`Ledger`]) and when (for recovery times). Plus [`fill`], a
 //! pipelined bulk load.
 //!
@@ -9,7 +9,7 @@
 //! 50 ms apart) until it stops; nothing waits longer than the client's request timeout.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,13 +118,18 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
         let started = Instant::now();
+        // Loads of one test process (concurrent or one after the other) never share a name:
+        // a CREATE_DB of a name taken would fail, and slow the writer down.
+        static LOADS: AtomicU64 = AtomicU64::new(0);
+        let load = LOADS.fetch_add(1, Ordering::Relaxed);
         for i in 0..clients {
             let Some(addr) = addrs.get(i % addrs.len().max(1)).cloned() else {
                 break;
             };
             let (stop, ledger) = (stop.clone(), cluster.ledger().clone());
             let deadline = started + max;
-            tasks.spawn(write_loop(i, addr, value_len, deadline, stop, ledger));
+            let writer = format!("{load}-{i}");
+            tasks.spawn(write_loop(writer, addr, value_len, deadline, stop, ledger));
         }
         Load {
             stop,
@@ -153,7 +158,7 @@ impl Load {
 }
 
 async fn write_loop(
-    i: usize,
+    i: String,
     addr: String,
     value_len: usize,
     deadline: Instant,

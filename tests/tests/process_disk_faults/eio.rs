@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tests::proc::{Load, LoadReport, ProcCluster};
+use tests::proc::{fill, Load, LoadReport, ProcCluster};
 
 use crate::{a_follower, exited_fatally, injected_without_retry, ms, the_fatal_line, with_shim};
 
@@ -186,4 +186,88 @@ async fn others_keep_committing(
         );
     }
     report
+}
+
+/// The other files write(2) reaches, on a follower: a background snapshot that cannot be
+/// written is not fatal (the txn log still holds every txn; the next snapshot is tried later),
+/// and the node goes on serving; an epoch file that cannot be written (the next election) is
+/// fatal, with the same exit and one line naming the epoch file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_write_an_epoch_file_exits(
+) {
+    let name = "eio_write_snapshot_epoch";
+    let Some((df, mut spec)) = with_shim(name, 4096) else {
+        return;
+    };
+    spec.snap_count = Some(100);
+    let mut c = ProcCluster::start(name, spec).await.unwrap();
+    let leader = c.leader(Duration::from_secs(20)).await.unwrap();
+    let faulty = a_follower(&c, leader);
+
+    // Snapshots: every write to a snapshot file fails; the node logs it and goes on.
+    df.set(faulty, "eio-write match=/snapshot.").unwrap();
+    let n = fill(&c, leader, "snap-", 400, 64, 8, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(n, 400);
+    let failed_snapshots = wait_for_log(&c, faulty, "background snapshot failed").await;
+    assert!(c.node_mut(faulty).unwrap().is_running(), "a failed snapshot stopped node {faulty}");
+    assert!(c.node(faulty).unwrap().snapshot_files().is_empty());
+    let read = c
+        .client(faulty, None)
+        .await
+        .unwrap()
+        .get_var("snap-399", true)
+        .await
+        .unwrap();
+    assert!(read.value.is_some(), "node {faulty} must still serve reads");
+
+    // Epoch files: the next election writes acceptedEpoch, which fails.
+    df.set(faulty, "eio-write match=Epoch").unwrap();
+    c.kill(leader).unwrap();
+    let killed = Instant::now();
+    let code = c.node_mut(faulty).unwrap().wait_exit(EXIT_WITHIN).await;
+    let exited_after = killed.elapsed();
+    exited_fatally(&mut c, faulty, code, "EIO from write(2) of an epoch file");
+    let line = the_fatal_line(&c, faulty);
+    let dir = df.data_dir(faulty).display().to_string();
+    assert!(line.contains("cannot persist"), "{line}");
+    assert!(
+        line.contains(&format!("{dir}/acceptedEpoch.tmp"))
+            || line.contains(&format!("{dir}/currentEpoch.tmp")),
+        "names no epoch file: {line}"
+    );
+    assert!(line.contains("reported an I/O error"), "{line}");
+
+    df.set(faulty, "ok").unwrap();
+    c.restart(leader).unwrap();
+    c.restart(faulty).unwrap();
+    let restarted = Instant::now();
+    let end = c.finish().await.unwrap();
+    let snapshots_after = c.node(faulty).unwrap().snapshot_files().len();
+    println!(
+        "RESULT scenario={name} faulty={faulty} old_leader={leader} \
+         failed_snapshots={failed_snapshots} epoch_exit_after_kill_ms={} caught_up_ms={} \
+         journal_id={:#x} acked_checked={} snapshots_after={snapshots_after}\n  {line}",
+        ms(exited_after),
+        ms(restarted.elapsed()),
+        end.journal_id,
+        end.acked_writes
+    );
+}
+
+/// Waits (up to 20 s) until node `sid`'s last incarnation logged `text`; how many times.
+async fn wait_for_log(c: &ProcCluster, sid: u64, text: &str) -> usize {
+    let start = Instant::now();
+    loop {
+        let n = crate::last_incarnation(c, sid).matches(text).count();
+        if n > 0 {
+            return n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "node {sid} never logged {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,34 +1,44 @@
-//! A slow disk: every sync of one node takes [`DELAY_MS`] longer (module docs of the test
-//! binary). The write rate through each node is measured for [`PHASE`] without the delay,
-//! with a slow follower and with a slow leader, and printed as one `SLOWDISK` line per phase.
+//! A slow disk: every sync (msync, fsync, fdatasync) of one node takes a delay longer
+//! (module docs of the test binary). The write rate through each node is measured over a
+//! phase without the delay, with a slow follower and with a slow leader, and printed as one
+//! `SLOWDISK` line per phase; after each phase the delay is removed and the time until every
+//! node has the same digest again is printed as `caught_up_ms`.
+//!
+//! What this implementation does (and the test pins, loosely, on a shared 2-core machine):
+//! a commit needs a quorum of durable acks, and the leader's own ack is one vote like the
+//! others, so neither a slow follower nor a slow leader stalls commits: the two other nodes
+//! form the quorum. Each node answers its clients once the write is committed and applied,
+//! without waiting for its own sync, so even the slow node's clients are served at the
+//! cluster's pace. What a slow node costs is the spare vote: every commit then waits for both
+//! other nodes (the slower of two instead of the faster two of three). Two slow nodes of three
+//! do stall commits (a quorum needs one of them): the ignored benchmark shows it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tests::proc::{Load, ProcCluster};
+use tests::proc::{DiskFault, Load, ProcCluster};
 
 use crate::{a_follower, last_incarnation, ms, with_shim, VALUE_LEN};
 
-/// The delay added to every sync (msync, fsync, fdatasync) of the slow node.
-const DELAY_MS: u64 = 300;
-/// How long each phase measures.
-const PHASE: Duration = Duration::from_millis(2500);
 /// Sequential writers on each node (one write in flight each).
 const WRITERS_PER_NODE: usize = 2;
 
-/// Acknowledged writes per second through each node over one [`PHASE`], with
+/// One phase's result: acknowledged writes per second through each node.
+type Rates = BTreeMap<u64, f64>;
+
+/// Acknowledged writes per second through each node over `phase`, with
 /// [`WRITERS_PER_NODE`] writers on each.
-async fn rates(c: &ProcCluster) -> BTreeMap<u64, f64> {
+async fn rates(c: &ProcCluster, phase: Duration) -> Rates {
     let loads: Vec<(u64, Load)> = c
         .sids()
         .into_iter()
         .map(|sid| {
-            let load = Load::start_on(c, &[sid], WRITERS_PER_NODE, VALUE_LEN, PHASE * 4);
+            let load = Load::start_on(c, &[sid], WRITERS_PER_NODE, VALUE_LEN, phase * 4);
             (sid, load)
         })
         .collect();
     let from = Instant::now();
-    tokio::time::sleep(PHASE).await;
+    tokio::time::sleep(phase).await;
     let to = Instant::now();
     let mut out = BTreeMap::new();
     for (sid, load) in loads {
@@ -39,32 +49,62 @@ async fn rates(c: &ProcCluster) -> BTreeMap<u64, f64> {
     out
 }
 
-/// One `SLOWDISK` line: the phase, the slow node and its role, the rate through each node.
-fn print_phase(phase: &str, slow: Option<(u64, &str)>, leader: u64, r: &BTreeMap<u64, f64>) {
+/// Runs one phase: `slow` nodes get `delay_ms` on every sync, the rates are measured over
+/// `phase` and printed, the delay is removed and the catch-up timed (all equal digests).
+async fn phase(
+    c: &mut ProcCluster,
+    df: &DiskFault,
+    (label, slow, delay_ms): (&str, &[u64], u64),
+    leader: u64,
+    phase: Duration,
+) -> Rates {
+    for sid in slow {
+        df.set(*sid, &format!("delay-sync-ms={delay_ms}")).unwrap();
+    }
+    let r = rates(c, phase).await;
+    for sid in slow {
+        assert!(
+            last_incarnation(c, *sid).contains("diskfault: delaying"),
+            "the shim delayed no sync of node {sid}"
+        );
+        df.set(*sid, "ok").unwrap();
+    }
+    let fast_again = Instant::now();
+    c.wait_converged(Duration::from_secs(60)).await.unwrap();
+    let caught_up = fast_again.elapsed();
+    let role = |sid: u64| if sid == leader { "leader" } else { "follower" };
     let per_node = r
         .iter()
-        .map(|(sid, rate)| {
-            let role = if *sid == leader { "leader" } else { "follower" };
-            format!("node{sid}({role})={rate:.0}/s")
-        })
+        .map(|(sid, rate)| format!("node{sid}({})={rate:.0}/s", role(*sid)))
         .collect::<Vec<_>>()
         .join(" ");
-    let slow = slow.map_or("none".to_owned(), |(sid, role)| format!("node{sid}({role})"));
+    let slow = match slow {
+        [] => "none".to_owned(),
+        s => s
+            .iter()
+            .map(|sid| format!("node{sid}({})", role(*sid)))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
     let total: f64 = r.values().sum();
     println!(
-        "SLOWDISK phase={phase} delay_sync_ms={DELAY_MS} slow={slow} writers_per_node={WRITERS_PER_NODE} \
-         value_bytes={VALUE_LEN} total={total:.0}/s {per_node}"
+        "SLOWDISK phase={label} delay_sync_ms={delay_ms} slow={slow} \
+         writers_per_node={WRITERS_PER_NODE} value_bytes={VALUE_LEN} phase_ms={} \
+         total={total:.0}/s {per_node} caught_up_ms={}",
+        ms(phase),
+        ms(caught_up)
     );
+    r
 }
 
-/// The summed rate of every node but `except`.
-fn others(r: &BTreeMap<u64, f64>, except: u64) -> f64 {
-    r.iter().filter(|(s, _)| **s != except).map(|(_, v)| v).sum()
+fn total(r: &Rates) -> f64 {
+    r.values().sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_disk_slows_only_its_own_node_and_it_catches_up_once_fast_again() {
+async fn a_slow_follower_or_leader_does_not_stall_commits_and_catches_up_once_fast_again() {
     let name = "slow_disk";
+    let (delay, len) = (300, Duration::from_millis(2500));
     let Some((df, spec)) = with_shim(name, 4096) else {
         return;
     };
@@ -72,39 +112,52 @@ async fn a_slow_disk_slows_only_its_own_node_and_it_catches_up_once_fast_again()
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
     let follower = a_follower(&c, leader);
 
-    let base = rates(&c).await;
-    print_phase("healthy", None, leader, &base);
-
-    df.set(follower, &format!("delay-sync-ms={DELAY_MS}")).unwrap();
-    let slow_f = rates(&c).await;
-    print_phase("slow-follower", Some((follower, "follower")), leader, &slow_f);
-    assert!(
-        last_incarnation(&c, follower).contains("diskfault: delaying"),
-        "the shim delayed no sync of node {follower}"
-    );
-    df.set(follower, "ok").unwrap();
-    let fast_again = Instant::now();
-    c.wait_converged(Duration::from_secs(30)).await.unwrap();
-    let caught_up = fast_again.elapsed();
-    let (base_others, slow_others) = (others(&base, follower), others(&slow_f, follower));
-    assert!(
-        slow_others >= base_others * 0.3,
-        "a slow follower slowed the writes through the two others from {base_others:.0}/s \
-         to {slow_others:.0}/s"
-    );
-
-    df.set(leader, &format!("delay-sync-ms={DELAY_MS}")).unwrap();
-    let slow_l = rates(&c).await;
-    print_phase("slow-leader", Some((leader, "leader")), leader, &slow_l);
-    df.set(leader, "ok").unwrap();
+    let healthy = phase(&mut c, &df, ("healthy", &[], 0), leader, len).await;
+    let slow_f = phase(&mut c, &df, ("slow-follower", &[follower], delay), leader, len).await;
+    let slow_l = phase(&mut c, &df, ("slow-leader", &[leader], delay), leader, len).await;
+    // A stall would allow each sequential writer one write per delay: 2 writers x 3 nodes
+    // x (1000 / 300) = 20/s in all. Far above it, with a wide margin for a busy machine.
+    let stalled = (WRITERS_PER_NODE * 3) as f64 * 1000.0 / delay as f64;
+    for (what, r) in [("follower", &slow_f), ("leader", &slow_l)] {
+        assert!(
+            total(r) > 10.0 * stalled && total(r) > 0.1 * total(&healthy),
+            "a slow {what} stalled the commits: {:.0}/s, healthy {:.0}/s",
+            total(r),
+            total(&healthy)
+        );
+    }
+    // The slow node's own clients are served at the cluster's pace, not its disk's.
+    assert!(slow_f[&follower] > 10.0 * stalled / 3.0, "{slow_f:?}");
     let leader_after = c.leader(Duration::from_secs(20)).await.unwrap();
     let end = c.finish().await.unwrap();
     println!(
         "RESULT scenario={name} leader={leader} slow_follower={follower} \
-         follower_caught_up_ms={} leader_after_slow_phase={leader_after} journal_id={:#x} \
-         acked_checked={}",
-        ms(caught_up),
-        end.journal_id,
-        end.acked_writes
+         leader_after_slow_phase={leader_after} journal_id={:#x} acked_checked={}",
+        end.journal_id, end.acked_writes
     );
+}
+
+/// The figures of docs/BENCHMARKS.md ("Slow and failing disks"): 5 s phases, delays of 100,
+/// 300 and 1000 ms on a follower, on the leader, and on both followers (a quorum needs one of
+/// them: commits stall).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: about 2 minutes"]
+async fn slow_disk_benchmark() {
+    let name = "slow_disk_bench";
+    let len = Duration::from_secs(5);
+    let Some((df, spec)) = with_shim(name, 65536) else {
+        return;
+    };
+    let mut c = ProcCluster::start(name, spec).await.unwrap();
+    let leader = c.leader(Duration::from_secs(20)).await.unwrap();
+    let followers: Vec<u64> = c.sids().into_iter().filter(|s| *s != leader).collect();
+    phase(&mut c, &df, ("healthy", &[], 0), leader, len).await;
+    for delay in [100, 300, 1000] {
+        let f = &followers[..1];
+        phase(&mut c, &df, ("slow-follower", f, delay), leader, len).await;
+        phase(&mut c, &df, ("slow-leader", &[leader], delay), leader, len).await;
+        phase(&mut c, &df, ("slow-followers", &followers, delay), leader, len).await;
+    }
+    phase(&mut c, &df, ("healthy", &[], 0), leader, len).await;
+    c.finish().await.unwrap();
 }
