@@ -20,6 +20,10 @@ use tests::proc::{DiskFault, Load, ProcCluster};
 
 use crate::{a_follower, last_incarnation, ms, with_shim, VALUE_LEN};
 
+/// What a node logs (at WARN, `zab_store::writer`) when a sync of its txn log took a second or
+/// more.
+const SLOW_WARN: &str = "the disk is slow; this node's acks wait for it";
+
 /// Sequential writers on each node (one write in flight each).
 const WRITERS_PER_NODE: usize = 2;
 
@@ -128,6 +132,12 @@ async fn a_slow_follower_or_leader_does_not_stall_commits_and_catches_up_once_fa
     }
     // The slow node's own clients are served at the cluster's pace, not its disk's.
     assert!(slow_f[&follower] > 10.0 * stalled / 3.0, "{slow_f:?}");
+    // A sync of a second or more is logged, once per 10 s at most.
+    phase(&mut c, &df, ("very-slow-follower", &[follower], 1100), leader, len).await;
+    let log = last_incarnation(&c, follower);
+    let warned: Vec<&str> = log.lines().filter(|l| l.contains(SLOW_WARN)).collect();
+    assert_eq!(warned.len(), 1, "one slow-sync WARN expected: {warned:?}");
+    assert!(warned[0].contains(" WARN "), "{}", warned[0]);
     let leader_after = c.leader(Duration::from_secs(20)).await.unwrap();
     let end = c.finish().await.unwrap();
     println!(
