@@ -34,7 +34,8 @@ use std::time::Duration;
 use tests::proc::{ClusterSpec, DiskFault, ProcCluster, ProcError};
 
 /// The one line a fatal stop logs (fe-meta `server::fatal`).
-pub const FATAL_LINE: &str = "the node stopped on a fatal error and the process exits with status 4";
+pub const FATAL_LINE: &str =
+    "the node stopped on a fatal error and the process exits with status 4";
 
 /// Bytes per value of the write load.
 pub const VALUE_LEN: usize = 200;
@@ -95,8 +96,7 @@ pub fn the_fatal_line(c: &ProcCluster, sid: u64) -> String {
     assert_eq!(fatal.len(), 1, "one fatal line expected, found {fatal:?}");
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("Z ERROR ")).collect();
     assert_eq!(
-        errors,
-        fatal,
+        errors, fatal,
         "the fatal line must be the only ERROR line of node {sid}"
     );
     fatal[0].to_owned()
@@ -113,7 +113,10 @@ pub fn injected_without_retry(c: &ProcCluster, sid: u64) -> Vec<String> {
         "the shim injected nothing into node {sid}"
     );
     let retries = tests::proc::disk_fault::retries(&log);
-    assert!(retries.is_empty(), "node {sid} synced a failed file again: {retries:?}");
+    assert!(
+        retries.is_empty(),
+        "node {sid} synced a failed file again: {retries:?}"
+    );
     injected.into_iter().map(str::to_owned).collect()
 }
 

@@ -223,7 +223,11 @@ mod tests {
             s.advice
         );
         assert!(s.advice.contains("dmesg"), "{}", s.advice);
-        assert!(s.advice.contains("resync the node from an empty data dir"), "{}", s.advice);
+        assert!(
+            s.advice.contains("resync the node from an empty data dir"),
+            "{}",
+            s.advice
+        );
         assert!(!s.advice.contains(DATA), "{}", s.advice);
     }
 

@@ -124,7 +124,10 @@ async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_segment() {
     let line = the_fatal_line(&c, faulty);
     let dir = df.data_dir(faulty).display().to_string();
     assert!(line.contains("Input/output error"), "{line}");
-    assert!(line.contains(&format!("{dir}/")), "names no file of {dir}: {line}");
+    assert!(
+        line.contains(&format!("{dir}/")),
+        "names no file of {dir}: {line}"
+    );
     assert!(line.contains("txn log failed"), "{line}");
     let injected = crate::last_incarnation(&c, faulty);
     let injected = tests::proc::disk_fault::injected(&injected).len();
@@ -158,9 +161,15 @@ fn names_the_failed_sync(line: &str, dir: &str) {
             .any(|call| line.contains(call)),
         "names no sync call: {line}"
     );
-    assert!(line.contains(&format!("{dir}/")), "names no file of {dir}: {line}");
+    assert!(
+        line.contains(&format!("{dir}/")),
+        "names no file of {dir}: {line}"
+    );
     assert!(line.contains("Input/output error"), "{line}");
-    assert!(line.contains("reported an I/O error"), "no advice for an I/O error: {line}");
+    assert!(
+        line.contains("reported an I/O error"),
+        "no advice for an I/O error: {line}"
+    );
 }
 
 /// With node `down` gone, the load goes on for [`AFTER_EXIT`]: writes through the two others
@@ -211,7 +220,10 @@ async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_wri
         .unwrap();
     assert_eq!(n, 400);
     let failed_snapshots = wait_for_log(&c, faulty, "background snapshot failed").await;
-    assert!(c.node_mut(faulty).unwrap().is_running(), "a failed snapshot stopped node {faulty}");
+    assert!(
+        c.node_mut(faulty).unwrap().is_running(),
+        "a failed snapshot stopped node {faulty}"
+    );
     assert!(c.node(faulty).unwrap().snapshot_files().is_empty());
     let read = c
         .client(faulty, None)

@@ -117,7 +117,14 @@ async fn a_slow_follower_or_leader_does_not_stall_commits_and_catches_up_once_fa
     let follower = a_follower(&c, leader);
 
     let healthy = phase(&mut c, &df, ("healthy", &[], 0), leader, len).await;
-    let slow_f = phase(&mut c, &df, ("slow-follower", &[follower], delay), leader, len).await;
+    let slow_f = phase(
+        &mut c,
+        &df,
+        ("slow-follower", &[follower], delay),
+        leader,
+        len,
+    )
+    .await;
     let slow_l = phase(&mut c, &df, ("slow-leader", &[leader], delay), leader, len).await;
     // A stall would allow each sequential writer one write per delay: 2 writers x 3 nodes
     // x (1000 / 300) = 20/s in all. Far above it, with a wide margin for a busy machine.
@@ -133,7 +140,14 @@ async fn a_slow_follower_or_leader_does_not_stall_commits_and_catches_up_once_fa
     // The slow node's own clients are served at the cluster's pace, not its disk's.
     assert!(slow_f[&follower] > 10.0 * stalled / 3.0, "{slow_f:?}");
     // A sync of a second or more is logged, once per 10 s at most.
-    phase(&mut c, &df, ("very-slow-follower", &[follower], 1100), leader, len).await;
+    phase(
+        &mut c,
+        &df,
+        ("very-slow-follower", &[follower], 1100),
+        leader,
+        len,
+    )
+    .await;
     let log = last_incarnation(&c, follower);
     let warned: Vec<&str> = log.lines().filter(|l| l.contains(SLOW_WARN)).collect();
     assert_eq!(warned.len(), 1, "one slow-sync WARN expected: {warned:?}");
@@ -166,7 +180,14 @@ async fn slow_disk_benchmark() {
         let f = &followers[..1];
         phase(&mut c, &df, ("slow-follower", f, delay), leader, len).await;
         phase(&mut c, &df, ("slow-leader", &[leader], delay), leader, len).await;
-        phase(&mut c, &df, ("slow-followers", &followers, delay), leader, len).await;
+        phase(
+            &mut c,
+            &df,
+            ("slow-followers", &followers, delay),
+            leader,
+            len,
+        )
+        .await;
     }
     phase(&mut c, &df, ("healthy", &[], 0), leader, len).await;
     c.finish().await.unwrap();
