@@ -36,7 +36,9 @@
 //! replaced atomically by [`DiskFault::set`]; the shim notices within 10 ms of its next call.
 //!
 //! INV-1: the shim, the control files and the nodes' dataDirs live in one temp dir removed
-//! when the value drops (declare it before the cluster: locals drop in reverse order).
+//! when the value drops (declare it before the cluster: locals drop in reverse order), except
+//! when the test panics or `FE_META_KEEP` is set: then it is kept and its path printed, as the
+//! cluster's dir is.
 //! INV-2: without a C compiler ([`DiskFault::build`] returns `Ok(None)`) the test prints a
 //! SKIP line and passes; a compiler that fails on the shim is an error.
 
@@ -58,7 +60,9 @@ pub const RETRY: &str = "diskfault: RETRY";
 /// The compiled shim and the per-node control files (module docs).
 #[derive(Debug)]
 pub struct DiskFault {
-    dir: tempfile::TempDir,
+    /// `None` only while dropping.
+    dir: Option<tempfile::TempDir>,
+    root: PathBuf,
     lib: PathBuf,
 }
 
@@ -77,17 +81,22 @@ impl DiskFault {
             println!("SKIP {name}: no C compiler (cc, gcc; or CC) to build the disk fault shim");
             return Ok(None);
         }
-        Ok(Some(DiskFault { dir, lib }))
+        let root = dir.path().to_path_buf();
+        Ok(Some(DiskFault {
+            dir: Some(dir),
+            root,
+            lib,
+        }))
     }
 
     /// The dataDir node `sid` gets under this fault's dir (the shim's prefix for it).
     pub fn data_dir(&self, sid: u64) -> PathBuf {
-        self.dir.path().join(format!("data{sid}"))
+        self.root.join(format!("data{sid}"))
     }
 
     /// Node `sid`'s control file.
     pub fn control(&self, sid: u64) -> PathBuf {
-        self.dir.path().join(format!("control{sid}"))
+        self.root.join(format!("control{sid}"))
     }
 
     /// The environment that loads the shim for node `sid`.
@@ -116,6 +125,18 @@ impl DiskFault {
         std::fs::write(&tmp, format!("{fault}\n"))
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(ProcError::io(format!("set {}", path.display())))
+    }
+}
+
+impl Drop for DiskFault {
+    fn drop(&mut self) {
+        let keep = std::thread::panicking() || std::env::var_os("FE_META_KEEP").is_some();
+        if let (true, Some(dir)) = (keep, self.dir.take()) {
+            eprintln!(
+                "=== disk fault dir (dataDirs, shim) kept at {}",
+                dir.keep().display()
+            );
+        }
     }
 }
 

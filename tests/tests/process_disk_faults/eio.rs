@@ -198,9 +198,10 @@ async fn others_keep_committing(
 }
 
 /// The other files write(2) reaches, on a follower: a background snapshot that cannot be
-/// written is not fatal (the txn log still holds every txn; the next snapshot is tried later),
-/// and the node goes on serving; an epoch file that cannot be written (the next election) is
-/// fatal, with the same exit and one line naming the epoch file.
+/// written or synced is not fatal (the txn log still holds every txn; the next snapshot is
+/// tried later, in a new file), the node goes on serving and no temp file of a failed snapshot
+/// stays behind; an epoch file that cannot be written (the next election) is fatal, with the
+/// same exit and one line naming the epoch file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_write_an_epoch_file_exits(
 ) {
@@ -213,26 +214,43 @@ async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_wri
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
     let faulty = a_follower(&c, leader);
 
-    // Snapshots: every write to a snapshot file fails; the node logs it and goes on.
-    df.set(faulty, "eio-write match=/snapshot.").unwrap();
-    let n = fill(&c, leader, "snap-", 400, 64, 8, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(n, 400);
-    let failed_snapshots = wait_for_log(&c, faulty, "background snapshot failed").await;
-    assert!(
-        c.node_mut(faulty).unwrap().is_running(),
-        "a failed snapshot stopped node {faulty}"
-    );
-    assert!(c.node(faulty).unwrap().snapshot_files().is_empty());
-    let read = c
-        .client(faulty, None)
-        .await
+    // Snapshots: every write, then every sync, of a snapshot file fails; the node logs it and
+    // goes on, and leaves no temp file of a failed snapshot behind.
+    let mut failed_snapshots = 0;
+    for (round, fault) in ["eio-write", "eio-sync"].into_iter().enumerate() {
+        df.set(faulty, &format!("{fault} match=/snapshot."))
+            .unwrap();
+        let prefix = format!("snap-{round}-");
+        let n = fill(&c, leader, &prefix, 300, 64, 8, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(n, 300);
+        failed_snapshots =
+            wait_for_log(&c, faulty, "background snapshot failed", failed_snapshots).await;
+        assert!(
+            c.node_mut(faulty).unwrap().is_running(),
+            "a failed snapshot ({fault}) stopped node {faulty}"
+        );
+        let read = c.client(faulty, None).await.unwrap();
+        let read = read.get_var(&format!("{prefix}299"), true).await.unwrap();
+        assert!(read.value.is_some(), "node {faulty} must still serve reads");
+    }
+    let dir = df.data_dir(faulty);
+    let left: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .get_var("snap-399", true)
-        .await
-        .unwrap();
-    assert!(read.value.is_some(), "node {faulty} must still serve reads");
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("snapshot."))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "failed snapshots left {left:?} in {}",
+        dir.display()
+    );
+    let retries = tests::proc::disk_fault::retries(&crate::last_incarnation(&c, faulty)).len();
+    assert_eq!(
+        retries, 0,
+        "a snapshot file whose sync failed was synced again"
+    );
 
     // Epoch files: the next election writes acceptedEpoch, which fails.
     df.set(faulty, "eio-write match=Epoch").unwrap();
@@ -268,12 +286,13 @@ async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_wri
     );
 }
 
-/// Waits (up to 20 s) until node `sid`'s last incarnation logged `text`; how many times.
-async fn wait_for_log(c: &ProcCluster, sid: u64, text: &str) -> usize {
+/// Waits (up to 20 s) until node `sid`'s last incarnation logged `text` more than `seen`
+/// times; how many times.
+async fn wait_for_log(c: &ProcCluster, sid: u64, text: &str, seen: usize) -> usize {
     let start = Instant::now();
     loop {
         let n = crate::last_incarnation(c, sid).matches(text).count();
-        if n > 0 {
+        if n > seen {
             return n;
         }
         assert!(
