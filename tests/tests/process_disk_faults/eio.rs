@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tests::proc::{fill, Load, LoadReport, ProcCluster};
+use tests::proc::{fill, DiskFault, Load, LoadReport, ProcCluster};
 
 use crate::{a_follower, exited_fatally, injected_without_retry, ms, the_fatal_line, with_shim};
 
@@ -214,43 +214,7 @@ async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_wri
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
     let faulty = a_follower(&c, leader);
 
-    // Snapshots: every write, then every sync, of a snapshot file fails; the node logs it and
-    // goes on, and leaves no temp file of a failed snapshot behind.
-    let mut failed_snapshots = 0;
-    for (round, fault) in ["eio-write", "eio-sync"].into_iter().enumerate() {
-        df.set(faulty, &format!("{fault} match=/snapshot."))
-            .unwrap();
-        let prefix = format!("snap-{round}-");
-        let n = fill(&c, leader, &prefix, 300, 64, 8, Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_eq!(n, 300);
-        failed_snapshots =
-            wait_for_log(&c, faulty, "background snapshot failed", failed_snapshots).await;
-        assert!(
-            c.node_mut(faulty).unwrap().is_running(),
-            "a failed snapshot ({fault}) stopped node {faulty}"
-        );
-        let read = c.client(faulty, None).await.unwrap();
-        let read = read.get_var(&format!("{prefix}299"), true).await.unwrap();
-        assert!(read.value.is_some(), "node {faulty} must still serve reads");
-    }
-    let dir = df.data_dir(faulty);
-    let left: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("snapshot."))
-        .collect();
-    assert!(
-        left.is_empty(),
-        "failed snapshots left {left:?} in {}",
-        dir.display()
-    );
-    let retries = tests::proc::disk_fault::retries(&crate::last_incarnation(&c, faulty)).len();
-    assert_eq!(
-        retries, 0,
-        "a snapshot file whose sync failed was synced again"
-    );
+    let failed_snapshots = failed_snapshots_are_not_fatal(&mut c, &df, leader, faulty).await;
 
     // Epoch files: the next election writes acceptedEpoch, which fails.
     df.set(faulty, "eio-write match=Epoch").unwrap();
@@ -301,4 +265,51 @@ async fn wait_for_log(c: &ProcCluster, sid: u64, text: &str, seen: usize) -> usi
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Every write, then every sync, of node `faulty`'s snapshot files fails while `leader` takes
+/// writes: the node logs each failed background snapshot and goes on serving, and leaves no
+/// snapshot file (temp or not) behind, nor syncs a failed one again. Returns how many failed.
+async fn failed_snapshots_are_not_fatal(
+    c: &mut ProcCluster,
+    df: &DiskFault,
+    leader: u64,
+    faulty: u64,
+) -> usize {
+    let mut failed_snapshots = 0;
+    for (round, fault) in ["eio-write", "eio-sync"].into_iter().enumerate() {
+        df.set(faulty, &format!("{fault} match=/snapshot."))
+            .unwrap();
+        let prefix = format!("snap-{round}-");
+        let n = fill(c, leader, &prefix, 300, 64, 8, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(n, 300);
+        failed_snapshots =
+            wait_for_log(c, faulty, "background snapshot failed", failed_snapshots).await;
+        assert!(
+            c.node_mut(faulty).unwrap().is_running(),
+            "a failed snapshot ({fault}) stopped node {faulty}"
+        );
+        let read = c.client(faulty, None).await.unwrap();
+        let read = read.get_var(&format!("{prefix}299"), true).await.unwrap();
+        assert!(read.value.is_some(), "node {faulty} must still serve reads");
+    }
+    let dir = df.data_dir(faulty);
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("snapshot."))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "failed snapshots left {left:?} in {}",
+        dir.display()
+    );
+    let retries = tests::proc::disk_fault::retries(&crate::last_incarnation(c, faulty)).len();
+    assert_eq!(
+        retries, 0,
+        "a snapshot file whose sync failed was synced again"
+    );
+    failed_snapshots
 }
