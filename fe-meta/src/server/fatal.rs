@@ -123,7 +123,7 @@ fn advice(reason: &str, data_dir: &Path, data_log_dir: &Path) -> String {
             "the disk of {dirs} reported an I/O error, so what this node wrote since its last \
              successful sync may not be on disk (it is never synced again): check the kernel log \
              (dmesg) for that disk; if it is failing, replace it and resync the node from an \
-             empty data dir (docs/OPERATIONS.md section 6), otherwise {rejoin}"
+             empty data dir (docs/OPERATIONS.md section 6.1), otherwise {rejoin}"
         ),
         Kind::Storage => format!(
             "check the disk and filesystem of {dirs} (kernel log, permissions, free space), \
