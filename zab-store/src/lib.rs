@@ -78,6 +78,7 @@ mod record;
 mod recovery;
 mod scan;
 mod segment;
+mod slow_sync;
 mod snap_dir;
 mod snapshot;
 mod spare;

@@ -178,15 +178,27 @@ impl SnapshotWriter {
         self.body_len
     }
 
-    /// Writes the trailer and makes the snapshot durable under its final name (INV-1).
+    /// Writes the trailer and makes the snapshot durable under its final name (INV-1). On an
+    /// error the temp file is removed, as by a drop: a snapshot whose write or sync failed is
+    /// never synced again (a retried fsync may "succeed" without the data), and a disk that
+    /// keeps failing does not collect one dead temp file per attempt.
     pub fn finish(mut self) -> Result<SnapshotInfo> {
-        let Some(mut out) = self.out.take() else {
+        let Some(out) = self.out.take() else {
             return Err(StoreError::io(
                 "finish",
                 &self.tmp,
                 io::Error::other("already finished"),
             ));
         };
+        let done = self.complete(out);
+        if done.is_err() {
+            // Gone already if the rename succeeded and only the directory's fsync failed.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        done
+    }
+
+    fn complete(&self, mut out: BufWriter<File>) -> Result<SnapshotInfo> {
         let mut trailer = [0u8; SNAP_TRAILER_LEN];
         BigEndian::write_u64(&mut trailer[0..8], self.body_len);
         BigEndian::write_u32(&mut trailer[8..12], self.crc);
@@ -437,5 +449,25 @@ mod tests {
         assert!(text.contains(&tmp.display().to_string()), "{text}");
         assert!(text.contains("No space left on device"), "{text}");
         assert_eq!(e.kind(), io::Error::from_raw_os_error(28).kind());
+    }
+
+    /// A snapshot that cannot be finished (its last bytes or its sync fail) leaves no temp
+    /// file behind: each failed background snapshot would otherwise keep a full copy of the
+    /// state on a disk that is already in trouble.
+    #[test]
+    fn a_failed_finish_removes_the_temp_file() {
+        let Ok(full) = OpenOptions::new().write(true).open("/dev/full") else {
+            println!("SKIP a_failed_finish_removes_the_temp_file: no /dev/full");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), Zxid(7), 1, None, true).unwrap();
+        let (tmp, path) = (w.tmp.clone(), w.info.path.clone());
+        assert!(tmp.exists());
+        w.out = Some(BufWriter::with_capacity(BUF_LEN, full));
+        let e = w.finish().unwrap_err();
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        assert!(!tmp.exists(), "{} left behind", tmp.display());
+        assert!(!path.exists());
     }
 }

@@ -22,6 +22,8 @@
 //! INV-3: the first error stops the thread: it is reported as [`LogEvent::Failed`] (with the
 //! error itself), later sends and [`SyncThread::join`] fail with [`StoreError::WriterStopped`]. The log is in
 //! an unknown state then; the owner must stop the peer and reopen.
+//! INV-5: a sync of [`crate::slow_sync::SLOW_SYNC`] or longer is logged at WARN (at most one
+//! line per 10 s, `slow_sync`).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -37,6 +39,7 @@ use crate::error::{Result, StoreError};
 use crate::log::TxnLog;
 use crate::reader::LogReader;
 use crate::record::encoded_len;
+use crate::slow_sync::SlowSyncs;
 
 const MAX_BATCH: usize = 64 * 1024;
 
@@ -360,6 +363,7 @@ fn run<F: FnMut(LogEvent)>(
         observer,
         records: 0,
         bytes: 0,
+        slow: SlowSyncs::default(),
     };
     while next_batch(queue, &mut batch) {
         if let Err(e) = run_batch(&mut syncer, &mut batch, &mut on_event) {
@@ -384,6 +388,7 @@ struct Syncer {
     observer: Option<Arc<dyn SyncObserver>>,
     records: u64,
     bytes: u64,
+    slow: SlowSyncs,
 }
 
 impl Syncer {
@@ -394,15 +399,26 @@ impl Syncer {
         Ok(())
     }
 
-    /// Syncs the log and tells the observer.
+    /// Syncs the log, tells the observer and warns of a slow disk (`slow_sync`).
     fn sync(&mut self) -> Result<Option<Zxid>> {
         let started = Instant::now();
         let upto = self.log.sync()?;
+        let duration = started.elapsed();
+        if let Some(slow) = self.slow.observe(duration, Instant::now()) {
+            warn!(
+                dir = %self.log.dir().display(),
+                slow_syncs = slow.count,
+                slowest_ms = slow.slowest.as_millis(),
+                "txn log sync took {} ms: the disk is slow; this node's acks wait for it (commits \
+                 too if a quorum needs this node): check the disk's load and health",
+                duration.as_millis()
+            );
+        }
         if let Some(o) = &self.observer {
             o.on_sync(&SyncBatch {
                 records: self.records,
                 bytes: self.bytes,
-                duration: started.elapsed(),
+                duration,
             });
         }
         self.records = 0;

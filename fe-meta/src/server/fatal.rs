@@ -66,6 +66,8 @@ impl fmt::Display for FatalStop {
 enum Kind {
     /// `ENOSPC`: a filesystem is full.
     DiskFull,
+    /// `EIO`: the disk reported an I/O error (a failed write or sync).
+    IoError,
     /// Another failure of the txn log, the epoch files or a snapshot.
     Storage,
     /// The state machine or the protocol core refused what it was given.
@@ -75,6 +77,9 @@ enum Kind {
 fn kind_of(reason: &str) -> Kind {
     if reason.contains("No space left on device") || reason.contains("os error 28") {
         return Kind::DiskFull;
+    }
+    if reason.contains("Input/output error") || reason.contains("os error 5)") {
+        return Kind::IoError;
     }
     let storage = [
         "txn log",
@@ -114,6 +119,12 @@ fn advice(reason: &str, data_dir: &Path, data_log_dir: &Path) -> String {
     let rejoin = "start it again: it rejoins the cluster and catches up from the leader";
     match kind_of(reason) {
         Kind::DiskFull => format!("free space on the filesystem of {dirs}, then {rejoin}"),
+        Kind::IoError => format!(
+            "the disk of {dirs} reported an I/O error, so what this node wrote since its last \
+             successful sync may not be on disk (it is never synced again): check the kernel log \
+             (dmesg) for that disk; if it is failing, replace it and resync the node from an \
+             empty data dir (docs/OPERATIONS.md section 6.1), otherwise {rejoin}"
+        ),
         Kind::Storage => format!(
             "check the disk and filesystem of {dirs} (kernel log, permissions, free space), \
              then {rejoin}"
@@ -183,8 +194,8 @@ mod tests {
     #[test]
     fn epoch_file_failure_points_at_the_data_dir() {
         let s = stop(&format!(
-            "cannot persist currentEpoch: fsync {DATA}/currentEpoch.tmp: Input/output error \
-             (os error 5)"
+            "cannot persist currentEpoch: create {DATA}/currentEpoch.tmp: Permission denied \
+             (os error 13)"
         ));
         assert!(
             s.advice
@@ -192,6 +203,32 @@ mod tests {
             "{}",
             s.advice
         );
+    }
+
+    #[test]
+    fn an_io_error_of_a_sync_names_the_disk_and_says_check_or_replace_it() {
+        let s = stop(
+            "txn log failed: msync bytes 4096..8192 of /fast/fe-meta-log/log.0000000100000001: \
+             Input/output error (os error 5)",
+        );
+        let line = s.to_string();
+        assert!(
+            line.contains("msync bytes 4096..8192 of /fast/fe-meta-log/log.0000000100000001"),
+            "{line}"
+        );
+        assert!(
+            s.advice
+                .starts_with(&format!("the disk of {LOG} reported an I/O error")),
+            "{}",
+            s.advice
+        );
+        assert!(s.advice.contains("dmesg"), "{}", s.advice);
+        assert!(
+            s.advice.contains("resync the node from an empty data dir"),
+            "{}",
+            s.advice
+        );
+        assert!(!s.advice.contains(DATA), "{}", s.advice);
     }
 
     #[test]
@@ -218,6 +255,6 @@ mod tests {
             Path::new("/d"),
             Path::new("/d"),
         );
-        assert!(s.advice.contains("filesystem of /d ("), "{}", s.advice);
+        assert!(s.advice.contains("the disk of /d reported"), "{}", s.advice);
     }
 }

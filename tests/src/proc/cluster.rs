@@ -73,10 +73,9 @@ impl ProcCluster {
             };
             let data_dir = spec.data_dirs.get(&sid).map(PathBuf::as_path);
             let net = spec.net.get(&sid).cloned().unwrap_or_default();
-            nodes.insert(
-                sid,
-                ProcNode::new(sid, ports, net, root.path(), data_dir, &bin),
-            );
+            let mut node = ProcNode::new(sid, ports, net, root.path(), data_dir, &bin);
+            node.set_env(spec.node_env.get(&sid).cloned().unwrap_or_default());
+            nodes.insert(sid, node);
         }
         let c = ProcCluster {
             name: name.to_owned(),

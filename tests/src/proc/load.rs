@@ -1,6 +1,6 @@
 //! Bounded write load: writer tasks, one connection each, spread over the nodes, writing
-//! `SET_VAR load-<client>-<seq>` one after the other — every [`CREATE_EVERY`]-th write a
-//! `CREATE_DB load-db-<client>-<seq>` instead, whose answered id is recorded — and recording
+//! `SET_VAR load-<load>-<client>-<seq>` one after the other — every [`CREATE_EVERY`]-th write
+//! a `CREATE_DB load-db-<load>-<client>-<seq>` instead, whose answered id is recorded — and recording
 //! what was acknowledged (in the [`Ledger`]) and when (for recovery times). Plus [`fill`], a
 //! pipelined bulk load.
 //!
@@ -9,7 +9,7 @@
 //! 50 ms apart) until it stops; nothing waits longer than the client's request timeout.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,21 +102,35 @@ impl Load {
     /// Starts `clients` writers, writer `i` on the `i % n`-th node, with values of
     /// `value_len` bytes, for at most `max`.
     pub fn start(cluster: &ProcCluster, clients: usize, value_len: usize, max: Duration) -> Load {
-        let addrs: Vec<String> = cluster
-            .sids()
-            .iter()
-            .map(|s| cluster.client_addr(*s))
-            .collect();
+        Load::start_on(cluster, &cluster.sids(), clients, value_len, max)
+    }
+
+    /// As [`Load::start`], with the writers spread over `sids` only (writer `i` on the
+    /// `i % sids.len()`-th).
+    pub fn start_on(
+        cluster: &ProcCluster,
+        sids: &[u64],
+        clients: usize,
+        value_len: usize,
+        max: Duration,
+    ) -> Load {
+        let addrs: Vec<String> = sids.iter().map(|s| cluster.client_addr(*s)).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
         let started = Instant::now();
+        // Loads of one test process (concurrent or one after the other) never share a name:
+        // a CREATE_DB of a name taken would fail, and slow the writer down.
+        static LOADS: AtomicU64 = AtomicU64::new(0);
+        let load = LOADS.fetch_add(1, Ordering::Relaxed);
         for i in 0..clients {
-            let addr = addrs[i % addrs.len()].clone();
+            let Some(addr) = addrs.get(i % addrs.len().max(1)).cloned() else {
+                break;
+            };
             let (stop, ledger) = (stop.clone(), cluster.ledger().clone());
             let deadline = started + max;
             let options = cluster.spec().client_options(LOAD_CLIENT);
-            let target = (addr, options);
-            tasks.spawn(write_loop(i, target, value_len, deadline, stop, ledger));
+            let writer = format!("{load}-{i}");
+            tasks.spawn(write_loop(writer, (addr, options), value_len, deadline, stop, ledger));
         }
         Load {
             stop,
@@ -145,7 +159,7 @@ impl Load {
 }
 
 async fn write_loop(
-    i: usize,
+    i: String,
     (addr, options): (String, ClientOptions),
     value_len: usize,
     deadline: Instant,

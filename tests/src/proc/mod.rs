@@ -23,8 +23,10 @@
 //! [`ledger`] (writes acknowledged to clients), [`load`] (bounded write load, recovery
 //! times), [`lin_load`] (clients recorded for the linearizability check), [`checks`] (the
 //! end-of-test checks every scenario runs), [`small_fs`] (a
-//! size-limited tmpfs for a node's disk to fill up), [`netlab`] (per-node network namespaces
-//! for partitions; [`netlab_tc`]: one-way cuts, loss and delay with `tc`), [`members`] (servers added with `--helper` and dropped while the cluster
+//! size-limited tmpfs for a node's disk to fill up), [`disk_fault`] (an `LD_PRELOAD` shim that
+//! makes a node's syncs or writes fail with EIO, or its syncs slow), [`netlab`] (per-node
+//! network namespaces for partitions; [`netlab_tc`]: one-way cuts, loss and delay with `tc`),
+//! [`members`] (servers added with `--helper` and dropped while the cluster
 //! runs).
 //!
 //! The end checks ([`ProcCluster::finish`]): after convergence every acknowledged write is
@@ -46,6 +48,7 @@
 pub mod binary;
 pub mod checks;
 pub mod cluster;
+pub mod disk_fault;
 pub mod ledger;
 pub mod lin_load;
 pub mod load;
@@ -60,6 +63,7 @@ pub mod spec;
 
 pub use checks::CheckFailure;
 pub use cluster::ProcCluster;
+pub use disk_fault::DiskFault;
 pub use ledger::Ledger;
 pub use load::{fill, Ack, Load, LoadReport};
 pub use netlab::{NetLab, NetLabUnavailable};

@@ -54,6 +54,7 @@ pub struct ProcNode {
     child: Option<Child>,
     paused: bool,
     starts: u32,
+    env: Vec<(String, String)>,
 }
 
 impl ProcNode {
@@ -76,6 +77,7 @@ impl ProcNode {
             child: None,
             paused: false,
             starts: 0,
+            env: Vec::new(),
         }
     }
 
@@ -141,6 +143,11 @@ impl ProcNode {
         self.paused
     }
 
+    /// Sets the extra environment variables of its next starts (e.g. an `LD_PRELOAD`).
+    pub fn set_env(&mut self, env: Vec<(String, String)>) {
+        self.env = env;
+    }
+
     /// How many times it was started.
     pub fn starts(&self) -> u32 {
         self.starts
@@ -180,7 +187,8 @@ impl ProcNode {
             self.sid
         );
         let netns = self.net.netns.as_deref();
-        let child = spawn_server_in(netns, &self.bin, &self.config_path(), extra, log)
+        let (bin, cfg) = (&self.bin, self.config_path());
+        let child = spawn_server_with(netns, &self.env, bin, &cfg, extra, log)
             .map_err(ProcError::io(format!("spawn {}", self.bin.display())))?;
         self.child = Some(child);
         self.paused = false;
@@ -381,6 +389,19 @@ pub fn spawn_server_in(
     extra: &[&str],
     log: std::fs::File,
 ) -> std::io::Result<Child> {
+    spawn_server_with(netns, &[], bin, config, extra, log)
+}
+
+/// As [`spawn_server_in`], with `env` added to the server's environment (through `ip netns
+/// exec` too, which keeps the environment).
+pub fn spawn_server_with(
+    netns: Option<&str>,
+    env: &[(String, String)],
+    bin: &Path,
+    config: &Path,
+    extra: &[&str],
+    log: std::fs::File,
+) -> std::io::Result<Child> {
     let err = log.try_clone()?;
     let mut cmd = match netns {
         Some(ns) => {
@@ -399,6 +420,7 @@ pub fn spawn_server_in(
             std::env::var("FE_META_LOG").unwrap_or_else(|_| "info".into()),
         )
         .env("RUST_BACKTRACE", "1")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err)

@@ -48,6 +48,9 @@ pub struct ClusterSpec {
     /// The identity the harness's own clients (probes, monitor, load, end checks)
     /// authenticate as, for a cluster whose `extra` lines set `auth.identitiesFile`.
     pub credentials: Option<Arc<Credentials>>,
+    /// More environment variables for one node's process (sid → `(name, value)`), e.g. the
+    /// `LD_PRELOAD` of a [`super::DiskFault`].
+    pub node_env: BTreeMap<u64, Vec<(String, String)>>,
 }
 
 /// A node's address and network namespace.
@@ -83,6 +86,7 @@ impl Default for ClusterSpec {
             data_dirs: BTreeMap::new(),
             net: BTreeMap::new(),
             credentials: None,
+            node_env: BTreeMap::new(),
         }
     }
 }
