@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
@@ -35,17 +34,18 @@ use super::peer::Outbox;
 use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Shared};
 use crate::frame::{FrameCodec, FrameError};
 use crate::handshake::{self, HandshakeError, Hello, Reply};
+use crate::tls::{ReadHalf, Stream, WriteHalf};
 
 /// Why a session ended.
 enum SessionEnd {
     Shutdown,
     Closed,
-    Replaced(TcpStream),
+    Replaced(Stream),
 }
 
 /// Result of one dial attempt.
 enum Attempt {
-    Connected(TcpStream),
+    Connected(Stream),
     Failed,
     Shutdown,
 }
@@ -149,7 +149,7 @@ impl Link {
     }
 
     /// Waits for demand and connects. `None` on shutdown.
-    async fn establish(&mut self) -> Option<TcpStream> {
+    async fn establish(&mut self) -> Option<Stream> {
         loop {
             if self.stash.is_none() && !self.dial_requested {
                 let outbox = self.outbox.as_mut()?;
@@ -189,7 +189,7 @@ impl Link {
 
     /// Handles a control message while not connected. `None`: shut down; `Some(Some(s))`: a
     /// connection to adopt; `Some(None)`: carry on.
-    async fn idle_control(&mut self, c: Option<Control>) -> Option<Option<TcpStream>> {
+    async fn idle_control(&mut self, c: Option<Control>) -> Option<Option<Stream>> {
         match c? {
             Control::Adopt(stream) => return Some(Some(stream)),
             Control::DialRequested => self.dial_requested = true,
@@ -211,7 +211,7 @@ impl Link {
     }
 
     /// Sleeps up to `pause`, still taking control messages. `None` on shutdown.
-    async fn wait_for_adopt(&mut self, pause: Duration) -> Option<Option<TcpStream>> {
+    async fn wait_for_adopt(&mut self, pause: Duration) -> Option<Option<Stream>> {
         let deadline = Instant::now() + pause;
         loop {
             tokio::select! {
@@ -285,11 +285,12 @@ impl Link {
         &self,
         addr: std::net::SocketAddr,
         hello: &Hello,
-    ) -> Result<(TcpStream, Reply), HandshakeError> {
-        let mut stream = timeout(self.shared.cfg.connect_timeout, TcpStream::connect(addr))
+    ) -> Result<(Stream, Reply), HandshakeError> {
+        let tcp = timeout(self.shared.cfg.connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| HandshakeError::Timeout)??;
-        let _ = stream.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let mut stream = self.secure(addr, tcp).await?;
         let exchange = async {
             handshake::write_frame(&mut stream, &hello.encode()).await?;
             let body = handshake::read_frame(&mut stream).await?;
@@ -301,8 +302,41 @@ impl Link {
         Ok((stream, reply))
     }
 
+    /// The dialer's TLS handshake when the transport has TLS (transport INV-3): before the
+    /// hello. A failure is counted and warned about (rate-limited).
+    async fn secure(
+        &self,
+        addr: std::net::SocketAddr,
+        tcp: TcpStream,
+    ) -> Result<Stream, HandshakeError> {
+        let Some(tls) = &self.shared.cfg.tls else {
+            return Ok(Stream::Plain(tcp));
+        };
+        let host = self.shared.tls_host(self.peer, addr);
+        let handshake = timeout(self.shared.cfg.handshake_timeout, tls.connect(&host, tcp)).await;
+        let error = match handshake {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => e,
+            Err(_) => std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"),
+        };
+        bump(&self.shared.counters.tls_dial_failures);
+        if let Some(m) = &self.shared.cfg.metrics {
+            m.tls_dial.inc();
+        }
+        if let Some(quiet) = self.shared.warn_limit.due(addr.ip()) {
+            warn!(
+                %addr,
+                %host,
+                error = %error,
+                repeats = quiet,
+                "TLS handshake with peer failed; check that its certificate is issued by the                  cluster CA (ssl.quorum.trustStore.location) and names {host}"
+            );
+        }
+        Err(HandshakeError::Io(error))
+    }
+
     /// Runs one established connection until it ends.
-    async fn session(&mut self, stream: TcpStream) -> SessionEnd {
+    async fn session(&mut self, stream: Stream) -> SessionEnd {
         let started = Instant::now();
         let _ = stream.set_nodelay(true);
         let peer_addr = stream.peer_addr().ok();
@@ -407,7 +441,7 @@ impl Link {
 }
 
 /// Delivers the connection's messages until it closes or sends a bad frame.
-async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: OwnedReadHalf, codec: FrameCodec) {
+async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: ReadHalf, codec: FrameCodec) {
     let mut frames = FramedRead::new(rd, codec);
     // Bounded by the connection: ends at EOF, on the first error, or when aborted.
     loop {
@@ -441,7 +475,7 @@ async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: OwnedReadHalf, codec
 
 /// Writes the stash and then the outbox, in order, flushing whenever the outbox is empty.
 async fn write_loop(
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     codec: FrameCodec,
     first: Option<Message>,
     mut outbox: mpsc::Receiver<Message>,
