@@ -260,9 +260,10 @@ pub(super) fn run(cmd: ClientCommand) -> Result<(), Failure> {
     cmd.check_arguments()?;
     let args = cmd.client_args().clone();
     let endpoints = args.endpoints()?;
+    let options = args.options()?;
     let rt = runtime()?;
     let out = rt.block_on(async {
-        let client = Client::connect_any(&endpoints, args.options()).await?;
+        let client = Client::connect_any(&endpoints, options).await?;
         execute(&client, cmd).await
     })?;
     if args.json {

@@ -84,6 +84,26 @@ pub struct ClientArgs {
     /// Seconds to wait for the TCP connection.
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub connect_timeout: f64,
+    /// Connect with TLS (the nodes run `client.secure=true`), trusting this PEM CA bundle;
+    /// the node's certificate must name the endpoint's host.
+    #[arg(long, env = "FE_META_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The client certificate (PEM chain) to present, with --tls-key (`ssl.clientAuth=need`).
+    #[arg(
+        long,
+        env = "FE_META_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_ca"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "FE_META_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ClientArgs {
@@ -104,13 +124,29 @@ impl ClientArgs {
             .collect()
     }
 
-    /// The client options these arguments ask for.
-    pub fn options(&self) -> fe_meta::client::ClientOptions {
-        fe_meta::client::ClientOptions {
+    /// The client options these arguments ask for; the TLS files are read here (a usage
+    /// error naming the option and the file when one does not work).
+    pub fn options(&self) -> Result<fe_meta::client::ClientOptions, Failure> {
+        let tls = match &self.tls_ca {
+            None => None,
+            Some(ca) => Some(
+                fe_meta::client::ClientTls::load(
+                    ca,
+                    self.tls_cert.as_deref(),
+                    self.tls_key.as_deref(),
+                )
+                .map_err(|e| Failure {
+                    code: ExitCode::Usage,
+                    message: e.to_string(),
+                })?,
+            ),
+        };
+        Ok(fe_meta::client::ClientOptions {
             connect_timeout: secs(self.connect_timeout),
             request_timeout: secs(self.timeout),
+            tls,
             ..fe_meta::client::ClientOptions::DEFAULT
-        }
+        })
     }
 }
 

@@ -63,6 +63,7 @@ mod failover;
 mod link;
 mod options;
 mod session;
+mod tls;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -74,6 +75,7 @@ pub use api::{Members, Read, Reconfigured, Transferred, Written, TRANSFER_WAIT};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;
+pub use tls::ClientTls;
 
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 use link::Link;
@@ -122,7 +124,7 @@ impl Client {
         options: ClientOptions,
         session: Arc<ClientSession>,
     ) -> Result<Client, ClientError> {
-        let link = Link::open(addr, 0, options).await?;
+        let link = Link::open(addr, 0, &options).await?;
         Ok(Client::with_link(
             vec![addr.to_owned()],
             false,
@@ -151,7 +153,7 @@ impl Client {
         let endpoints: Vec<String> = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
         let mut attempts = Vec::new();
         for (index, addr) in endpoints.iter().enumerate() {
-            match Link::open(addr, index, options).await {
+            match Link::open(addr, index, &options).await {
                 Ok(link) => return Ok(Client::with_link(endpoints, true, link, options, session)),
                 Err(e) => attempts.push(e),
             }
@@ -188,7 +190,7 @@ impl Client {
 
     /// The options in force.
     pub fn options(&self) -> ClientOptions {
-        self.options
+        self.options.clone()
     }
 
     /// The client session this client writes in.
@@ -298,7 +300,7 @@ impl Client {
         for index in failover::next_candidates(failed.index, tried) {
             tried[index] = true;
             let addr = &self.endpoints[index];
-            match Link::open(addr, index, self.options).await {
+            match Link::open(addr, index, &self.options).await {
                 Ok(link) => {
                     let link = Arc::new(link);
                     *self.lock_link() = Arc::clone(&link);

@@ -41,9 +41,10 @@ pub(crate) fn run(args: &BackupArgs) -> Result<(), Failure> {
     }
     let tmp = tmp_path(&args.out);
     let started = Instant::now();
+    let options = args.client.options()?;
     let rt = runtime()?;
     let taken = rt.block_on(async {
-        let client = Client::connect_any(&endpoints, args.client.options()).await?;
+        let client = Client::connect_any(&endpoints, options).await?;
         let node = client.addr();
         let header = stream_to(&client, args.sync, &tmp).await?;
         Ok::<_, Failure>((node, header))

@@ -144,7 +144,7 @@ pub(super) async fn wait_caught_up(
         ..ClientOptions::DEFAULT
     };
     while started.elapsed() < LONG_PHASE {
-        if let Ok(c) = Client::connect_with(endpoint, quick).await {
+        if let Ok(c) = Client::connect_with(endpoint, quick.clone()).await {
             if let Ok(s) = c.status().await {
                 if s.mode == Mode::Follower && serving.is_none() {
                     serving = Some(started.elapsed());

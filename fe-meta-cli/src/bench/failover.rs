@@ -92,7 +92,7 @@ async fn probe(survivors: Vec<String>, p: Params, deadline: Instant) -> Option<I
     };
     while Instant::now() < deadline {
         for e in &survivors {
-            if let Ok(c) = Client::connect_with(e, opts).await {
+            if let Ok(c) = Client::connect_with(e, opts.clone()).await {
                 if c.set_var("bench.w4", &p.payload).await.is_ok() {
                     return Some(Instant::now());
                 }

@@ -183,7 +183,7 @@ pub(crate) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInf
     };
     let mut out = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {
-        let status = match Client::connect_with(endpoint, options).await {
+        let status = match Client::connect_with(endpoint, options.clone()).await {
             Ok(c) => c.status().await.ok(),
             Err(_) => None,
         };

@@ -81,7 +81,7 @@ pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
         .filter(|s| !s.is_empty() && *s != local.client_addr)
         .collect();
     endpoints.dedup();
-    let rows = rt.block_on(survey::ask(&endpoints, options));
+    let rows = rt.block_on(survey::ask(&endpoints, options.clone()));
     let local_probe = rt.block_on(survey::ask(
         std::slice::from_ref(&local.client_addr),
         options,

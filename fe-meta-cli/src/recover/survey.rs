@@ -11,18 +11,21 @@ use super::choose::{Held, Row};
 
 /// Asks every endpoint (INV-1, INV-2).
 pub(crate) async fn ask(endpoints: &[String], options: ClientOptions) -> Vec<Row> {
-    let asks = endpoints.iter().map(|e| async move {
-        let held = match Client::connect_with(e, options).await {
-            Ok(client) => client
-                .recovery_info()
-                .await
-                .map(|i| Held::from(&i))
-                .map_err(|err| err.to_string()),
-            Err(err) => Err(err.to_string()),
-        };
-        Row {
-            endpoint: e.clone(),
-            held,
+    let asks = endpoints.iter().map(|e| {
+        let options = options.clone();
+        async move {
+            let held = match Client::connect_with(e, options).await {
+                Ok(client) => client
+                    .recovery_info()
+                    .await
+                    .map(|i| Held::from(&i))
+                    .map_err(|err| err.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            Row {
+                endpoint: e.clone(),
+                held,
+            }
         }
     });
     join_all(asks).await

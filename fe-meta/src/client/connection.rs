@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use zab_net::tls::{ReadHalf, WriteHalf};
 
 use super::ClientError;
 use crate::protocol::{decode_response, FrameDecoder, Response};
@@ -176,7 +176,7 @@ pub(super) async fn dial(
 }
 
 /// Reads answers and hands them to their waiters until the connection ends.
-pub(super) async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+pub(super) async fn read_loop(mut rd: ReadHalf, shared: Arc<Shared>) {
     let decoder = FrameDecoder::default();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let err = loop {
@@ -201,12 +201,13 @@ pub(super) async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
 
 /// The write half, which closes with the socket only: dropped (the writer task aborted), it
 /// does not shut the socket's write side down first, so a socket with SO_LINGER 0 is reset at
-/// once instead of sending a FIN before the reset (INV-3).
-struct WriteHalf(Option<OwnedWriteHalf>);
+/// once instead of sending a FIN before the reset (INV-3). (A TLS half never shuts down on
+/// drop.)
+struct QuietWrite(Option<WriteHalf>);
 
-impl Drop for WriteHalf {
+impl Drop for QuietWrite {
     fn drop(&mut self) {
-        if let Some(wr) = self.0.take() {
+        if let Some(WriteHalf::Plain(wr)) = self.0.take() {
             wr.forget();
         }
     }
@@ -214,11 +215,11 @@ impl Drop for WriteHalf {
 
 /// Writes queued frames, gathering what is queued into one write, until the queue closes.
 pub(super) async fn write_loop(
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     mut queue: mpsc::Receiver<Vec<u8>>,
     shared: Arc<Shared>,
 ) {
-    let mut half = WriteHalf(Some(wr));
+    let mut half = QuietWrite(Some(wr));
     let Some(wr) = half.0.as_mut() else {
         return;
     };

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use super::ClientTls;
+
 /// Connection and request settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
     /// How long to wait for the TCP connection.
     pub connect_timeout: Duration,
@@ -17,6 +19,8 @@ pub struct ClientOptions {
     pub forwarded_ids: bool,
     /// What a call that gets no answer in time does to the connection.
     pub on_timeout: OnTimeout,
+    /// TLS to the node's client port (`client.secure=true` there); `None`: plain TCP.
+    pub tls: Option<ClientTls>,
 }
 
 /// What a call that times out does to its connection.
@@ -45,6 +49,7 @@ impl ClientOptions {
         request_timeout: Duration::from_secs(30),
         forwarded_ids: false,
         on_timeout: OnTimeout::KeepConnection,
+        tls: None,
     };
 
     /// A node's connection to another node for forwarded requests: forwarded ids, and a

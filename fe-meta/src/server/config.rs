@@ -47,6 +47,17 @@ pub const EXTRA_KEYS: &[&str] = &[
     "4lw.commands.whitelist",
 ];
 
+/// The client port's TLS (`client.secure=true`), its files read now: a missing or bad file
+/// refuses the start, naming the key and the file.
+fn client_tls(node: &NodeConfig) -> Result<Option<super::conn::tls::ClientPortTls>, ServerError> {
+    let Some(s) = &node.tls.client else {
+        return Ok(None);
+    };
+    super::conn::tls::ClientPortTls::load(s)
+        .map(Some)
+        .map_err(|e| ServerError::Invalid(e.to_string()))
+}
+
 /// `admin.serverPort`'s default (ZooKeeper's).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 
@@ -92,6 +103,8 @@ pub struct ServerConfig {
     pub admin_listen: Option<String>,
     /// The four-letter words answered on the client port (`4lw.commands.whitelist`).
     pub four_letter_words: Vec<FourLetterWord>,
+    /// The client port's TLS (`client.secure=true`, files loaded); `None`: plain TCP.
+    pub client_tls: Option<super::conn::tls::ClientPortTls>,
     /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
     /// once; without it an empty dir first syncs from a leader as a non-voting learner.
     pub bootstrap: bool,
@@ -148,6 +161,7 @@ impl ServerConfig {
                 .saturating_mul(1000),
             admin_listen: admin_listen(&node)?,
             four_letter_words: four_letter_words(&node)?,
+            client_tls: client_tls(&node)?,
             bootstrap: false,
             node,
         })

@@ -328,12 +328,12 @@ impl Server {
                 "fe-meta server started"
             );
             let shared = Arc::new(Shared {
+                peers: peer::PeerPool::new(cfg.client_tls.as_ref().map(|t| t.forwarding())),
                 cfg,
                 node: node.clone(),
                 catalog,
                 progress,
                 writer,
-                peers: peer::PeerPool::default(),
                 stats: stats::Stats::new(metrics),
                 frontends: frontends::PeerAnswers::default(),
             });

@@ -1,7 +1,8 @@
 //! Node-to-node calls over the client protocol: forwarded writes to the leader and STATUS
 //! queries for SHOW FRONTENDS, through the client library ([`Client`] with
 //! [`ClientOptions::FORWARDING`]). The pool keeps one multiplexed client per address and
-//! dials a new one when it is lost or discarded.
+//! dials a new one when it is lost or discarded. With `client.secure=true` it dials with TLS,
+//! presenting this node's client-port certificate (`conn::tls::ClientPortTls::forwarding`).
 //!
 //! INV-1: every call ends within twice its timeout (dial; write and answer); a broken
 //! connection fails every call waiting on it at once. A dial failure ([`CallError::Connect`])
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::client::{Client, ClientError, ClientOptions};
+use crate::client::{Client, ClientError, ClientOptions, ClientTls};
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 
 /// Why a call to another node failed.
@@ -42,9 +43,19 @@ pub enum CallError {
 #[derive(Debug, Default)]
 pub struct PeerPool {
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// TLS to the other nodes' client ports, when they are TLS.
+    tls: Option<ClientTls>,
 }
 
 impl PeerPool {
+    /// A pool that dials with `tls` (`None`: plain TCP).
+    pub fn new(tls: Option<ClientTls>) -> PeerPool {
+        PeerPool {
+            clients: Mutex::default(),
+            tls,
+        }
+    }
+
     /// Sends `body` with `meta` to the node at `addr` as a forwarded request (INV-2) and waits
     /// for the answer, at most `limit` to connect and `limit` for the answer (INV-1); on a
     /// timeout the connection is discarded (INV-3). `Ok` is the node's answer as it came: its
@@ -71,6 +82,7 @@ impl PeerPool {
         let options = ClientOptions {
             connect_timeout: limit,
             request_timeout: limit,
+            tls: self.tls.clone(),
             ..ClientOptions::FORWARDING
         };
         let client = Arc::new(Client::connect_with(addr, options).await?);

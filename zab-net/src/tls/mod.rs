@@ -19,6 +19,7 @@
 //! before the TLS handshake completed and the peer's certificate chained to a trusted CA.
 
 pub mod identity;
+mod limit;
 mod peer;
 pub mod pem;
 mod stream;
@@ -28,7 +29,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-pub use peer::PeerTls;
+pub use limit::{WarnLimit, WARN_EVERY};
+pub use peer::{client_config, names_host, server_config, server_name, PeerTls};
 pub use stream::{ReadHalf, Stream, WriteHalf};
 
 /// The one crypto provider every TLS configuration uses (`ring`: no aws-lc-rs, so no C

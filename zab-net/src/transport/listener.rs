@@ -11,7 +11,7 @@
 //! INV-3: with TLS, the TLS handshake (client certificate required) completes before the hello
 //! is read, within the same `handshake_timeout`; a connection that fails it, or whose
 //! certificate does not name the `server.N` host of the sid its hello claims, is closed without
-//! a reply, counted, and warned about (rate-limited, `refusals`).
+//! a reply, counted, and warned about (rate-limited, [`crate::tls::WarnLimit`]).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

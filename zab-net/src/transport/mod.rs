@@ -29,7 +29,7 @@
 //! no hello is written or read before the peer's certificate chained to the cluster CA, and an
 //! accepted hello's sid must also be the one its certificate names (`crate::tls::PeerTls`).
 //! Every refusal is counted and logged with a WARN, at most one per address every
-//! [`refusals::WARN_EVERY`] (the ones in between are counted in the next).
+//! [`crate::tls::WARN_EVERY`] (the ones in between are counted in the next).
 //! INV-4: every task stops on [`Transport::shutdown`] (or when the `Transport` is dropped); every
 //! wait is bounded by a timeout or by that cancellation. Links added at run time are tasks of
 //! the same set, stopped and awaited the same way.
@@ -55,7 +55,6 @@ mod error;
 mod link;
 mod listener;
 mod peer;
-mod refusals;
 mod sender;
 
 pub use config::{PeerAddrs, TransportConfig};
@@ -144,7 +143,7 @@ struct Shared {
     shutdown: CancellationToken,
     counters: Counters,
     /// Rate limit of the refusal warnings.
-    warn_limit: refusals::WarnLimit,
+    warn_limit: crate::tls::WarnLimit,
 }
 
 impl Shared {
@@ -206,7 +205,7 @@ impl Transport {
             events,
             shutdown: CancellationToken::new(),
             counters: Counters::default(),
-            warn_limit: refusals::WarnLimit::default(),
+            warn_limit: crate::tls::WarnLimit::default(),
         });
 
         let sid = shared.cfg.sid;

@@ -460,7 +460,7 @@ async fn promoted_at(via: String, sid: u64, request_timeout: Duration) -> Option
     let mut client = None;
     while Instant::now() < deadline {
         if client.is_none() {
-            client = Client::connect_with(&via, opts).await.ok();
+            client = Client::connect_with(&via, opts.clone()).await.ok();
         }
         if let Some(c) = &client {
             match c.show_members(false).await {

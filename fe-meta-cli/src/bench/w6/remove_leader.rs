@@ -142,7 +142,7 @@ async fn new_leader(
     };
     while Instant::now() < end {
         for e in &staying {
-            if let Ok(c) = Client::connect_with(e, opts).await {
+            if let Ok(c) = Client::connect_with(e, opts.clone()).await {
                 if c.set_var("bench.w6probe", "p").await.is_ok() {
                     return (elected, Some(Instant::now()));
                 }

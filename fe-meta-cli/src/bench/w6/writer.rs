@@ -182,7 +182,7 @@ async fn run(s: Arc<Shared>, p: Params, deadline: Instant) {
         };
         let c = match &client {
             Some(c) => c,
-            None => match Client::connect_with(&endpoint, opts).await {
+            None => match Client::connect_with(&endpoint, opts.clone()).await {
                 Ok(c) => {
                     *lock(&s.on) = Some(endpoint);
                     client.insert(c)

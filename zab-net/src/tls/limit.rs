@@ -1,4 +1,5 @@
-//! Refused peers: the rate limit of their warnings, and where they are counted.
+//! [`WarnLimit`]: the rate limit of the warnings about refused connections (peers on the
+//! quorum and election ports, clients on an application's TLS client port).
 //!
 //! INV-1: per remote IP at most one WARN every [`WARN_EVERY`]; the refusals in between are not
 //! lost, the next WARN says how many there were (and the counters count each one).
@@ -11,13 +12,13 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 /// The least time between two warnings about one address.
-pub(super) const WARN_EVERY: Duration = Duration::from_secs(10);
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
 /// Addresses remembered at most.
 const MAX_TRACKED: usize = 1024;
 
 /// See the module docs.
 #[derive(Default)]
-pub(super) struct WarnLimit {
+pub struct WarnLimit {
     /// By address: when it was last warned about, and refusals not warned about since.
     seen: Mutex<HashMap<IpAddr, (Instant, u64)>>,
 }
@@ -25,7 +26,7 @@ pub(super) struct WarnLimit {
 impl WarnLimit {
     /// `Some(n)` when a warning about `ip` is due now, `n` being the refusals of `ip` that were
     /// not warned about since the last one; `None` to stay quiet (INV-1).
-    pub(super) fn due(&self, ip: IpAddr) -> Option<u64> {
+    pub fn due(&self, ip: IpAddr) -> Option<u64> {
         let now = Instant::now();
         let mut seen = self.seen.lock();
         if seen.len() >= MAX_TRACKED && !seen.contains_key(&ip) {
