@@ -26,6 +26,7 @@ mod offline;
 mod recover;
 mod render;
 mod server_cmd;
+pub mod tls_certs;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -218,6 +219,10 @@ pub enum Command {
     /// Offline: verify a backup file, then prepare an empty data dir of a new cluster from it
     /// (zoo.cfg's clusterId, which must differ from the backup's); start every node normally.
     Restore(backup::RestoreArgs),
+    /// Issue TLS certificates: a cluster CA in --ca-dir (reused if present) and, in --out,
+    /// `node<N>.pem` for each of --hosts (certificate + key, for `ssl.quorum.keyStore.location`
+    /// and `ssl.keyStore.location`), `client-<NAME>.pem` for each --client, and `ca.pem`.
+    TlsCerts(tls_certs::TlsCertsArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -276,6 +281,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Recover(args) => recover::run(&args),
         Command::Backup(args) => backup::backup(&args),
         Command::Restore(args) => backup::restore(&args),
+        Command::TlsCerts(args) => tls_certs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,

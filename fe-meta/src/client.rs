@@ -330,12 +330,26 @@ pub async fn four_letter_word(
     word: &str,
     timeout: Duration,
 ) -> Result<String, ClientError> {
+    four_letter_word_with(addr, word, timeout, None).await
+}
+
+/// [`four_letter_word`] to a TLS client port when `tls` is given.
+pub async fn four_letter_word_with(
+    addr: &str,
+    word: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<String, ClientError> {
     let err = |reason: String| ClientError::Connect {
         addr: addr.to_owned(),
         reason,
     };
     let exchange = async {
-        let mut s = TcpStream::connect(addr).await?;
+        let tcp = TcpStream::connect(addr).await?;
+        let mut s = match tls {
+            Some(tls) => tls.connect(addr, tcp).await?,
+            None => zab_net::tls::Stream::Plain(tcp),
+        };
         s.write_all(word.as_bytes()).await?;
         let mut out = Vec::new();
         (&mut s).take(1024 * 1024).read_to_end(&mut out).await?;

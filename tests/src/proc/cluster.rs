@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{four_letter_word, Client, ClientError, ClientOptions};
+use fe_meta::client::{four_letter_word_with, Client, ClientError, ClientOptions};
 use fe_meta::protocol::{Mode, StatusInfo};
 
 use super::monitor::{Monitor, MonitorReport};
@@ -99,7 +99,7 @@ impl ProcCluster {
             .values()
             .map(|n| (n.sid(), n.client_addr()))
             .collect();
-        self.monitor = Some(Monitor::start(&addrs));
+        self.monitor = Some(Monitor::start(&addrs, self.spec.client_tls.clone()));
         self.leader(Duration::from_secs(30)).await?;
         Ok(())
     }
@@ -263,13 +263,18 @@ impl ProcCluster {
         Ok(())
     }
 
-    /// A client of node `sid` (`PROBE` timeouts unless `opts`).
+    /// A client of node `sid` (`PROBE` timeouts unless `opts`; the spec's TLS unless `opts`
+    /// has its own).
     pub async fn client(
         &self,
         sid: u64,
         opts: Option<ClientOptions>,
     ) -> Result<Client, ClientError> {
-        Client::connect_with(&self.client_addr(sid), opts.unwrap_or(PROBE)).await
+        let mut opts = opts.unwrap_or(PROBE);
+        if opts.tls.is_none() {
+            opts.tls = self.spec.client_tls.clone();
+        }
+        Client::connect_with(&self.client_addr(sid), opts).await
     }
 
     /// STATUS of node `sid`, or `None` if it does not answer in time.
@@ -280,7 +285,9 @@ impl ProcCluster {
 
     /// `mntr` of node `sid` as key → value.
     pub async fn mntr(&self, sid: u64) -> Result<BTreeMap<String, String>, ClientError> {
-        let text = four_letter_word(&self.client_addr(sid), "mntr", Duration::from_secs(2)).await?;
+        let tls = self.spec.client_tls.as_ref();
+        let addr = self.client_addr(sid);
+        let text = four_letter_word_with(&addr, "mntr", Duration::from_secs(2), tls).await?;
         Ok(text
             .lines()
             .filter_map(|l| l.split_once('\t'))

@@ -114,7 +114,18 @@ impl Load {
             let addr = addrs[i % addrs.len()].clone();
             let (stop, ledger) = (stop.clone(), cluster.ledger().clone());
             let deadline = started + max;
-            tasks.spawn(write_loop(i, addr, value_len, deadline, stop, ledger));
+            let opts = ClientOptions {
+                tls: cluster.spec().client_tls.clone(),
+                ..LOAD_CLIENT
+            };
+            tasks.spawn(write_loop(
+                i,
+                (addr, opts),
+                value_len,
+                deadline,
+                stop,
+                ledger,
+            ));
         }
         Load {
             stop,
@@ -144,7 +155,7 @@ impl Load {
 
 async fn write_loop(
     i: usize,
-    addr: String,
+    (addr, opts): (String, ClientOptions),
     value_len: usize,
     deadline: Instant,
     stop: Arc<AtomicBool>,
@@ -156,7 +167,7 @@ async fn write_loop(
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
         let c = match &client {
             Some(c) if !c.is_closed() => c,
-            _ => match Client::connect_with(&addr, LOAD_CLIENT).await {
+            _ => match Client::connect_with(&addr, opts.clone()).await {
                 Ok(c) => client.insert(c),
                 Err(e) => {
                     w.fail(&e);
@@ -235,6 +246,7 @@ pub async fn fill(
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(30),
+        tls: cluster.spec().client_tls.clone(),
         ..ClientOptions::DEFAULT
     };
     let client = Arc::new(Client::connect_with(&cluster.client_addr(sid), opts).await?);

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use fe_meta::client::{Client, ClientError, ClientOptions};
+use fe_meta::client::{Client, ClientError, ClientOptions, ClientTls};
 use tokio::task::JoinHandle;
 
 /// The variable the poller reads (never written).
@@ -42,17 +42,23 @@ pub struct MonitorReport {
 pub struct Monitor {
     report: Arc<Mutex<MonitorReport>>,
     tasks: Vec<JoinHandle<()>>,
+    opts: ClientOptions,
 }
 
 impl Monitor {
     /// Starts polling `nodes` (sid, client address).
-    pub fn start(nodes: &[(u64, String)]) -> Monitor {
+    pub fn start(nodes: &[(u64, String)], tls: Option<ClientTls>) -> Monitor {
         let report = Arc::new(Mutex::new(MonitorReport::default()));
+        let opts = ClientOptions { tls, ..POLL_CLIENT };
         let tasks = nodes
             .iter()
-            .map(|(sid, addr)| tokio::spawn(poll(*sid, addr.clone(), report.clone())))
+            .map(|(sid, addr)| tokio::spawn(poll(*sid, addr.clone(), opts.clone(), report.clone())))
             .collect();
-        Monitor { report, tasks }
+        Monitor {
+            report,
+            tasks,
+            opts,
+        }
     }
 
     /// What was seen so far.
@@ -62,7 +68,7 @@ impl Monitor {
 
     /// Starts polling a node added after the start (`members`).
     pub fn watch(&mut self, sid: u64, addr: String) {
-        let task = tokio::spawn(poll(sid, addr, self.report.clone()));
+        let task = tokio::spawn(poll(sid, addr, self.opts.clone(), self.report.clone()));
         self.tasks.push(task);
     }
 
@@ -84,12 +90,12 @@ fn lock(m: &Mutex<MonitorReport>) -> MutexGuard<'_, MonitorReport> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn poll(sid: u64, addr: String, report: Arc<Mutex<MonitorReport>>) {
+async fn poll(sid: u64, addr: String, opts: ClientOptions, report: Arc<Mutex<MonitorReport>>) {
     let mut client: Option<Client> = None;
     loop {
         tokio::time::sleep(POLL).await;
         if client.as_ref().is_none_or(Client::is_closed) {
-            client = Client::connect_with(&addr, POLL_CLIENT).await.ok();
+            client = Client::connect_with(&addr, opts.clone()).await.ok();
         }
         let Some(c) = &client else { continue };
         let journal_id = match c.get_var(PROBE_VAR, false).await {

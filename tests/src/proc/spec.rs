@@ -32,6 +32,9 @@ pub struct ClusterSpec {
     /// Where each node listens and runs (default: 127.0.0.1, the test's own namespace); a
     /// partition test gives every node its address and namespace ([`super::NetLab`]).
     pub net: BTreeMap<u64, NodeNet>,
+    /// TLS for every client the harness opens (the nodes' zoo.cfg must say
+    /// `client.secure=true`, through `extra`); `None`: plain TCP.
+    pub client_tls: Option<fe_meta::client::ClientTls>,
 }
 
 /// A node's address and network namespace.
@@ -66,6 +69,7 @@ impl Default for ClusterSpec {
             node_extra: BTreeMap::new(),
             data_dirs: BTreeMap::new(),
             net: BTreeMap::new(),
+            client_tls: None,
         }
     }
 }
