@@ -94,10 +94,7 @@ impl Ca {
         if !cert_path.exists() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let ca = Ca::new(&format!("fe-meta cluster CA {stamp}"))?;
+            let ca = Ca::new(&format!("fe-meta cluster CA {}", unique_suffix()))?;
             write_new(&key_path, &ca.key.serialize_pem())?;
             restrict(&key_path)?;
             write_new(&cert_path, &ca.cert.pem())?;
@@ -158,6 +155,15 @@ impl Ca {
             .map_err(|e| fail(format!("certificate for {name}: {e}")))?;
         Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
     }
+}
+
+/// A suffix that makes a new CA's name its own (two CAs of one name would be confused with
+/// each other by a verifier that finds the issuer by name).
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}-{:x}", nanos, rand::random::<u32>())
 }
 
 #[cfg(unix)]
