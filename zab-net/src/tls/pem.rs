@@ -125,3 +125,51 @@ pub fn trust_store(key: &str, path: &Path) -> Result<Arc<RootCertStore>, TlsErro
     }
     Ok(Arc::new(roots))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issue(dir: &Path, name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let _ = dir;
+        (cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_key_store_loads_and_every_fault_names_the_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (cert, key) = issue(d, "127.0.0.1");
+        let (_, other_key) = issue(d, "127.0.0.2");
+        std::fs::write(d.join("good.pem"), format!("{cert}{key}")).unwrap();
+        std::fs::write(d.join("key-first.pem"), format!("{key}{cert}")).unwrap();
+        std::fs::write(d.join("mismatch.pem"), format!("{cert}{other_key}")).unwrap();
+        std::fs::write(d.join("no-key.pem"), &cert).unwrap();
+        std::fs::write(d.join("no-cert.pem"), &key).unwrap();
+        std::fs::write(d.join("junk.pem"), "not pem at all\n").unwrap();
+        let k = "ssl.quorum.keyStore.location";
+        assert_eq!(key_store(k, &d.join("good.pem")).unwrap().chain.len(), 1);
+        assert!(key_store(k, &d.join("key-first.pem")).is_ok(), "any order");
+        let err = |file: &str| key_store(k, &d.join(file)).unwrap_err();
+        assert!(matches!(err("mismatch.pem"), TlsError::KeyMismatch { .. }));
+        assert!(matches!(err("missing.pem"), TlsError::Read { .. }));
+        for file in ["no-key.pem", "no-cert.pem", "junk.pem"] {
+            assert!(matches!(err(file), TlsError::BadPem { .. }), "{file}");
+        }
+        for file in ["mismatch.pem", "missing.pem", "no-key.pem", "junk.pem"] {
+            let text = err(file).to_string();
+            assert!(text.contains(k) && text.contains(file), "{text}");
+        }
+        let t = "ssl.quorum.trustStore.location";
+        assert_eq!(trust_store(t, &d.join("good.pem")).unwrap().len(), 1);
+        let text = trust_store(t, &d.join("no-cert.pem"))
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains(t) && text.contains("no-cert.pem"), "{text}");
+    }
+}

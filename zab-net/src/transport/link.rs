@@ -298,8 +298,19 @@ impl Link {
         };
         let reply = timeout(self.shared.cfg.handshake_timeout, exchange)
             .await
-            .map_err(|_| HandshakeError::Timeout)??;
-        Ok((stream, reply))
+            .map_err(|_| HandshakeError::Timeout)?;
+        match reply {
+            // TLS 1.3: the acceptor checks our certificate after our side of the handshake
+            // completed, so its refusal (an alert) shows up here, on the first read.
+            Err(HandshakeError::Io(e))
+                if self.shared.cfg.tls.is_some() && e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                let host = self.shared.tls_host(self.peer, addr);
+                self.tls_dial_failed(addr, &host, &e);
+                Err(HandshakeError::Io(e))
+            }
+            reply => Ok((stream, reply?)),
+        }
     }
 
     /// The dialer's TLS handshake when the transport has TLS (transport INV-3): before the
@@ -319,6 +330,12 @@ impl Link {
             Ok(Err(e)) => e,
             Err(_) => std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"),
         };
+        self.tls_dial_failed(addr, &host, &error);
+        Err(HandshakeError::Io(error))
+    }
+
+    /// Counts a dial whose TLS handshake failed and warns about it (rate-limited).
+    fn tls_dial_failed(&self, addr: std::net::SocketAddr, host: &str, error: &std::io::Error) {
         bump(&self.shared.counters.tls_dial_failures);
         if let Some(m) = &self.shared.cfg.metrics {
             m.tls_dial.inc();
@@ -329,10 +346,11 @@ impl Link {
                 %host,
                 error = %error,
                 repeats = quiet,
-                "TLS handshake with peer failed; check that its certificate is issued by the                  cluster CA (ssl.quorum.trustStore.location) and names {host}"
+                "TLS handshake with peer failed; check that both certificates are issued by \
+                 the cluster CA (ssl.quorum.trustStore.location) and that the peer's names \
+                 {host}"
             );
         }
-        Err(HandshakeError::Io(error))
     }
 
     /// Runs one established connection until it ends.
