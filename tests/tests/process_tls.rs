@@ -278,3 +278,72 @@ async fn tls_certificates_rotate_one_node_at_a_time() {
     assert!(report.acked > 10, "too few writes: {report:?}");
     c.finish().await.unwrap();
 }
+
+/// A zoo.cfg whose TLS files do not work is refused at start, naming the key and the file,
+/// before anything is written to the data dir.
+#[test]
+fn bad_tls_files_refuse_the_start_naming_key_and_file() {
+    let certs = Certs::new();
+    let dir = certs.path("refused");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/myid"), "1\n").unwrap();
+    let base = format!(
+        "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort=1\nclusterId=7\n\
+         admin.enableServer=false\nserver.1=127.0.0.1:2:3\n",
+        dir.join("data").display()
+    );
+    let ca = certs.path("a/ca.pem");
+    let cases = [
+        (
+            format!(
+                "sslQuorum=true\nssl.quorum.keyStore.location={0}\n\
+                 ssl.quorum.trustStore.location={1}\n",
+                dir.join("missing.pem").display(),
+                ca.display()
+            ),
+            ("ssl.quorum.keyStore.location", "missing.pem"),
+        ),
+        (
+            format!(
+                "sslQuorum=true\nssl.quorum.keyStore.location={0}\n\
+                 ssl.quorum.trustStore.location={0}\n",
+                ca.display()
+            ),
+            ("ssl.quorum.keyStore.location", "no private key"),
+        ),
+        (
+            format!(
+                "client.secure=true\nssl.keyStore.location={}\nssl.trustStore.location={}\n",
+                certs.path("key1.pem").display(),
+                certs
+                    .path("key1.pem")
+                    .display()
+                    .to_string()
+                    .replace("key1", "nothing")
+            ),
+            ("ssl.trustStore.location", "nothing.pem"),
+        ),
+        (
+            "sslQuorum=true\n".to_owned(),
+            ("ssl.quorum.keyStore.location", "sslQuorum=true"),
+        ),
+    ];
+    for (lines, (key, file)) in cases {
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(&cfg, format!("{base}{lines}")).unwrap();
+        let out = std::process::Command::new(fe_meta_bin().unwrap())
+            .arg("server")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--bootstrap")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started with {lines}");
+        assert!(err.contains(key) && err.contains(file), "{lines}: {err}");
+        assert!(
+            !dir.join("data/VERSION").exists(),
+            "{lines}: wrote the data dir"
+        );
+    }
+}

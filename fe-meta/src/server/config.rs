@@ -47,17 +47,6 @@ pub const EXTRA_KEYS: &[&str] = &[
     "4lw.commands.whitelist",
 ];
 
-/// The client port's TLS (`client.secure=true`), its files read now: a missing or bad file
-/// refuses the start, naming the key and the file.
-fn client_tls(node: &NodeConfig) -> Result<Option<super::conn::tls::ClientPortTls>, ServerError> {
-    let Some(s) = &node.tls.client else {
-        return Ok(None);
-    };
-    super::conn::tls::ClientPortTls::load(s)
-        .map(Some)
-        .map_err(|e| ServerError::Invalid(e.to_string()))
-}
-
 /// `admin.serverPort`'s default (ZooKeeper's).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 
@@ -161,7 +150,7 @@ impl ServerConfig {
                 .saturating_mul(1000),
             admin_listen: admin_listen(&node)?,
             four_letter_words: four_letter_words(&node)?,
-            client_tls: client_tls(&node)?,
+            client_tls: super::conn::tls::load(&node)?,
             bootstrap: false,
             node,
         })

@@ -17,10 +17,28 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::warn;
-use zab_net::config::{ClientAuth, ClientTlsSettings};
+use zab_net::config::{ClientAuth, ClientTlsSettings, NodeConfig};
 use zab_net::tls::{self, identity::cert_identity, pem, Stream, TlsError, WarnLimit};
 
+use super::super::ServerError;
 use crate::client::ClientTls;
+
+/// The client port's TLS of zoo.cfg (`client.secure=true`), its files read now: a missing or
+/// bad file refuses the start, naming the key and the file, before anything is written. The
+/// quorum TLS files (`sslQuorum=true`) are checked here too (the node loads them again when it
+/// starts its transport).
+pub fn load(node: &NodeConfig) -> Result<Option<ClientPortTls>, ServerError> {
+    let invalid = |e: TlsError| ServerError::Invalid(e.to_string());
+    if let Some(q) = &node.tls.quorum {
+        tls::PeerTls::load(q).map_err(invalid)?;
+    }
+    node.tls
+        .client
+        .as_ref()
+        .map(ClientPortTls::load)
+        .transpose()
+        .map_err(invalid)
+}
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
