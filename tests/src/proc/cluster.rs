@@ -271,9 +271,7 @@ impl ProcCluster {
         opts: Option<ClientOptions>,
     ) -> Result<Client, ClientError> {
         let mut opts = opts.unwrap_or(PROBE);
-        if opts.tls.is_none() {
-            opts.tls = self.spec.client_tls.clone();
-        }
+        opts.tls = opts.tls.or_else(|| self.spec.client_tls.clone());
         Client::connect_with(&self.client_addr(sid), opts).await
     }
 

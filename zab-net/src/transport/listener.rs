@@ -102,14 +102,8 @@ async fn inbound(shared: Arc<Shared>, tcp: TcpStream, addr: SocketAddr, channel:
             return;
         }
     };
-    if let Some(tls) = &shared.cfg.tls {
-        let known = shared.addr(hello.from, channel).unwrap_or(addr);
-        let host = shared.tls_host(hello.from, known);
-        if let Err(why) = tls.check_name(&stream, &host) {
-            let reason = format!("it claims to be server.{} but {why}", hello.from.0);
-            refuse_tls(&shared, addr, &reason, TlsRefusal::Name);
-            return;
-        }
+    if !names_claimed_server(&shared, &stream, &hello, channel, addr) {
+        return;
     }
     let Some(link) = shared.link(hello.from, channel) else {
         // validate() checked that the sid is known, and known sids keep their links (INV-5).
@@ -145,6 +139,30 @@ async fn secure(shared: &Shared, tcp: TcpStream, addr: SocketAddr) -> Option<Str
         Err(e) => {
             refuse_tls(shared, addr, &e.to_string(), TlsRefusal::Handshake);
             None
+        }
+    }
+}
+
+/// With TLS: whether the certificate of `stream` names the host of the server its hello
+/// claims (INV-3); refuses it (counted, warned) when not. Always true without TLS.
+fn names_claimed_server(
+    shared: &Shared,
+    stream: &Stream,
+    hello: &Hello,
+    channel: Channel,
+    addr: SocketAddr,
+) -> bool {
+    let Some(tls) = &shared.cfg.tls else {
+        return true;
+    };
+    let known = shared.addr(hello.from, channel).unwrap_or(addr);
+    let host = shared.tls_host(hello.from, known);
+    match tls.check_name(stream, &host) {
+        Ok(()) => true,
+        Err(why) => {
+            let reason = format!("it claims to be server.{} but {why}", hello.from.0);
+            refuse_tls(shared, addr, &reason, TlsRefusal::Name);
+            false
         }
     }
 }
