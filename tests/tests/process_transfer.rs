@@ -116,7 +116,7 @@ impl Probe {
                 }
                 let c = match &client {
                     Some(c) if !c.is_closed() => c,
-                    _ => match Client::connect_with(&addr, opts).await {
+                    _ => match Client::connect_with(&addr, opts.clone()).await {
                         Ok(c) => client.insert(c),
                         Err(_) => {
                             tokio::time::sleep(Duration::from_millis(5)).await;

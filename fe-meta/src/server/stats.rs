@@ -194,7 +194,7 @@ mod tests {
         let stats = Stats::new(Arc::new(
             FeMetrics::new(&prometheus::Registry::new()).unwrap(),
         ));
-        let (id, conn) = stats.open("127.0.0.1:1".into());
+        let (id, conn) = stats.open("127.0.0.1:1".into(), None);
         for us in [150, 250] {
             stats.request(&conn);
             stats.answered(&conn, RequestClass::Read, None, Duration::from_micros(us));
