@@ -188,6 +188,12 @@ pub(super) async fn read_loop(mut rd: ReadHalf, shared: Arc<Shared>) {
                 continue;
             }
             Ok(None) => {}
+            Err(e) if looks_like_tls(&buf) => {
+                break shared.closed(format!(
+                    "bad frame from the server ({e}): it answers in TLS (client.secure=true \
+                     there); connect with TLS (--tls-ca, FE_META_TLS_CA)"
+                ))
+            }
             Err(e) => break shared.closed(format!("bad frame from the server: {e}")),
         }
         match rd.read_buf(&mut buf).await {
@@ -197,6 +203,12 @@ pub(super) async fn read_loop(mut rd: ReadHalf, shared: Arc<Shared>) {
         }
     };
     shared.close(err);
+}
+
+/// Whether `buf` starts like a TLS record (an alert or a handshake, TLS 1.0-1.3): what a TLS
+/// server sends a client that spoke plain TCP to it.
+fn looks_like_tls(buf: &[u8]) -> bool {
+    matches!(buf, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
 }
 
 /// The write half, which closes with the socket only: dropped (the writer task aborted), it

@@ -40,6 +40,37 @@ pub fn load(node: &NodeConfig) -> Result<Option<ClientPortTls>, ServerError> {
         .map_err(invalid)
 }
 
+/// The TLS a joining node uses to reach its helper (`--helper`), from the `client.secure`,
+/// `ssl.keyStore.location`, `ssl.trustStore.location` and `ssl.hostnameVerification` lines of
+/// its zoo.cfg `text`, which may not parse yet (the helper completes it). `None` without
+/// `client.secure=true`.
+pub fn joining_tls(text: &str) -> Result<Option<ClientTls>, ServerError> {
+    let value = |key: &str| {
+        text.lines()
+            .filter_map(|l| l.trim().split_once('='))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    if value("client.secure").as_deref() != Some("true") {
+        return Ok(None);
+    }
+    let invalid = |e: TlsError| ServerError::Invalid(e.to_string());
+    let path = |key: &'static str| {
+        value(key).map(std::path::PathBuf::from).ok_or_else(|| {
+            invalid(TlsError::Missing {
+                key: key.to_owned(),
+                because: "client.secure=true".to_owned(),
+            })
+        })
+    };
+    let (ks, ts) = (ClientTlsSettings::KEY_STORE, ClientTlsSettings::TRUST_STORE);
+    let identity = pem::key_store(ks, &path(ks)?).map_err(invalid)?;
+    let roots = pem::trust_store(ts, &path(ts)?).map_err(invalid)?;
+    let names = value("ssl.hostnameVerification").as_deref() != Some("false");
+    let config = tls::client_config(roots, Some(identity), names).map_err(ServerError::Invalid)?;
+    Ok(Some(ClientTls::from_config(config)))
+}
+
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 

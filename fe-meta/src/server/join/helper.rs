@@ -44,6 +44,8 @@ pub(super) async fn ask_until_answered(helper: &impl Helper) -> ClusterView {
 #[derive(Clone, Debug)]
 pub struct ClientHelper {
     addr: String,
+    /// TLS to the helper's client port (the joining node's `client.secure=true`).
+    tls: Option<crate::client::ClientTls>,
 }
 
 /// How long one GET_CONFIG to the helper may take (connect and answer each).
@@ -54,7 +56,17 @@ impl ClientHelper {
     pub fn new(addr: &str) -> ClientHelper {
         ClientHelper {
             addr: addr.to_string(),
+            tls: None,
         }
+    }
+
+    /// The member at `addr`, reached with TLS when the joining node's zoo.cfg `text` says
+    /// `client.secure=true` (its own key store and trust store, read now).
+    pub fn for_config(addr: &str, text: &str) -> Result<ClientHelper, ServerError> {
+        Ok(ClientHelper {
+            addr: addr.to_string(),
+            tls: crate::server::conn::tls::joining_tls(text)?,
+        })
     }
 }
 
@@ -67,6 +79,7 @@ impl Helper for ClientHelper {
         let opts = ClientOptions {
             connect_timeout: ASK_TIMEOUT,
             request_timeout: ASK_TIMEOUT,
+            tls: self.tls.clone(),
             ..ClientOptions::DEFAULT
         };
         let client = Client::connect_with(&self.addr, opts)
