@@ -61,11 +61,17 @@ impl Certs {
             .tempdir()
             .unwrap();
         let p = dir.path();
-        tls_certs(&p.join("ca-a"), &p.join("a"), &HOSTS, &["app"]);
+        // node4.pem: a server added at run time (`members`: it listens on 127.0.0.1).
+        tls_certs(
+            &p.join("ca-a"),
+            &p.join("a"),
+            &[&HOSTS[..], &["127.0.0.1"]].concat(),
+            &["app"],
+        );
         tls_certs(&p.join("ca-b"), &p.join("b"), &HOSTS, &["app"]);
         tls_certs(&p.join("ca-a"), &p.join("a-elsewhere"), &["127.0.0.9"], &[]);
         // What each node reads: its key store and the trust store, replaced in place to rotate.
-        for sid in 1..=3 {
+        for sid in 1..=4 {
             std::fs::copy(p.join(format!("a/node{sid}.pem")), self_key(p, sid)).unwrap();
         }
         std::fs::copy(p.join("a/ca.pem"), p.join("trust.pem")).unwrap();
@@ -101,7 +107,7 @@ fn spec(certs: &Certs) -> ClusterSpec {
         format!("ssl.trustStore.location={}", trust.display()),
         "ssl.clientAuth=need".into(),
     ];
-    for sid in 1..=3u64 {
+    for sid in 1..=4u64 {
         let key = self_key(certs.dir.path(), sid);
         s.node_extra.insert(
             sid,
@@ -110,6 +116,9 @@ fn spec(certs: &Certs) -> ClusterSpec {
                 format!("ssl.keyStore.location={}", key.display()),
             ],
         );
+        if sid == 4 {
+            continue;
+        }
         s.net.insert(
             sid,
             NodeNet {
@@ -240,6 +249,26 @@ async fn tls_cluster_serves_and_refuses_strangers() {
     };
     assert!(count("tls") >= 2, "TLS refusals counted: {}", count("tls"));
     assert_eq!(count("certificate_name"), 1);
+    c.finish().await.unwrap();
+}
+
+/// A server added at run time joins a TLS cluster with `--helper` (its zoo.cfg has only its
+/// own line and the TLS keys): it reaches the helper's TLS client port with its certificate,
+/// the members reach it by the IP they dial, and it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_server_joins_with_helper() {
+    let certs = Certs::new();
+    let mut c = ProcCluster::start("tls_join", spec(&certs)).await.unwrap();
+    c.leader(Duration::from_secs(10)).await.unwrap();
+    let load = Load::start(&c, 2, 64, Duration::from_secs(20));
+    c.add_follower(2, 4).await.unwrap();
+    c.start_joiner(4, 2).unwrap();
+    c.leader(Duration::from_secs(20)).await.unwrap();
+    let st = c.status(4).await.expect("node 4 answers over TLS");
+    assert!(st.leader_sid.is_some(), "{st:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = load.stop().await;
+    assert!(report.acked > 10, "too few writes: {report:?}");
     c.finish().await.unwrap();
 }
 

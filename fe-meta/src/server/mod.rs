@@ -256,7 +256,8 @@ pub async fn prepare_start(
         }
         StartMode::Helper(helper) => {
             let text = join::read_text(config_path)?;
-            let start = join::prepare(&text, &join::ClientHelper::for_config(helper, &text)?).await?;
+            let start =
+                join::prepare(&text, &join::ClientHelper::for_config(helper, &text)?).await?;
             opts.join_membership = start.join_membership;
             start.cfg
         }

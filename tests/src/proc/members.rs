@@ -6,7 +6,8 @@
 //! port block, so sids 1..=8 fit in a block and an added server never takes another's ports.
 //! INV-2: a joiner's zoo.cfg carries `dataDir`, `clientPort`, `forceSync`, `preAllocSize` and its
 //! own `server.N` line only: the cluster id, the configuration and the timing come from the
-//! helper, which is what the test shows.
+//! helper, which is what the test shows; plus, for a TLS cluster, the spec's TLS lines
+//! (`sslQuorum`, `client.secure`, `ssl.*`: shared ones and the joiner's own).
 
 use fe_meta::client::{Reconfigured, Written};
 use fe_meta::state::catalog::FrontendRole;
@@ -86,6 +87,12 @@ impl ProcCluster {
             spec.pre_alloc_kib,
             self.server_value(sid)?,
         );
+        let tls = spec
+            .extra
+            .iter()
+            .chain(spec.node_extra.get(&sid).into_iter().flatten())
+            .filter(|l| ["ssl", "client.secure"].iter().any(|k| l.starts_with(k)));
+        let cfg = tls.fold(cfg, |cfg, line| format!("{cfg}{line}\n"));
         std::fs::write(node.config_path(), cfg).map_err(ProcError::io("write zoo.cfg"))?;
         node.spawn_with(&["--helper", &helper_addr])?;
         self.insert_node(node);
