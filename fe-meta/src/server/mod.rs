@@ -256,8 +256,7 @@ pub async fn prepare_start(
         }
         StartMode::Helper(helper) => {
             let text = join::read_text(config_path)?;
-            let start =
-                join::prepare(&text, &join::ClientHelper::for_config(helper, &text)?).await?;
+            let start = join::prepare(&text, &join::client_helper(helper, &text)?).await?;
             opts.join_membership = start.join_membership;
             start.cfg
         }

@@ -59,15 +59,15 @@ impl ClientHelper {
             tls: None,
         }
     }
+}
 
-    /// The member at `addr`, reached with TLS when the joining node's zoo.cfg `text` says
-    /// `client.secure=true` (its own key store and trust store, read now).
-    pub fn for_config(addr: &str, text: &str) -> Result<ClientHelper, ServerError> {
-        Ok(ClientHelper {
-            addr: addr.to_string(),
-            tls: crate::server::conn::tls::joining_tls(text)?,
-        })
-    }
+/// The member at `addr` as a [`ClientHelper`], reached with TLS when the joining node's
+/// zoo.cfg `text` says `client.secure=true` (its own key store and trust store, read now).
+pub fn client_helper(addr: &str, text: &str) -> Result<ClientHelper, ServerError> {
+    Ok(ClientHelper {
+        addr: addr.to_string(),
+        tls: crate::server::conn::tls::joining_tls(text)?,
+    })
 }
 
 impl Helper for ClientHelper {
