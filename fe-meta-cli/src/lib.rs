@@ -26,6 +26,7 @@ mod offline;
 mod recover;
 mod render;
 mod server_cmd;
+pub mod tls_certs;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -89,6 +90,26 @@ pub struct ClientArgs {
     /// `ps` does not show the secret.
     #[arg(long, env = "FE_META_CREDENTIALS", value_name = "FILE")]
     pub credentials: Option<PathBuf>,
+    /// Connect with TLS (the nodes run `client.secure=true`), trusting this PEM CA bundle;
+    /// the node's certificate must name the endpoint's host.
+    #[arg(long, env = "FE_META_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The client certificate (PEM chain) to present, with --tls-key (`ssl.clientAuth=need`).
+    #[arg(
+        long,
+        env = "FE_META_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_ca"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "FE_META_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ClientArgs {
@@ -109,8 +130,8 @@ impl ClientArgs {
             .collect()
     }
 
-    /// The client options these arguments ask for; a usage error when `--credentials`
-    /// names a file that is missing or malformed.
+    /// The client options these arguments ask for; the TLS and credentials files are read
+    /// here (a usage error naming the option and the file when one does not work).
     pub fn options(&self) -> Result<fe_meta::client::ClientOptions, Failure> {
         let credentials = match &self.credentials {
             None => None,
@@ -121,10 +142,25 @@ impl ClientArgs {
                 })?,
             )),
         };
+        let tls = match &self.tls_ca {
+            None => None,
+            Some(ca) => Some(
+                fe_meta::client::ClientTls::load(
+                    ca,
+                    self.tls_cert.as_deref(),
+                    self.tls_key.as_deref(),
+                )
+                .map_err(|e| Failure {
+                    code: ExitCode::Usage,
+                    message: e.to_string(),
+                })?,
+            ),
+        };
         Ok(fe_meta::client::ClientOptions {
             connect_timeout: secs(self.connect_timeout),
             request_timeout: secs(self.timeout),
             credentials,
+            tls,
             ..fe_meta::client::ClientOptions::DEFAULT
         })
     }
@@ -198,6 +234,10 @@ pub enum Command {
     /// Offline: verify a backup file, then prepare an empty data dir of a new cluster from it
     /// (zoo.cfg's clusterId, which must differ from the backup's); start every node normally.
     Restore(backup::RestoreArgs),
+    /// Issue TLS certificates: a cluster CA in --ca-dir (reused if present) and, in --out,
+    /// `node<N>.pem` for each of --hosts (certificate + key, for `ssl.quorum.keyStore.location`
+    /// and `ssl.keyStore.location`), `client-<NAME>.pem` for each --client, and `ca.pem`.
+    TlsCerts(tls_certs::TlsCertsArgs),
 }
 
 /// Parses the process arguments and runs; the process exit code.
@@ -256,6 +296,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Recover(args) => recover::run(&args),
         Command::Backup(args) => backup::backup(&args),
         Command::Restore(args) => backup::restore(&args),
+        Command::TlsCerts(args) => tls_certs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::Success,

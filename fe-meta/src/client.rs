@@ -64,6 +64,7 @@ mod failover;
 mod link;
 mod options;
 mod session;
+mod tls;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -76,6 +77,7 @@ pub use credentials::{Credentials, CredentialsError};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
 pub use session::ClientSession;
+pub use tls::ClientTls;
 
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 use link::Link;
@@ -124,7 +126,7 @@ impl Client {
         options: ClientOptions,
         session: Arc<ClientSession>,
     ) -> Result<Client, ClientError> {
-        let link = Link::open(addr, 0, options.clone()).await?;
+        let link = Link::open(addr, 0, &options).await?;
         Ok(Client::with_link(
             vec![addr.to_owned()],
             false,
@@ -153,7 +155,7 @@ impl Client {
         let endpoints: Vec<String> = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
         let mut attempts = Vec::new();
         for (index, addr) in endpoints.iter().enumerate() {
-            match Link::open(addr, index, options.clone()).await {
+            match Link::open(addr, index, &options).await {
                 Ok(link) => return Ok(Client::with_link(endpoints, true, link, options, session)),
                 Err(e) if e.is_refused_identity() => return Err(e),
                 Err(e) => attempts.push(e),
@@ -301,7 +303,7 @@ impl Client {
         for index in failover::next_candidates(failed.index, tried) {
             tried[index] = true;
             let addr = &self.endpoints[index];
-            match Link::open(addr, index, self.options.clone()).await {
+            match Link::open(addr, index, &self.options).await {
                 Ok(link) => {
                     let link = Arc::new(link);
                     *self.lock_link() = Arc::clone(&link);
@@ -335,12 +337,26 @@ pub async fn four_letter_word(
     word: &str,
     timeout: Duration,
 ) -> Result<String, ClientError> {
+    four_letter_word_with(addr, word, timeout, None).await
+}
+
+/// [`four_letter_word`] to a TLS client port when `tls` is given.
+pub async fn four_letter_word_with(
+    addr: &str,
+    word: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<String, ClientError> {
     let err = |reason: String| ClientError::Connect {
         addr: addr.to_owned(),
         reason,
     };
     let exchange = async {
-        let mut s = TcpStream::connect(addr).await?;
+        let tcp = TcpStream::connect(addr).await?;
+        let mut s = match tls {
+            Some(tls) => tls.connect(addr, tcp).await?,
+            None => zab_net::tls::Stream::Plain(tcp),
+        };
         s.write_all(word.as_bytes()).await?;
         let mut out = Vec::new();
         (&mut s).take(1024 * 1024).read_to_end(&mut out).await?;

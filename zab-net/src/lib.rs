@@ -70,6 +70,7 @@ pub mod frame;
 pub mod handshake;
 pub mod metrics;
 pub mod node;
+pub mod tls;
 pub mod transport;
 
 pub use metrics::NodeMetrics;

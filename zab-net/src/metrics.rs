@@ -37,6 +37,7 @@
 //! | `zab_election_duration_us` | histogram | their duration |
 //! | `zab_learners_connected` | gauge | leader: learners being synced or synced |
 //! | `zab_learners_synced` | gauge | leader: learners sent UPTODATE and still connected |
+//! | `zab_peer_connections_refused_total{reason}` | counter | peer connections refused: `tls` (inbound TLS handshake failed: no certificate, untrusted CA, plaintext), `certificate_name` (the certificate does not name the server the hello claims), `hello` (hello refused or unreadable), `tls_dial` (a dial's TLS handshake failed) |
 //!
 //! INV-1: everything updated on the commit path is an atomic (label children are resolved once,
 //! at registration): no lock, allocation or label lookup per write.
@@ -53,7 +54,10 @@ use zab_store::SyncObserver;
 
 use crate::node::SyncCounters;
 
+mod peers;
 mod topics;
+
+pub use peers::PeerMetrics;
 
 use topics::{
     Builder, CommitMetrics, ElectionMetrics, LogMetrics, QueueMetrics, SnapshotMetrics,
@@ -101,6 +105,7 @@ pub struct NodeMetrics {
     pub(crate) snapshots: SnapshotMetrics,
     learner_syncs: SyncMetrics,
     pub(crate) election: ElectionMetrics,
+    pub(crate) peers: PeerMetrics,
 }
 
 /// A duration in µs, as a histogram sample.
@@ -120,7 +125,13 @@ impl NodeMetrics {
             snapshots: SnapshotMetrics::register(&b)?,
             learner_syncs: SyncMetrics::register(&b)?,
             election: ElectionMetrics::register(&b)?,
+            peers: PeerMetrics::register(&b)?,
         })
+    }
+
+    /// The peer-refusal counters, for the transport.
+    pub fn peers(&self) -> PeerMetrics {
+        self.peers.clone()
     }
 
     /// The observer the txn log's sync thread reports to.

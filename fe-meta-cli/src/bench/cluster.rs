@@ -39,16 +39,18 @@ pub struct Cluster {
     pub sids: Vec<u64>,
     launched: Option<Launched>,
     attached_pids: Option<Vec<u32>>,
+    /// The clients' TLS when the cluster was launched with `--tls`.
+    pub tls: Option<fe_meta::client::ClientTls>,
 }
 
 impl Cluster {
     /// Makes a fresh 3-node cluster in a new folder under `parent` with client ports from
     /// `base_port`, starts it and waits (at most `wait`) until every node follows one leader.
+    /// With `tls`, every port is TLS (`super::tls::secure`).
     pub async fn launch(
         parent: PathBuf,
         base_port: u16,
-        wait: Duration,
-        keep: bool,
+        (wait, keep, tls): (Duration, bool, bool),
     ) -> Result<Cluster, Failure> {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -65,6 +67,10 @@ impl Cluster {
         }
         let dir = parent.join(format!("fe-meta-bench-{}-{stamp}", std::process::id()));
         let layout = layout::open_or_create(&dir, 3, base_port)?;
+        let tls = match tls {
+            true => Some(super::tls::secure(&layout)?),
+            false => None,
+        };
         let exe = std::env::current_exe()
             .map_err(|e| Failure::other(format!("cannot find this executable: {e}")))?;
         let mut children = Children::start(&exe, &layout)?;
@@ -84,6 +90,7 @@ impl Cluster {
                 keep,
             }),
             attached_pids: None,
+            tls,
         })
     }
 
@@ -107,6 +114,7 @@ impl Cluster {
             sids,
             launched: None,
             attached_pids: pids,
+            tls: None,
         })
     }
 

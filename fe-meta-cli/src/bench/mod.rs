@@ -29,6 +29,7 @@ mod output;
 mod plot;
 mod report;
 mod svg;
+mod tls;
 mod w6;
 #[cfg(test)]
 mod xml_check;
@@ -92,6 +93,11 @@ pub struct BenchArgs {
     /// Where the launched cluster's folder is made (a fresh one each run).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     pub dir: PathBuf,
+    /// TLS on every port of the launched cluster: a throwaway CA and certificates in its
+    /// folder, mutual TLS between members (`sslQuorum`), a TLS client port that requires
+    /// client certificates; W0-W3 only.
+    #[arg(long, conflicts_with = "attach")]
+    pub tls: bool,
     /// Keep the launched cluster's folder (logs, data) after the run.
     #[arg(long)]
     pub keep: bool,
@@ -135,6 +141,8 @@ pub struct Params {
     memory_entries: usize,
     payload: String,
     request_timeout: Duration,
+    /// The clients' TLS (`--tls`).
+    tls: Option<fe_meta::client::ClientTls>,
 }
 
 impl Params {
@@ -142,6 +150,7 @@ impl Params {
         ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: self.request_timeout,
+            tls: self.tls.clone(),
             ..ClientOptions::DEFAULT
         }
     }
@@ -194,6 +203,16 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
     if w6 {
         selected.push("W6".to_owned());
     }
+    if args.tls
+        && selected
+            .iter()
+            .any(|w| !["W0", "W1", "W2", "W3"].contains(&w.as_str()))
+    {
+        return Err(Failure {
+            code: super::ExitCode::Usage,
+            message: "--tls runs W0-W3 only: give --workload W1,W2,W3 (or a subset)".to_owned(),
+        });
+    }
     let p = Params {
         warm: secs(args.warm, "--warm")?,
         run: secs(args.run, "--run")?,
@@ -204,6 +223,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
         memory_entries: args.memory_entries,
         payload: "z".repeat(100),
         request_timeout: secs(args.timeout, "--timeout")?,
+        tls: None,
     };
     // Children are spawned from this (main) thread: PDEATHSIG follows the spawning thread.
     runtime()?.block_on(bench(args, &selected, &p))
@@ -214,14 +234,13 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
         Some(eps) => Cluster::attach(eps.clone(), args.server_pids.clone()).await?,
         None => {
             progress("launching a 3-node cluster");
-            Cluster::launch(
-                args.dir.clone(),
-                args.base_port,
-                Duration::from_secs(60),
-                args.keep,
-            )
-            .await?
+            let opts = (Duration::from_secs(60), args.keep, args.tls);
+            Cluster::launch(args.dir.clone(), args.base_port, opts).await?
         }
+    };
+    let p = &Params {
+        tls: cluster.tls.clone(),
+        ..p.clone()
     };
     let mut out = Output::new(args.json);
     out.note(&header(args, &cluster));
@@ -260,8 +279,13 @@ fn header(args: &BenchArgs, cluster: &Cluster) -> String {
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let target = match cluster.dir() {
         Some(d) => format!(
-            "launched 3 nodes in {} (tickTime=2000 initLimit=10 syncLimit=5 forceSync=yes)",
-            d.display()
+            "launched 3 nodes in {} (tickTime=2000 initLimit=10 syncLimit=5 forceSync=yes{})",
+            d.display(),
+            if cluster.tls.is_some() {
+                " sslQuorum=true client.secure=true ssl.clientAuth=need"
+            } else {
+                ""
+            }
         ),
         None => format!("attached to {}", cluster.endpoints.join(",")),
     };

@@ -174,11 +174,21 @@ pub(super) async fn poll_statuses(layout: &Layout) -> Vec<Option<StatusInfo>> {
     poll_endpoints(&endpoints).await
 }
 
+/// The TLS of this process's STATUS polls, set once by `bench --tls` (whose cluster has TLS
+/// client ports); plain TCP otherwise.
+static POLL_TLS: std::sync::OnceLock<fe_meta::client::ClientTls> = std::sync::OnceLock::new();
+
+/// Makes every later STATUS poll of this process use `tls` (the first call wins).
+pub(crate) fn set_poll_tls(tls: fe_meta::client::ClientTls) {
+    let _ = POLL_TLS.set(tls);
+}
+
 /// Each endpoint's STATUS, `None` for a node that does not answer (quickly).
 pub(crate) async fn poll_endpoints(endpoints: &[String]) -> Vec<Option<StatusInfo>> {
     let options = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(1),
+        tls: POLL_TLS.get().cloned(),
         ..ClientOptions::DEFAULT
     };
     let mut out = Vec::with_capacity(endpoints.len());

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use zab_net::tls::{ReadHalf, WriteHalf};
 
 use super::ClientError;
 use crate::protocol::{decode_response, FrameDecoder, Response};
@@ -176,7 +176,7 @@ pub(super) async fn dial(
 }
 
 /// Reads answers and hands them to their waiters until the connection ends.
-pub(super) async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+pub(super) async fn read_loop(mut rd: ReadHalf, shared: Arc<Shared>) {
     let decoder = FrameDecoder::default();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let err = loop {
@@ -188,6 +188,12 @@ pub(super) async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
                 continue;
             }
             Ok(None) => {}
+            Err(e) if looks_like_tls(&buf) => {
+                break shared.closed(format!(
+                    "bad frame from the server ({e}): it answers in TLS (client.secure=true \
+                     there); connect with TLS (--tls-ca, FE_META_TLS_CA)"
+                ))
+            }
             Err(e) => break shared.closed(format!("bad frame from the server: {e}")),
         }
         match rd.read_buf(&mut buf).await {
@@ -199,14 +205,21 @@ pub(super) async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     shared.close(err);
 }
 
+/// Whether `buf` starts like a TLS record (an alert or a handshake, TLS 1.0-1.3): what a TLS
+/// server sends a client that spoke plain TCP to it.
+fn looks_like_tls(buf: &[u8]) -> bool {
+    matches!(buf, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
+}
+
 /// The write half, which closes with the socket only: dropped (the writer task aborted), it
 /// does not shut the socket's write side down first, so a socket with SO_LINGER 0 is reset at
-/// once instead of sending a FIN before the reset (INV-3).
-struct WriteHalf(Option<OwnedWriteHalf>);
+/// once instead of sending a FIN before the reset (INV-3). (A TLS half never shuts down on
+/// drop.)
+struct QuietWrite(Option<WriteHalf>);
 
-impl Drop for WriteHalf {
+impl Drop for QuietWrite {
     fn drop(&mut self) {
-        if let Some(wr) = self.0.take() {
+        if let Some(WriteHalf::Plain(wr)) = self.0.take() {
             wr.forget();
         }
     }
@@ -214,11 +227,11 @@ impl Drop for WriteHalf {
 
 /// Writes queued frames, gathering what is queued into one write, until the queue closes.
 pub(super) async fn write_loop(
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     mut queue: mpsc::Receiver<Vec<u8>>,
     shared: Arc<Shared>,
 ) {
-    let mut half = WriteHalf(Some(wr));
+    let mut half = QuietWrite(Some(wr));
     let Some(wr) = half.0.as_mut() else {
         return;
     };

@@ -21,11 +21,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connection::{dial, read_loop, write_loop, Shared, WRITE_QUEUE};
-use super::{ClientError, ClientOptions, Credentials, OnTimeout};
+use super::{ClientError, ClientOptions, ClientTls, Credentials, OnTimeout};
 use crate::protocol::{
     encode_frame, encode_request, ErrorReply, Request, RequestBody, RequestMeta, Response,
     ResponseBody, FORWARDED_BIT,
 };
+use zab_net::tls::Stream;
 
 /// How one exchange on a link failed.
 #[derive(Debug)]
@@ -34,6 +35,25 @@ pub(super) struct Failed {
     pub(super) error: ClientError,
     /// Whether the request's frame may have been sent (INV-2).
     pub(super) sent: bool,
+}
+
+/// The TLS handshake of a new connection, within `limit`; a failure is a
+/// [`ClientError::Connect`] (nothing was sent).
+async fn secure(
+    tls: &ClientTls,
+    addr: &str,
+    tcp: tokio::net::TcpStream,
+    limit: Duration,
+) -> Result<Stream, ClientError> {
+    let err = |reason: String| ClientError::Connect {
+        addr: addr.to_owned(),
+        reason,
+    };
+    match tokio::time::timeout(limit, tls.connect(addr, tcp)).await {
+        Err(_) => Err(err(format!("TLS handshake timed out after {limit:?}"))),
+        Ok(Err(e)) => Err(err(format!("TLS handshake failed: {e}"))),
+        Ok(Ok(s)) => Ok(s),
+    }
 }
 
 /// One open connection (see the module docs).
@@ -61,11 +81,16 @@ impl Link {
     pub(super) async fn open(
         addr: &str,
         index: usize,
-        options: ClientOptions,
+        options: &ClientOptions,
     ) -> Result<Link, ClientError> {
+        let options = options.clone();
         let discard = options.on_timeout == OnTimeout::DiscardConnection;
         let credentials = options.credentials.clone();
-        let stream = dial(addr, options.connect_timeout, discard).await?;
+        let tcp = dial(addr, options.connect_timeout, discard).await?;
+        let stream = match &options.tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => secure(tls, addr, tcp, options.connect_timeout).await?,
+        };
         let (rd, wr) = stream.into_split();
         let shared = Arc::new(Shared::new(addr));
         let (frames, queue) = mpsc::channel(WRITE_QUEUE);

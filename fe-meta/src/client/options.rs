@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Credentials;
+use super::{ClientTls, Credentials};
 
 /// Connection and request settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +23,8 @@ pub struct ClientOptions {
     /// The identity every connection authenticates as (AUTH, its first request), for nodes
     /// that require authentication (`auth.identitiesFile`); `None`: no AUTH is sent.
     pub credentials: Option<Arc<Credentials>>,
+    /// TLS to the node's client port (`client.secure=true` there); `None`: plain TCP.
+    pub tls: Option<ClientTls>,
 }
 
 /// What a call that times out does to its connection.
@@ -52,6 +54,7 @@ impl ClientOptions {
         forwarded_ids: false,
         on_timeout: OnTimeout::KeepConnection,
         credentials: None,
+        tls: None,
     };
 
     /// A node's connection to another node for forwarded requests: forwarded ids, and a

@@ -97,6 +97,8 @@ pub struct ServerConfig {
     pub admin_listen: Option<String>,
     /// The four-letter words answered on the client port (`4lw.commands.whitelist`).
     pub four_letter_words: Vec<FourLetterWord>,
+    /// The client port's TLS (`client.secure=true`, files loaded); `None`: plain TCP.
+    pub client_tls: Option<super::conn::tls::ClientPortTls>,
     /// `fe-meta server --bootstrap`: an empty data dir is a new cluster member that votes at
     /// once; without it an empty dir first syncs from a leader as a non-voting learner.
     pub bootstrap: bool,
@@ -155,6 +157,7 @@ impl ServerConfig {
                 .saturating_mul(1000),
             admin_listen: admin_listen(&node)?,
             four_letter_words: four_letter_words(&node)?,
+            client_tls: super::conn::tls::load(&node)?,
             bootstrap: false,
             auth: AuthConfig::from_node(&node)?,
             node,

@@ -22,10 +22,14 @@
 //! reader, in order, before they are spawned: an AUTH is answered there, a refusal is
 //! answered there (and ends the session when `auth` says so).
 //!
+//! With `client.secure=true` every connection first completes a TLS handshake (`tls`); the
+//! four-letter words then work over TLS too (`openssl s_client`), not over plain `nc`.
+//!
 //! BACKUP is the one request answered by a stream of frames (`backup`): its chunks go through
 //! the same writer, flow-controlled by permits the writer releases once they are written.
 
 mod backup;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,11 +37,11 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, Instrument};
+use zab_net::tls::{Stream, WriteHalf};
 
 use super::auth::{Decision, Refusal, SessionAuth};
 use super::metrics::RequestClass;
@@ -83,8 +87,15 @@ pub async fn run_listener(shared: Arc<Shared>, listener: TcpListener, stop: Canc
     }
 }
 
-async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+    let _ = tcp.set_nodelay(true);
+    let (mut stream, identity) = match &shared.cfg.client_tls {
+        None => (Stream::Plain(tcp), None),
+        Some(tls) => match tls.accept(tcp, peer).await {
+            Some(accepted) => accepted,
+            None => return,
+        },
+    };
     let mut first = [0u8; 4];
     if stream.read_exact(&mut first).await.is_err() {
         return;
@@ -102,7 +113,10 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
             answer_and_close(stream, &refuse_unknown_word(word)).await;
         }
         ConnectionStart::Frames => {
-            let (id, conn) = shared.stats.open(peer.to_string());
+            let (id, conn) = shared.stats.open(peer.to_string(), identity);
+            if let Some(who) = &conn.identity {
+                debug!(identity = %who, "client authenticated by its TLS certificate");
+            }
             session(&shared, stream, first, &conn, peer).await;
             shared.stats.close(id);
         }
@@ -116,7 +130,7 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// Writes a four-letter word's answer, closes the sending side, then reads and drops what the
 /// client sent after the word (`echo srvr | nc` sends a newline) until it closes too (INV-3).
-async fn answer_and_close(mut stream: TcpStream, text: &str) {
+async fn answer_and_close(mut stream: Stream, text: &str) {
     let _ = stream.write_all(text.as_bytes()).await;
     let _ = stream.shutdown().await;
     let drain = async {
@@ -134,12 +148,12 @@ async fn answer_and_close(mut stream: TcpStream, text: &str) {
 
 async fn session(
     shared: &Arc<Shared>,
-    stream: TcpStream,
+    stream: Stream,
     first: [u8; 4],
     conn: &Arc<ConnStats>,
     peer: SocketAddr,
 ) {
-    let mut auth = SessionAuth::new(&shared.cfg.auth, None);
+    let mut auth = SessionAuth::new(&shared.cfg.auth, conn.identity.as_deref());
     let (mut reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<Answer>();
     let writing = tokio::spawn(write_answers(writer, rx));
@@ -334,7 +348,7 @@ fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
 
 /// Writes answers in the order queued, batching what is queued (up to about 1 MiB); a
 /// backup chunk's permit is released once the batch holding it was written.
-async fn write_answers(mut writer: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Answer>) {
+async fn write_answers(mut writer: WriteHalf, mut rx: mpsc::UnboundedReceiver<Answer>) {
     let mut out = Vec::new();
     let mut permits = Vec::new();
     while let Some(first) = rx.recv().await {

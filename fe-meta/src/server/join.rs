@@ -41,7 +41,7 @@ mod helper;
 pub(crate) use helper::point_to_helper;
 
 use helper::ask_until_answered;
-pub use helper::{view_of, ClientHelper, Helper};
+pub use helper::{client_helper, view_of, ClientHelper, Helper};
 
 use super::config::{ServerConfig, EXTRA_KEYS};
 use super::meta_dir::MetaDir;

@@ -258,9 +258,7 @@ pub async fn prepare_start(
         }
         StartMode::Helper(helper) => {
             let text = join::read_text(config_path)?;
-            let credentials = auth::node_credentials_in(&text)?;
-            let helper = join::ClientHelper::new(helper, credentials);
-            let start = join::prepare(&text, &helper).await?;
+            let start = join::prepare(&text, &join::client_helper(helper, &text)?).await?;
             opts.join_membership = start.join_membership;
             start.cfg
         }
@@ -320,14 +318,17 @@ impl Server {
                 admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
-            let peers = peer::PeerPool::new(cfg.auth.credentials());
+            let peers = peer::PeerPool::new(
+                cfg.client_tls.as_ref().map(|t| t.forwarding()),
+                cfg.auth.credentials(),
+            );
             let shared = Arc::new(Shared {
+                peers,
                 cfg,
                 node: node.clone(),
                 catalog,
                 progress,
                 writer,
-                peers,
                 stats: stats::Stats::new(metrics),
                 frontends: frontends::PeerAnswers::default(),
                 refusals: auth::RefusalLog::default(),

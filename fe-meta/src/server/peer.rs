@@ -1,7 +1,8 @@
 //! Node-to-node calls over the client protocol: forwarded writes to the leader and STATUS
 //! queries for SHOW FRONTENDS, through the client library ([`Client`] with
 //! [`ClientOptions::FORWARDING`]). The pool keeps one multiplexed client per address and
-//! dials a new one when it is lost or discarded.
+//! dials a new one when it is lost or discarded. With `client.secure=true` it dials with TLS,
+//! presenting this node's client-port certificate (`conn::tls::ClientPortTls::forwarding`).
 //!
 //! INV-1: every call ends within twice its timeout (dial; write and answer); a broken
 //! connection fails every call waiting on it at once. A dial failure ([`CallError::Connect`])
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::client::{Client, ClientError, ClientOptions, Credentials};
+use crate::client::{Client, ClientError, ClientOptions, ClientTls, Credentials};
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 
 /// Why a call to another node failed.
@@ -42,15 +43,19 @@ pub enum CallError {
 #[derive(Debug, Default)]
 pub struct PeerPool {
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// TLS to the other nodes' client ports, when they are TLS.
+    tls: Option<ClientTls>,
     /// The identity calls are made as (`auth.nodeCredentialsFile`).
     credentials: Option<Arc<Credentials>>,
 }
 
 impl PeerPool {
-    /// A pool whose connections authenticate with `credentials`, if any.
-    pub fn new(credentials: Option<Arc<Credentials>>) -> PeerPool {
+    /// A pool that dials with `tls` (`None`: plain TCP) and authenticates as `credentials`,
+    /// if any.
+    pub fn new(tls: Option<ClientTls>, credentials: Option<Arc<Credentials>>) -> PeerPool {
         PeerPool {
             clients: Mutex::default(),
+            tls,
             credentials,
         }
     }
@@ -82,6 +87,7 @@ impl PeerPool {
             connect_timeout: limit,
             request_timeout: limit,
             credentials: self.credentials.clone(),
+            tls: self.tls.clone(),
             ..ClientOptions::FORWARDING
         };
         let client = Arc::new(Client::connect_with(addr, options).await?);

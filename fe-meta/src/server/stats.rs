@@ -26,6 +26,11 @@ pub struct ConnStats {
     pub sent: AtomicU64,
     /// Requests in flight.
     pub queued: AtomicU64,
+    /// The client's identity, for an authorisation layer to map to a role: the subject CN
+    /// (or, without one, the first DNS SAN) of the client certificate the TLS handshake
+    /// verified, with `client.secure=true` and `ssl.clientAuth=need`; `None` otherwise. Set
+    /// at accept, before the first request is read, and never changed.
+    pub identity: Option<String>,
 }
 
 /// The server's counters.
@@ -86,9 +91,12 @@ impl Stats {
     }
 
     /// Registers a connection from `addr`; returns its id and counters.
-    pub fn open(&self, addr: String) -> (u64, Arc<ConnStats>) {
+    pub fn open(&self, addr: String, identity: Option<String>) -> (u64, Arc<ConnStats>) {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let c = Arc::new(ConnStats::default());
+        let c = Arc::new(ConnStats {
+            identity,
+            ..ConnStats::default()
+        });
         lock(&self.conns).insert(id, (addr, c.clone()));
         self.metrics.open_connections.inc();
         (id, c)
@@ -186,7 +194,7 @@ mod tests {
         let stats = Stats::new(Arc::new(
             FeMetrics::new(&prometheus::Registry::new()).unwrap(),
         ));
-        let (id, conn) = stats.open("127.0.0.1:1".into());
+        let (id, conn) = stats.open("127.0.0.1:1".into(), None);
         for us in [150, 250] {
             stats.request(&conn);
             stats.answered(&conn, RequestClass::Read, None, Duration::from_micros(us));

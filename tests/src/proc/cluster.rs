@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use fe_meta::client::{four_letter_word, Client, ClientError, ClientOptions};
+use fe_meta::client::{four_letter_word_with, Client, ClientError, ClientOptions};
 use fe_meta::protocol::{Mode, StatusInfo};
 
 use super::monitor::{Monitor, MonitorReport};
@@ -262,7 +262,8 @@ impl ProcCluster {
         Ok(())
     }
 
-    /// A client of node `sid` (`PROBE` timeouts unless `opts`).
+    /// A client of node `sid` (`PROBE` timeouts unless `opts`; the spec's TLS unless `opts`
+    /// has its own).
     pub async fn client(
         &self,
         sid: u64,
@@ -280,7 +281,9 @@ impl ProcCluster {
 
     /// `mntr` of node `sid` as key → value.
     pub async fn mntr(&self, sid: u64) -> Result<BTreeMap<String, String>, ClientError> {
-        let text = four_letter_word(&self.client_addr(sid), "mntr", Duration::from_secs(2)).await?;
+        let tls = self.spec.client_tls.as_ref();
+        let addr = self.client_addr(sid);
+        let text = four_letter_word_with(&addr, "mntr", Duration::from_secs(2), tls).await?;
         Ok(text
             .lines()
             .filter_map(|l| l.split_once('\t'))

@@ -130,7 +130,14 @@ impl Load {
             let deadline = started + max;
             let options = cluster.spec().client_options(LOAD_CLIENT);
             let writer = format!("{load}-{i}");
-            tasks.spawn(write_loop(writer, (addr, options), value_len, deadline, stop, ledger));
+            tasks.spawn(write_loop(
+                writer,
+                (addr, options),
+                value_len,
+                deadline,
+                stop,
+                ledger,
+            ));
         }
         Load {
             stop,
@@ -251,6 +258,7 @@ pub async fn fill(
     let opts = ClientOptions {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(30),
+        tls: cluster.spec().client_tls.clone(),
         ..ClientOptions::DEFAULT
     };
     let client = Arc::new(cluster.client(sid, Some(opts)).await?);

@@ -6,7 +6,8 @@
 //! port block, so sids 1..=8 fit in a block and an added server never takes another's ports.
 //! INV-2: a joiner's zoo.cfg carries `dataDir`, `clientPort`, `forceSync`, `preAllocSize` and its
 //! own `server.N` line only: the cluster id, the configuration and the timing come from the
-//! helper, which is what the test shows.
+//! helper, which is what the test shows; plus, for a TLS cluster, the spec's TLS lines
+//! (`sslQuorum`, `client.secure`, `ssl.*`: shared ones and the joiner's own).
 
 use fe_meta::client::{Reconfigured, Written};
 use fe_meta::state::catalog::FrontendRole;
@@ -86,9 +87,13 @@ impl ProcCluster {
             spec.pre_alloc_kib,
             self.server_value(sid)?,
         );
-        // The cluster's common lines too (e.g. `auth.*`: the joiner asks its helper as the
-        // node identity).
-        for line in &spec.extra {
+        // The cluster's common lines and the node's own (e.g. `auth.*`, `ssl.*`: the joiner
+        // asks its helper as the node identity, over TLS when the cluster uses it).
+        for line in spec
+            .extra
+            .iter()
+            .chain(spec.node_extra.get(&sid).into_iter().flatten())
+        {
             cfg += line;
             cfg.push('\n');
         }

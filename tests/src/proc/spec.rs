@@ -8,10 +8,12 @@ use std::sync::Arc;
 use fe_meta::client::{ClientOptions, Credentials};
 
 impl ClusterSpec {
-    /// `base` with the harness's credentials, if the cluster needs them.
+    /// `base` with the harness's credentials and TLS, where the cluster needs them (TLS
+    /// that `base` already carries is kept).
     pub fn client_options(&self, base: ClientOptions) -> ClientOptions {
         ClientOptions {
             credentials: self.credentials.clone(),
+            tls: base.tls.clone().or_else(|| self.client_tls.clone()),
             ..base
         }
     }
@@ -51,6 +53,9 @@ pub struct ClusterSpec {
     /// More environment variables for one node's process (sid → `(name, value)`), e.g. the
     /// `LD_PRELOAD` of a [`super::DiskFault`].
     pub node_env: BTreeMap<u64, Vec<(String, String)>>,
+    /// TLS for every client the harness opens (the nodes' zoo.cfg must say
+    /// `client.secure=true`, through `extra`); `None`: plain TCP.
+    pub client_tls: Option<fe_meta::client::ClientTls>,
 }
 
 /// A node's address and network namespace.
@@ -87,6 +92,7 @@ impl Default for ClusterSpec {
             net: BTreeMap::new(),
             credentials: None,
             node_env: BTreeMap::new(),
+            client_tls: None,
         }
     }
 }

@@ -60,6 +60,16 @@ pub enum ConfigError {
         /// The key.
         key: &'static str,
     },
+    /// A key another key's value requires is absent.
+    #[error("line {line}: `{by}` needs `{key}` (the PEM file it names)")]
+    Needs {
+        /// The missing key.
+        key: &'static str,
+        /// The setting that needs it, `key=value`.
+        by: String,
+        /// The line of that setting.
+        line: usize,
+    },
     /// No `server.N` line names a participant.
     #[error("no voting server: at least one `server.N=host:quorumPort:electionPort` line must not be an observer")]
     NoParticipants,

@@ -19,6 +19,7 @@
 //! | `preAllocSize` | KiB, > 0 (as ZooKeeper) | 65536 (64 MiB) |
 //! | `forceSync` | `yes` \| `no` | `yes` |
 //! | `clusterId` | u64, decimal or `0x` hex | none |
+//! | `sslQuorum`, `ssl.*`, `client.secure` | TLS: see [`tls`](self::TlsSettings) | off |
 //!
 //! The `server.N` lines are the bootstrap configuration: once membership is replicated, the
 //! configuration in force comes from the data dir, and each member's address is the canonical
@@ -37,6 +38,9 @@ mod error;
 mod server;
 #[cfg(test)]
 mod tests;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +50,7 @@ use zab_core::{LearnerType, ServerId};
 
 pub use error::ConfigError;
 pub use server::{ClientAddr, ServerAddr, ServerAddrError};
+pub use tls::{ClientAuth, ClientTlsSettings, QuorumTlsSettings, TlsSettings};
 
 /// A key the embedding application declared, as written in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,6 +98,8 @@ pub struct NodeConfig {
     pub force_sync: bool,
     /// `clusterId`, if given.
     pub cluster_id: Option<u64>,
+    /// `sslQuorum`, `client.secure` and their `ssl.*` keys.
+    pub tls: TlsSettings,
     /// The application's own keys that were present, by key.
     pub extra: BTreeMap<String, ExtraValue>,
 }
@@ -238,6 +245,7 @@ struct Builder {
     pre_alloc_kib: Option<u64>,
     force_sync: Option<bool>,
     cluster_id: Option<u64>,
+    tls: tls::TlsKeys,
     extra: BTreeMap<String, ExtraValue>,
 }
 
@@ -277,7 +285,7 @@ impl Builder {
         extra: &[&str],
     ) -> Result<(), ConfigError> {
         let e = Entry { key, value, line };
-        if self.set_cluster(&e)? || self.set_storage(&e)? {
+        if self.set_cluster(&e)? || self.set_storage(&e)? || self.tls.set(&e)? {
             return Ok(());
         }
         if key.starts_with("server.") {
@@ -462,6 +470,7 @@ impl Builder {
             pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,
             force_sync: self.force_sync.unwrap_or(true),
             cluster_id: self.cluster_id,
+            tls: self.tls.finish()?,
             extra: self.extra,
         })
     }

@@ -323,7 +323,9 @@ pub(super) type Launched = (PeerAddrs, mpsc::Sender<Request>, Watches, Cancellat
 pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
     let sid = p.tcfg.sid;
     let log = LogLink::spawn(p.dd.log, &p.metrics)?;
-    let (transport, events) = Transport::start(p.tcfg).await?;
+    let mut tcfg = p.tcfg;
+    tcfg.metrics = Some(p.metrics.peers());
+    let (transport, events) = Transport::start(tcfg).await?;
     let local = transport.local_addrs();
     let (out, streams) = OutQueues::new(
         log.reader().clone(),

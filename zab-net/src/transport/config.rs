@@ -9,6 +9,8 @@ use zab_core::ServerId;
 
 use super::{Channel, NetError};
 use crate::config::{NodeConfig, ServerAddr};
+use crate::metrics::PeerMetrics;
+use crate::tls::PeerTls;
 
 /// Where a peer listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +78,13 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Limit on one handshake (hello and reply).
     pub handshake_timeout: Duration,
+    /// Mutual TLS on both ports (`sslQuorum=true`); `None`: plain TCP.
+    pub tls: Option<PeerTls>,
+    /// Each peer's `server.N` host, which its TLS certificate must name (a peer missing here
+    /// must name the IP it is reached at).
+    pub hosts: BTreeMap<ServerId, String>,
+    /// Where refusals are counted besides [`TransportStats`](super::TransportStats).
+    pub metrics: Option<PeerMetrics>,
     /// How long a lower sid waits to be called back after `ConnectBack`. Also the age below
     /// which an established connection ignores a call-back request (see `link`).
     pub connect_back_wait: Duration,
@@ -102,11 +111,15 @@ impl TransportConfig {
             connect_timeout: Duration::from_secs(3),
             handshake_timeout: Duration::from_secs(3),
             connect_back_wait: Duration::from_secs(1),
+            tls: None,
+            hosts: BTreeMap::new(),
+            metrics: None,
         }
     }
 
     /// The transport of server `sid` of a zoo.cfg: it listens on its own `server.N` ports.
-    /// Host names are resolved here (this blocks).
+    /// Host names are resolved here (this blocks), and the TLS files of `sslQuorum=true` read
+    /// ([`NetError::Tls`] names the key and the file that do not work).
     pub fn from_node(
         cfg: &NodeConfig,
         sid: ServerId,
@@ -119,6 +132,16 @@ impl TransportConfig {
             all.insert(*id, addrs);
         }
         let listen = all.remove(&sid).ok_or(NetError::NotAMember { sid })?;
-        Ok(TransportConfig::new(sid, cluster_id, listen, all))
+        let mut t = TransportConfig::new(sid, cluster_id, listen, all);
+        t.hosts = cfg
+            .servers
+            .iter()
+            .filter(|(id, _)| **id != sid)
+            .map(|(id, s)| (*id, s.host.clone()))
+            .collect();
+        if let Some(q) = &cfg.tls.quorum {
+            t.tls = Some(PeerTls::load(q)?);
+        }
+        Ok(t)
     }
 }

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
@@ -35,17 +34,20 @@ use super::peer::Outbox;
 use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Shared};
 use crate::frame::{FrameCodec, FrameError};
 use crate::handshake::{self, HandshakeError, Hello, Reply};
+use crate::tls::{ReadHalf, Stream, WriteHalf};
+
+mod tls;
 
 /// Why a session ended.
 enum SessionEnd {
     Shutdown,
     Closed,
-    Replaced(TcpStream),
+    Replaced(Stream),
 }
 
 /// Result of one dial attempt.
 enum Attempt {
-    Connected(TcpStream),
+    Connected(Stream),
     Failed,
     Shutdown,
 }
@@ -149,7 +151,7 @@ impl Link {
     }
 
     /// Waits for demand and connects. `None` on shutdown.
-    async fn establish(&mut self) -> Option<TcpStream> {
+    async fn establish(&mut self) -> Option<Stream> {
         loop {
             if self.stash.is_none() && !self.dial_requested {
                 let outbox = self.outbox.as_mut()?;
@@ -189,7 +191,7 @@ impl Link {
 
     /// Handles a control message while not connected. `None`: shut down; `Some(Some(s))`: a
     /// connection to adopt; `Some(None)`: carry on.
-    async fn idle_control(&mut self, c: Option<Control>) -> Option<Option<TcpStream>> {
+    async fn idle_control(&mut self, c: Option<Control>) -> Option<Option<Stream>> {
         match c? {
             Control::Adopt(stream) => return Some(Some(stream)),
             Control::DialRequested => self.dial_requested = true,
@@ -211,7 +213,7 @@ impl Link {
     }
 
     /// Sleeps up to `pause`, still taking control messages. `None` on shutdown.
-    async fn wait_for_adopt(&mut self, pause: Duration) -> Option<Option<TcpStream>> {
+    async fn wait_for_adopt(&mut self, pause: Duration) -> Option<Option<Stream>> {
         let deadline = Instant::now() + pause;
         loop {
             tokio::select! {
@@ -285,11 +287,12 @@ impl Link {
         &self,
         addr: std::net::SocketAddr,
         hello: &Hello,
-    ) -> Result<(TcpStream, Reply), HandshakeError> {
-        let mut stream = timeout(self.shared.cfg.connect_timeout, TcpStream::connect(addr))
+    ) -> Result<(Stream, Reply), HandshakeError> {
+        let tcp = timeout(self.shared.cfg.connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| HandshakeError::Timeout)??;
-        let _ = stream.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let mut stream = self.secure(addr, tcp).await?;
         let exchange = async {
             handshake::write_frame(&mut stream, &hello.encode()).await?;
             let body = handshake::read_frame(&mut stream).await?;
@@ -297,12 +300,23 @@ impl Link {
         };
         let reply = timeout(self.shared.cfg.handshake_timeout, exchange)
             .await
-            .map_err(|_| HandshakeError::Timeout)??;
-        Ok((stream, reply))
+            .map_err(|_| HandshakeError::Timeout)?;
+        match reply {
+            // TLS 1.3: the acceptor checks our certificate after our side of the handshake
+            // completed, so its refusal (an alert) shows up here, on the first read.
+            Err(HandshakeError::Io(e))
+                if self.shared.cfg.tls.is_some() && e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                let host = self.shared.tls_host(self.peer, addr);
+                self.tls_dial_failed(addr, &host, &e);
+                Err(HandshakeError::Io(e))
+            }
+            reply => Ok((stream, reply?)),
+        }
     }
 
     /// Runs one established connection until it ends.
-    async fn session(&mut self, stream: TcpStream) -> SessionEnd {
+    async fn session(&mut self, stream: Stream) -> SessionEnd {
         let started = Instant::now();
         let _ = stream.set_nodelay(true);
         let peer_addr = stream.peer_addr().ok();
@@ -407,7 +421,7 @@ impl Link {
 }
 
 /// Delivers the connection's messages until it closes or sends a bad frame.
-async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: OwnedReadHalf, codec: FrameCodec) {
+async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: ReadHalf, codec: FrameCodec) {
     let mut frames = FramedRead::new(rd, codec);
     // Bounded by the connection: ends at EOF, on the first error, or when aborted.
     loop {
@@ -441,7 +455,7 @@ async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: OwnedReadHalf, codec
 
 /// Writes the stash and then the outbox, in order, flushing whenever the outbox is empty.
 async fn write_loop(
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     codec: FrameCodec,
     first: Option<Message>,
     mut outbox: mpsc::Receiver<Message>,

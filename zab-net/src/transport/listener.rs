@@ -8,6 +8,10 @@
 //! INV-2: at most `MAX_PENDING_HANDSHAKES` handshakes run at once per port, each bounded by
 //! `handshake_timeout`; a refused or malformed hello is logged with the caller's address and
 //! the reason, and closes that connection only.
+//! INV-3: with TLS, the TLS handshake (client certificate required) completes before the hello
+//! is read, within the same `handshake_timeout`; a connection that fails it, or whose
+//! certificate does not name the `server.N` host of the sid its hello claims, is closed without
+//! a reply, counted, and warned about (rate-limited, [`crate::tls::WarnLimit`]).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use zab_core::ServerId;
 
 use super::{bump, Channel, Control, Shared};
 use crate::handshake::{self, Expect, HandshakeError, Hello, Reply};
+use crate::tls::Stream;
 
 /// Handshakes in progress per listener beyond which new connections are closed at once.
 const MAX_PENDING_HANDSHAKES: usize = 64;
@@ -56,17 +61,35 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, chan
 }
 
 /// Runs the acceptor's side of one handshake and hands the connection on.
-async fn inbound(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr, channel: Channel) {
+async fn inbound(shared: Arc<Shared>, tcp: TcpStream, addr: SocketAddr, channel: Channel) {
     let limit = shared.cfg.handshake_timeout;
     let me = shared.cfg.sid;
-    let hello = match timeout(limit, read_hello(&shared, &mut stream, channel)).await {
-        Err(_) => Err(HandshakeError::Timeout),
-        Ok(r) => r,
+    let exchange = async {
+        let mut stream = secure(&shared, tcp, addr).await?;
+        let hello = read_hello(&shared, &mut stream, channel).await;
+        Some((stream, hello))
+    };
+    let (mut stream, hello) = match timeout(limit, exchange).await {
+        Err(_) => {
+            // A TLS handshake that never finished counts as a TLS refusal.
+            if shared.cfg.tls.is_some() {
+                refuse_tls(
+                    &shared,
+                    addr,
+                    "the handshake timed out",
+                    TlsRefusal::Handshake,
+                );
+            }
+            return;
+        }
+        Ok(None) => return,
+        Ok(Some(r)) => r,
     };
     let hello = match hello {
         Ok(h) => h,
         Err(HandshakeError::Refused(refusal)) => {
             bump(&shared.counters.refused);
+            count_hello_refusal(&shared);
             warn!(%addr, reason = %refusal, "refusing peer connection");
             let reply = Reply::Refused(refusal).encode();
             let _ = timeout(limit, handshake::write_frame(&mut stream, &reply)).await;
@@ -74,10 +97,14 @@ async fn inbound(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr, c
         }
         Err(e) => {
             bump(&shared.counters.refused);
+            count_hello_refusal(&shared);
             warn!(%addr, error = %e, "bad handshake; closing connection");
             return;
         }
     };
+    if !names_claimed_server(&shared, &stream, &hello, channel, addr) {
+        return;
+    }
     let Some(link) = shared.link(hello.from, channel) else {
         // validate() checked that the sid is known, and known sids keep their links (INV-5).
         warn!(%addr, from = hello.from.0, "no link for a validated peer; closing");
@@ -101,9 +128,84 @@ async fn inbound(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr, c
     }
 }
 
+/// The acceptor's TLS handshake, when the transport has TLS (INV-3). `None`: refused.
+async fn secure(shared: &Shared, tcp: TcpStream, addr: SocketAddr) -> Option<Stream> {
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = &shared.cfg.tls else {
+        return Some(Stream::Plain(tcp));
+    };
+    match tls.accept(tcp).await {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            refuse_tls(shared, addr, &e.to_string(), TlsRefusal::Handshake);
+            None
+        }
+    }
+}
+
+/// With TLS: whether the certificate of `stream` names the host of the server its hello
+/// claims (INV-3); refuses it (counted, warned) when not. Always true without TLS.
+fn names_claimed_server(
+    shared: &Shared,
+    stream: &Stream,
+    hello: &Hello,
+    channel: Channel,
+    addr: SocketAddr,
+) -> bool {
+    let Some(tls) = &shared.cfg.tls else {
+        return true;
+    };
+    let known = shared.addr(hello.from, channel).unwrap_or(addr);
+    let host = shared.tls_host(hello.from, known);
+    match tls.check_name(stream, &host) {
+        Ok(()) => true,
+        Err(why) => {
+            let reason = format!("it claims to be server.{} but {why}", hello.from.0);
+            refuse_tls(shared, addr, &reason, TlsRefusal::Name);
+            false
+        }
+    }
+}
+
+/// Which TLS check refused a peer.
+#[derive(Clone, Copy)]
+enum TlsRefusal {
+    /// The TLS handshake failed.
+    Handshake,
+    /// The certificate does not name the claimed server.
+    Name,
+}
+
+/// Counts a TLS refusal and warns about it (rate-limited per address, INV-3).
+fn refuse_tls(shared: &Shared, addr: SocketAddr, reason: &str, what: TlsRefusal) {
+    bump(&shared.counters.tls_refused);
+    if let Some(m) = &shared.cfg.metrics {
+        match what {
+            TlsRefusal::Handshake => m.tls.inc(),
+            TlsRefusal::Name => m.name.inc(),
+        }
+    }
+    if let Some(quiet) = shared.warn_limit.due(addr.ip()) {
+        warn!(
+            %addr,
+            reason,
+            repeats = quiet,
+            "refusing peer connection: TLS check failed (a member needs a certificate issued \
+             by the cluster CA that names its server.N host); nothing of the peer protocol was \
+             exchanged"
+        );
+    }
+}
+
+fn count_hello_refusal(shared: &Shared) {
+    if let Some(m) = &shared.cfg.metrics {
+        m.hello.inc();
+    }
+}
+
 async fn read_hello(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     channel: Channel,
 ) -> Result<Hello, HandshakeError> {
     let body = handshake::read_frame(stream).await?;

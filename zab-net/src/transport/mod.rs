@@ -24,7 +24,12 @@
 //! `Event::ConnectionLost { peer }`, after every message it delivered; an overflow while not
 //! connected produces one too. After that event no message queued before it is written.
 //! INV-3: only connections whose hello passed every check of [`crate::handshake`] deliver
-//! messages; the `from` of an event is the sid authenticated by that hello.
+//! messages; the `from` of an event is the sid authenticated by that hello. With TLS
+//! ([`TransportConfig::tls`], `sslQuorum=true`) the TLS handshake comes first, on both ends:
+//! no hello is written or read before the peer's certificate chained to the cluster CA, and an
+//! accepted hello's sid must also be the one its certificate names (`crate::tls::PeerTls`).
+//! Every refusal is counted and logged with a WARN, at most one per address every
+//! [`crate::tls::WARN_EVERY`] (the ones in between are counted in the next).
 //! INV-4: every task stops on [`Transport::shutdown`] (or when the `Transport` is dropped); every
 //! wait is bounded by a timeout or by that cancellation. Links added at run time are tasks of
 //! the same set, stopped and awaited the same way.
@@ -46,12 +51,14 @@
 //!   it are still accepted. The next start knows only the members of the configuration then.
 
 mod config;
+mod error;
 mod link;
 mod listener;
 mod peer;
 mod sender;
 
 pub use config::{PeerAddrs, TransportConfig};
+pub use error::{NetError, SendError};
 pub use sender::PeerSender;
 
 use peer::{Control, LinkHandle, LinkStart, Peer};
@@ -62,7 +69,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -91,90 +97,6 @@ pub enum Event {
     },
 }
 
-/// Why a message was not queued.
-#[derive(Debug, Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SendError {
-    /// The sid is not known to the transport (or is this server).
-    #[error("sid {0} is not a peer of this server")]
-    UnknownPeer(ServerId),
-    /// The peer's outbox was full: its connection was dropped and its queue discarded.
-    #[error("outbox to sid {0} is full; the connection is dropped")]
-    Overflow(ServerId),
-    /// The connection (outbox generation) a [`PeerSender`] was bound to is gone; nothing more
-    /// goes out through it.
-    #[error("the connection to sid {0} this sender was bound to is gone")]
-    Closed(ServerId),
-    /// The message's frame would exceed `max_frame_len`; nothing was queued.
-    #[error("message of {len} bytes exceeds the frame limit of {max}")]
-    TooLarge {
-        /// The encoded length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-}
-
-/// Why a transport could not start.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum NetError {
-    /// A listener could not bind.
-    #[error("cannot listen on {addr} ({channel} port): {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Which listener.
-        channel: Channel,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A `server.N` host did not resolve.
-    #[error("cannot resolve the address of server.{sid}: {source}")]
-    Resolve {
-        /// The server.
-        sid: ServerId,
-        /// The resolver's error.
-        source: std::io::Error,
-    },
-    /// This server's sid has no `server.N` line.
-    #[error("server id {sid} has no server.{sid} line")]
-    NotAMember {
-        /// The sid.
-        sid: ServerId,
-    },
-    /// The configuration does not fit (a node's start).
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    /// The data directories could not be opened or loaded (a node's start).
-    #[error("data directory: {0}")]
-    Store(#[from] zab_store::StoreError),
-    /// The protocol core refused the loaded state (a node's start).
-    #[error("protocol core: {0}")]
-    Core(#[from] zab_core::StepError),
-    /// The state machine could not restore the loaded snapshot (a node's start).
-    #[error("state machine: {0}")]
-    StateMachine(String),
-    /// The node's metrics could not be registered (a node's start): most often the registry
-    /// given in `NodeOptions::metrics_registry` already holds another node's.
-    #[error("metrics registry: {0}")]
-    Metrics(#[from] prometheus::Error),
-    /// The loaded snapshot is another cluster's than zoo.cfg's `clusterId` (a node's start).
-    #[error(
-        "refusing to start: snapshot {path} belongs to cluster {found:#x}, but zoo.cfg's \
-         clusterId is {expected:#x}; this data dir holds another cluster's data (restore a \
-         backup with `fe-meta restore` into an empty data dir, or fix clusterId)"
-    )]
-    ForeignSnapshot {
-        /// The snapshot file.
-        path: std::path::PathBuf,
-        /// Its cluster id.
-        found: u64,
-        /// zoo.cfg's.
-        expected: u64,
-    },
-}
-
 /// Counters, for tests and monitoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -189,6 +111,11 @@ pub struct TransportStats {
     pub bad_frames: u64,
     /// Outbox overflows.
     pub overflows: u64,
+    /// Inbound connections refused by TLS: the handshake failed (no certificate, one from an
+    /// untrusted CA, plaintext) or the certificate does not name the server its hello claims.
+    pub tls_refused: u64,
+    /// Dials whose TLS handshake failed (the peer's certificate refused here, or ours there).
+    pub tls_dial_failures: u64,
 }
 
 #[derive(Default)]
@@ -198,6 +125,8 @@ struct Counters {
     refused_by_peer: AtomicU64,
     bad_frames: AtomicU64,
     overflows: AtomicU64,
+    tls_refused: AtomicU64,
+    tls_dial_failures: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -213,6 +142,8 @@ struct Shared {
     events: mpsc::Sender<Event>,
     shutdown: CancellationToken,
     counters: Counters,
+    /// Rate limit of the refusal warnings.
+    warn_limit: crate::tls::WarnLimit,
 }
 
 impl Shared {
@@ -221,6 +152,16 @@ impl Shared {
             .read()
             .get(&peer)
             .map(|p| p.link(channel).clone())
+    }
+
+    /// The host a TLS peer's certificate must name: its `server.N` host when the start
+    /// configuration gave one, otherwise the IP it is reached at (`addr`).
+    fn tls_host(&self, peer: ServerId, addr: SocketAddr) -> String {
+        self.peers
+            .read()
+            .get(&peer)
+            .and_then(|p| p.host.clone())
+            .unwrap_or_else(|| addr.ip().to_string())
     }
 
     /// Where `peer` listens on `channel`, if known.
@@ -253,7 +194,8 @@ impl Transport {
             if sid == cfg.sid {
                 continue;
             }
-            let (peer, starts) = Peer::new(sid, addrs, cfg.outbox_len);
+            let (mut peer, starts) = Peer::new(sid, addrs, cfg.outbox_len);
+            peer.host = cfg.hosts.get(&sid).cloned();
             peers.insert(sid, peer);
             link_starts.extend(starts);
         }
@@ -263,6 +205,7 @@ impl Transport {
             events,
             shutdown: CancellationToken::new(),
             counters: Counters::default(),
+            warn_limit: crate::tls::WarnLimit::default(),
         });
 
         let sid = shared.cfg.sid;
@@ -282,7 +225,8 @@ impl Transport {
             runtime,
         };
         transport.spawn_links(link_starts);
-        tracing::info!(sid = sid.0, quorum = %local.quorum, election = %local.election, "transport started");
+        let tls = transport.shared.cfg.tls.is_some();
+        tracing::info!(sid = sid.0, quorum = %local.quorum, election = %local.election, tls, "transport started");
         Ok((transport, events_rx))
     }
 
@@ -449,6 +393,8 @@ impl Transport {
             refused_by_peer: get(&c.refused_by_peer),
             bad_frames: get(&c.bad_frames),
             overflows: get(&c.overflows),
+            tls_refused: get(&c.tls_refused),
+            tls_dial_failures: get(&c.tls_dial_failures),
         }
     }
 

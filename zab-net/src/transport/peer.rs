@@ -11,11 +11,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use zab_core::{Message, ServerId};
 
 use super::{Channel, PeerAddrs};
+use crate::tls::Stream;
 
 /// The current outbox of a link; replaced (with a new generation) whenever its queue is
 /// discarded, so that nothing queued before a loss is written after it (transport INV-2).
@@ -28,7 +28,7 @@ pub(super) struct Outbox {
 /// Requests to a link task.
 pub(super) enum Control {
     /// An inbound connection from the higher-sid peer passed the handshake: use it.
-    Adopt(TcpStream),
+    Adopt(Stream),
     /// The lower-sid peer wants a connection: dial it.
     DialRequested,
     /// Drop the connection and anything queued.
@@ -56,6 +56,9 @@ pub(super) struct LinkStart {
 /// One known peer: where it listens and its two links (transport INV-5).
 pub(super) struct Peer {
     pub(super) addrs: PeerAddrs,
+    /// Its `server.N` host from the start configuration, which its TLS certificate must name
+    /// (`None` for a peer added at run time: its IP is used).
+    pub(super) host: Option<String>,
     /// In the configuration last given to `set_peers` (or at start); false for a sid that
     /// left it, whose links stay.
     pub(super) configured: bool,
@@ -93,6 +96,7 @@ impl Peer {
         let (election, quorum) = (make(Channel::Election), make(Channel::Quorum));
         let peer = Peer {
             addrs,
+            host: None,
             configured: true,
             election: election.handle.clone(),
             quorum: quorum.handle.clone(),

@@ -46,20 +46,32 @@ pub(super) async fn ask_until_answered(helper: &impl Helper) -> ClusterView {
 pub struct ClientHelper {
     addr: String,
     credentials: Option<Arc<Credentials>>,
+    /// TLS to the helper's client port (the joining node's `client.secure=true`).
+    tls: Option<crate::client::ClientTls>,
 }
 
 /// How long one GET_CONFIG to the helper may take (connect and answer each).
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl ClientHelper {
-    /// The member at `addr` (`host:client_port`), asked as `credentials` (zoo.cfg's
-    /// `auth.nodeCredentialsFile`) if given.
-    pub fn new(addr: &str, credentials: Option<Arc<Credentials>>) -> ClientHelper {
+    /// The member at `addr` (`host:client_port`), over plain TCP, without credentials.
+    pub fn new(addr: &str) -> ClientHelper {
         ClientHelper {
             addr: addr.to_string(),
-            credentials,
+            credentials: None,
+            tls: None,
         }
     }
+}
+
+/// The member at `addr` as a [`ClientHelper`], reached with TLS when the joining node's
+/// zoo.cfg `text` says `client.secure=true` (its own key store and trust store, read now).
+pub fn client_helper(addr: &str, text: &str) -> Result<ClientHelper, ServerError> {
+    Ok(ClientHelper {
+        addr: addr.to_string(),
+        tls: crate::server::conn::tls::joining_tls(text)?,
+        credentials: crate::server::auth::node_credentials_in(text)?,
+    })
 }
 
 impl Helper for ClientHelper {
@@ -72,6 +84,7 @@ impl Helper for ClientHelper {
             connect_timeout: ASK_TIMEOUT,
             request_timeout: ASK_TIMEOUT,
             credentials: self.credentials.clone(),
+            tls: self.tls.clone(),
             ..ClientOptions::DEFAULT
         };
         let client = Client::connect_with(&self.addr, opts)
