@@ -318,10 +318,7 @@ impl Server {
                 admin = admin.addr.map_or_else(|| "off".to_owned(), |a| format!("http://{a}")),
                 "fe-meta server started"
             );
-            let peers = peer::PeerPool::new(
-                cfg.client_tls.as_ref().map(|t| t.forwarding()),
-                cfg.auth.credentials(),
-            );
+            let peers = peer::PeerPool::for_config(&cfg);
             let shared = Arc::new(Shared {
                 peers,
                 cfg,

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::ServerConfig;
 use crate::client::{Client, ClientError, ClientOptions, ClientTls, Credentials};
 use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
 
@@ -50,6 +51,12 @@ pub struct PeerPool {
 }
 
 impl PeerPool {
+    /// The pool of a node configured by `cfg`: its client TLS and its node credentials.
+    pub fn for_config(cfg: &ServerConfig) -> PeerPool {
+        let tls = cfg.client_tls.as_ref().map(|t| t.forwarding());
+        PeerPool::new(tls, cfg.auth.credentials())
+    }
+
     /// A pool that dials with `tls` (`None`: plain TCP) and authenticates as `credentials`,
     /// if any.
     pub fn new(tls: Option<ClientTls>, credentials: Option<Arc<Credentials>>) -> PeerPool {
