@@ -249,6 +249,13 @@ async fn tls_cluster_serves_and_refuses_strangers() {
     };
     assert!(count("tls") >= 2, "TLS refusals counted: {}", count("tls"));
     assert_eq!(count("certificate_name"), 1);
+    let clients = mntr
+        .get("fe_meta_client_tls_refused_total")
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(
+        clients >= Some(3),
+        "client TLS refusals counted: {clients:?}"
+    );
     c.finish().await.unwrap();
 }
 

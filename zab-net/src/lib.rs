@@ -6,8 +6,11 @@
 //! - [`frame`]: length-prefixed frames of messages, with a maximum size.
 //! - [`handshake`]: the first frame of every peer connection: who is calling, from which
 //!   cluster, on which channel; refusals with a reason.
+//! - [`tls`]: the connection type ([`tls::Stream`], plain TCP or TLS), mutual TLS between
+//!   members (`sslQuorum`), PEM loading, and what a client port's TLS reuses.
 //! - [`transport`]: listeners, lazy dialing with backoff, one connection per pair and channel,
-//!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel.
+//!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel;
+//!   with TLS, the TLS handshake precedes the hello on both ends.
 //! - [`node`]: the running node — [`Node::start`] with a [`StateMachine`], [`Node::submit`],
 //!   [`Node::sync`], [`Node::watch`], membership changes ([`Node::add_member`],
 //!   [`Node::remove_member`], [`Node::change_membership`]; joining with

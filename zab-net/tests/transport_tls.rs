@@ -35,8 +35,13 @@ impl Ca {
         Ca { cert, key }
     }
 
-    /// Mutual TLS for a member whose certificate names `host`, trusting this CA.
+    /// Mutual TLS for a member whose certificate names `host`, trusting `trust`.
     fn member(&self, host: &str, trust: &Ca) -> PeerTls {
+        self.member_checking(host, trust, true)
+    }
+
+    /// [`Ca::member`], with or without hostname verification.
+    fn member_checking(&self, host: &str, trust: &Ca, names: bool) -> PeerTls {
         let key = KeyPair::generate().unwrap();
         let cert = CertificateParams::new(vec![host.to_owned()])
             .unwrap()
@@ -50,7 +55,7 @@ impl Ca {
         roots
             .add(CertificateDer::from(trust.cert.der().to_vec()))
             .unwrap();
-        PeerTls::new(id, Arc::new(roots), true).unwrap()
+        PeerTls::new(id, Arc::new(roots), names).unwrap()
     }
 }
 
@@ -103,6 +108,23 @@ async fn members_of_one_ca_exchange_messages_over_tls() {
         );
     }
     assert_eq!(t1.stats().tls_refused + t2.stats().tls_refused, 0);
+    t1.shutdown().await;
+    t2.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hostname_verification_the_ca_is_enough() {
+    init_tracing();
+    let ca = Ca::new();
+    let [(t1, mut rx1), (t2, mut rx2)] = pair(
+        Some(ca.member_checking("127.0.0.5", &ca, false)),
+        Some(ca.member_checking("node-b.example", &ca, false)),
+    )
+    .await;
+    t1.send(ServerId(2), notification(1)).unwrap();
+    t2.send(ServerId(1), notification(2)).unwrap();
+    assert_eq!(next_message(&mut rx2).await, (ServerId(1), notification(1)));
+    assert_eq!(next_message(&mut rx1).await, (ServerId(2), notification(2)));
     t1.shutdown().await;
     t2.shutdown().await;
 }

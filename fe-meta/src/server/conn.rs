@@ -93,7 +93,7 @@ async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         None => (Stream::Plain(tcp), None),
         Some(tls) => match tls.accept(tcp, peer).await {
             Some(accepted) => accepted,
-            None => return,
+            None => return shared.stats.tls_refused(),
         },
     };
     let mut first = [0u8; 4];

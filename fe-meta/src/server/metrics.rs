@@ -8,6 +8,7 @@
 //! | `fe_meta_requests_total` | counter | `class`, `status` | requests answered, by class and outcome (`OK` or the error status name) |
 //! | `fe_meta_request_duration_us` | histogram | `class` | time from decoding a request to queueing its answer, µs (buckets 50 µs..10 s) |
 //! | `fe_meta_open_connections` | gauge | | framed client connections open |
+//! | `fe_meta_client_tls_refused_total` | counter | | client connections refused by the client port's TLS (`client.secure=true`): no or untrusted client certificate, plaintext, no handshake in time |
 //! | `fe_meta_outstanding_requests` | gauge | | requests received and not yet answered |
 //! | `fe_meta_applied_journal_id` | gauge | | the last applied journal id (zxid) |
 //! | `fe_meta_staleness_ms` | gauge | | how far this node's catalog lags the leader's clock, ms; 0 on the serving leader, -1 when unknown |
@@ -119,6 +120,8 @@ pub struct FeMetrics {
     classes: Vec<ClassMetrics>,
     /// Framed client connections open.
     pub open_connections: IntGauge,
+    /// Client connections refused by the client port's TLS.
+    pub client_tls_refused: IntCounter,
     /// Requests received and not yet answered.
     pub outstanding: IntGauge,
     applied_journal_id: IntGauge,
@@ -242,6 +245,11 @@ impl FeMetrics {
         Ok(FeMetrics {
             classes,
             open_connections: gauges("fe_meta_open_connections", "Framed client connections open")?,
+            client_tls_refused: counter(
+                registry,
+                "fe_meta_client_tls_refused_total",
+                "Client connections refused by the client port's TLS handshake",
+            )?,
             outstanding: gauges(
                 "fe_meta_outstanding_requests",
                 "Client requests received and not yet answered",

@@ -102,6 +102,11 @@ impl Stats {
         (id, c)
     }
 
+    /// A client connection the client port's TLS refused.
+    pub fn tls_refused(&self) {
+        self.metrics.client_tls_refused.inc();
+    }
+
     /// Forgets connection `id`.
     pub fn close(&self, id: u64) {
         if lock(&self.conns).remove(&id).is_some() {

@@ -4,13 +4,12 @@
 //! INV-1: with TLS on, nothing is read from a client (not even a four-letter word) before the
 //! TLS handshake completed; with `ssl.clientAuth=need` that includes a client certificate
 //! chaining to `ssl.trustStore.location`. A failed handshake closes the connection, is
-//! counted, and warned about at most once per address every [`zab_net::tls::WARN_EVERY`].
+//! counted (`fe_meta_client_tls_refused_total`, by the caller), and warned about at most once per address every [`zab_net::tls::WARN_EVERY`].
 //! INV-2: the connection's identity ([`super::super::stats::ConnStats::identity`]) is the
 //! verified client certificate's subject CN, or its first DNS SAN; `None` without
 //! `ssl.clientAuth=need` (or for a certificate with neither).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,13 +79,8 @@ pub struct ClientPortTls {
     acceptor: TlsAcceptor,
     need_client_cert: bool,
     forwarding: ClientTls,
-    refusals: Arc<Refusals>,
-}
-
-#[derive(Default)]
-struct Refusals {
-    count: AtomicU64,
-    limit: WarnLimit,
+    /// The rate limit of the refusal warnings.
+    limit: Arc<WarnLimit>,
 }
 
 impl std::fmt::Debug for ClientPortTls {
@@ -116,7 +110,7 @@ impl ClientPortTls {
             acceptor: TlsAcceptor::from(server),
             need_client_cert: need,
             forwarding: ClientTls::from_config(client),
-            refusals: Arc::default(),
+            limit: Arc::default(),
         })
     }
 
@@ -125,11 +119,6 @@ impl ClientPortTls {
     /// certificate.
     pub fn forwarding(&self) -> ClientTls {
         self.forwarding.clone()
-    }
-
-    /// Client connections refused by TLS since start.
-    pub fn refused(&self) -> u64 {
-        self.refusals.count.load(Ordering::Relaxed)
     }
 
     /// The server's TLS handshake with a new client (INV-1): the stream and the client's
@@ -154,8 +143,7 @@ impl ClientPortTls {
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no TLS handshake within {HANDSHAKE_LIMIT:?}"),
         };
-        self.refusals.count.fetch_add(1, Ordering::Relaxed);
-        if let Some(quiet) = self.refusals.limit.due(peer.ip()) {
+        if let Some(quiet) = self.limit.due(peer.ip()) {
             warn!(
                 %peer,
                 reason = %why,
