@@ -263,3 +263,82 @@ async fn refusals_counted_and_logged(c: &ProcCluster, follower: u64) {
     assert!(log.contains("client request refused"), "log of {follower}");
     assert!(!log.contains("guess"), "a secret must never be logged");
 }
+
+/// With a TLS client port that requires client certificates, a certificate whose name the
+/// identities file lists with proof `cert` is the session's identity from its first byte: no
+/// AUTH, and that identity's role applies; a certificate the file does not list gets nothing
+/// without AUTH.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_is_an_identity() {
+    let files = tempfile::tempdir().unwrap();
+    let certs = files.path().join("certs");
+    let out = std::process::Command::new(fe_meta_bin().unwrap())
+        .arg("tls-certs")
+        .arg("--ca-dir")
+        .arg(files.path().join("ca"))
+        .arg("--out")
+        .arg(&certs)
+        .args(["--hosts", "127.0.0.1", "--client", "dash", "--client", "stranger"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let ids = write_files(files.path());
+    let mut listed = std::fs::read_to_string(&ids).unwrap();
+    listed += "dash read cert\n";
+    std::fs::write(&ids, listed).unwrap();
+    let (ca, node1) = (certs.join("ca.pem"), certs.join("node1.pem"));
+    let client_tls = |name: &str| {
+        let pem = certs.join(format!("client-{name}.pem"));
+        fe_meta::client::ClientTls::load(&ca, Some(&pem), Some(&pem)).unwrap()
+    };
+    let spec = ClusterSpec {
+        nodes: 1,
+        extra: vec![
+            format!("auth.identitiesFile={}", ids.display()),
+            format!(
+                "auth.nodeCredentialsFile={}",
+                files.path().join("node.cred").display()
+            ),
+            "client.secure=true".into(),
+            format!("ssl.keyStore.location={}", node1.display()),
+            format!("ssl.trustStore.location={}", ca.display()),
+            "ssl.clientAuth=need".into(),
+        ],
+        client_tls: Some(client_tls("dash")),
+        ..ClusterSpec::default()
+    };
+    let mut c = ProcCluster::start("auth_cert", spec).await.unwrap();
+    let leader = c.leader(Duration::from_secs(10)).await.unwrap();
+    let addr = c.client_addr(leader);
+    let as_dash = ClientOptions {
+        tls: Some(client_tls("dash")),
+        ..PROBE
+    };
+    let dash = fe_meta::client::Client::connect_with(&addr, as_dash)
+        .await
+        .unwrap();
+    dash.status().await.unwrap();
+    let denied = dash.create_db("d").await.unwrap_err();
+    assert_eq!(denied.status(), Some(Status::PermissionDenied), "{denied}");
+    assert!(denied.to_string().contains("identity `dash` has role read"), "{denied}");
+
+    let as_stranger = ClientOptions {
+        tls: Some(client_tls("stranger")),
+        ..PROBE
+    };
+    let stranger = fe_meta::client::Client::connect_with(&addr, as_stranger.clone())
+        .await
+        .unwrap();
+    let refused = stranger.status().await.unwrap_err();
+    assert_eq!(refused.status(), Some(Status::Unauthenticated), "{refused}");
+    // The same certificate with an identity's secret: AUTH gives that identity's role.
+    let with_secret = ClientOptions {
+        credentials: Some(Arc::new(credentials("app"))),
+        ..as_stranger
+    };
+    let app = fe_meta::client::Client::connect_with(&addr, with_secret)
+        .await
+        .unwrap();
+    app.create_db("by-app").await.unwrap();
+    c.finish().await.unwrap();
+}
