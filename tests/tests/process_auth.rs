@@ -271,42 +271,7 @@ async fn refusals_counted_and_logged(c: &ProcCluster, follower: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_is_an_identity() {
     let files = tempfile::tempdir().unwrap();
-    let certs = files.path().join("certs");
-    let out = std::process::Command::new(fe_meta_bin().unwrap())
-        .arg("tls-certs")
-        .arg("--ca-dir")
-        .arg(files.path().join("ca"))
-        .arg("--out")
-        .arg(&certs)
-        .args(["--hosts", "127.0.0.1", "--client", "dash", "--client", "stranger"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let ids = write_files(files.path());
-    let mut listed = std::fs::read_to_string(&ids).unwrap();
-    listed += "dash read cert\n";
-    std::fs::write(&ids, listed).unwrap();
-    let (ca, node1) = (certs.join("ca.pem"), certs.join("node1.pem"));
-    let client_tls = |name: &str| {
-        let pem = certs.join(format!("client-{name}.pem"));
-        fe_meta::client::ClientTls::load(&ca, Some(&pem), Some(&pem)).unwrap()
-    };
-    let spec = ClusterSpec {
-        nodes: 1,
-        extra: vec![
-            format!("auth.identitiesFile={}", ids.display()),
-            format!(
-                "auth.nodeCredentialsFile={}",
-                files.path().join("node.cred").display()
-            ),
-            "client.secure=true".into(),
-            format!("ssl.keyStore.location={}", node1.display()),
-            format!("ssl.trustStore.location={}", ca.display()),
-            "ssl.clientAuth=need".into(),
-        ],
-        client_tls: Some(client_tls("dash")),
-        ..ClusterSpec::default()
-    };
+    let (spec, client_tls) = cert_cluster(files.path());
     let mut c = ProcCluster::start("auth_cert", spec).await.unwrap();
     let leader = c.leader(Duration::from_secs(10)).await.unwrap();
     let addr = c.client_addr(leader);
@@ -320,7 +285,10 @@ async fn a_client_certificate_is_an_identity() {
     dash.status().await.unwrap();
     let denied = dash.create_db("d").await.unwrap_err();
     assert_eq!(denied.status(), Some(Status::PermissionDenied), "{denied}");
-    assert!(denied.to_string().contains("identity `dash` has role read"), "{denied}");
+    assert!(
+        denied.to_string().contains("identity `dash` has role read"),
+        "{denied}"
+    );
 
     let as_stranger = ClientOptions {
         tls: Some(client_tls("stranger")),
@@ -341,4 +309,57 @@ async fn a_client_certificate_is_an_identity() {
         .unwrap();
     app.create_db("by-app").await.unwrap();
     c.finish().await.unwrap();
+}
+
+/// A one-node cluster with a TLS client port that needs client certificates and identities
+/// (`dash`: read, by certificate), certificates for clients `dash` and `stranger` in `dir`;
+/// and how a client presents the certificate of a name.
+fn cert_cluster(dir: &Path) -> (ClusterSpec, impl Fn(&str) -> fe_meta::client::ClientTls) {
+    let certs = dir.join("certs");
+    let out = std::process::Command::new(fe_meta_bin().unwrap())
+        .arg("tls-certs")
+        .arg("--ca-dir")
+        .arg(dir.join("ca"))
+        .arg("--out")
+        .arg(&certs)
+        .args([
+            "--hosts",
+            "127.0.0.1",
+            "--client",
+            "dash",
+            "--client",
+            "stranger",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let ids = write_files(dir);
+    let mut listed = std::fs::read_to_string(&ids).unwrap();
+    listed += "dash read cert\n";
+    std::fs::write(&ids, listed).unwrap();
+    let (ca, node1) = (certs.join("ca.pem"), certs.join("node1.pem"));
+    let client_tls = {
+        let (certs, ca) = (certs.clone(), ca.clone());
+        move |name: &str| {
+            let pem = certs.join(format!("client-{name}.pem"));
+            fe_meta::client::ClientTls::load(&ca, Some(&pem), Some(&pem)).unwrap()
+        }
+    };
+    let spec = ClusterSpec {
+        nodes: 1,
+        extra: vec![
+            format!("auth.identitiesFile={}", ids.display()),
+            format!(
+                "auth.nodeCredentialsFile={}",
+                dir.join("node.cred").display()
+            ),
+            "client.secure=true".into(),
+            format!("ssl.keyStore.location={}", node1.display()),
+            format!("ssl.trustStore.location={}", ca.display()),
+            "ssl.clientAuth=need".into(),
+        ],
+        client_tls: Some(client_tls("dash")),
+        ..ClusterSpec::default()
+    };
+    (spec, client_tls)
 }

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use fe_meta::client::ClientOptions;
+use fe_meta::client::{ClientOptions, ClientTls, Credentials};
 use zab_core::Zxid;
 
 use crate::Failure;
@@ -64,28 +64,34 @@ pub struct RecoverArgs {
     pub timeout: f64,
 }
 
-/// The identity the survivors are asked as: zoo.cfg's `auth.nodeCredentialsFile`, if set.
-fn node_credentials(
+/// How the survivors are asked, as the node itself would call them: zoo.cfg's
+/// `auth.nodeCredentialsFile` and its client-port TLS (`client.secure`), if set.
+fn node_client_settings(
     config: &std::path::Path,
-) -> Result<Option<std::sync::Arc<fe_meta::client::Credentials>>, Failure> {
+) -> Result<(Option<std::sync::Arc<Credentials>>, Option<ClientTls>), Failure> {
     let text = std::fs::read_to_string(config).map_err(|e| Failure {
         code: crate::ExitCode::Other,
         message: format!("cannot read {}: {e}", config.display()),
     })?;
-    fe_meta::server::auth::node_credentials_in(&text).map_err(|e| Failure {
+    let refused = |e: fe_meta::server::ServerError| Failure {
         code: crate::ExitCode::Other,
         message: e.to_string(),
-    })
+    };
+    let credentials = fe_meta::server::auth::node_credentials_in(&text).map_err(refused)?;
+    let tls = fe_meta::server::node_client_tls_in(&text).map_err(refused)?;
+    Ok((credentials, tls))
 }
 
 /// Runs `fe-meta recover` (INV-1, INV-2).
 pub fn run(args: &RecoverArgs) -> Result<(), Failure> {
     let local = local::read(&args.config)?;
     let timeout = Duration::try_from_secs_f64(args.timeout).unwrap_or(Duration::from_secs(5));
+    let (credentials, tls) = node_client_settings(&args.config)?;
     let options = ClientOptions {
         connect_timeout: timeout,
         request_timeout: timeout,
-        credentials: node_credentials(&args.config)?,
+        credentials,
+        tls,
         ..ClientOptions::DEFAULT
     };
     let rt = crate::runtime()?;

@@ -75,6 +75,7 @@ use zab_net::config::ConfigError;
 use zab_net::{NetError, Node, NodeOptions, NodeStatus, ServerId, Zxid};
 
 pub use config::{Member, ServerConfig, EXTRA_KEYS};
+pub use conn::tls::joining_tls as node_client_tls_in;
 pub use fatal::{FatalStop, FATAL_EXIT_STATUS};
 pub use handle::VERSION;
 pub use join::{ClusterView, Helper, JoinError};
