@@ -16,7 +16,7 @@ use std::time::Duration;
 use fe_meta::client::{ClientError, ClientOptions, Credentials};
 use fe_meta::protocol::{Secret, Status};
 use fe_meta::server::auth::secret_digest;
-use tests::proc::binary::fe_meta_bin;
+use tests::proc::binary::{fe_meta_bin, output_text as text};
 use tests::proc::cluster::PROBE;
 use tests::proc::{ClusterSpec, Load, ProcCluster};
 
@@ -68,14 +68,6 @@ fn cli(addr: &str, creds: Option<&Path>, args: &[&str]) -> Output {
         cmd.arg("--credentials").arg(c);
     }
     cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn exit_of(status: Status) -> i32 {

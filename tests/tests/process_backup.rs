@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use fe_meta::state::backup::{verify_backup, BackupHeader};
 use fe_meta::state::catalog::Catalog;
-use tests::proc::binary::fe_meta_bin;
+use tests::proc::binary::{fe_meta_bin, output_text as text};
 use tests::proc::{fill, ClusterSpec, Ledger, Load, ProcCluster};
 
 /// Variables written before the backup.
@@ -213,14 +213,6 @@ fn cli(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn path(p: &Path) -> &str {

@@ -8,6 +8,8 @@
 //!   claims to be; refused on the client port: a plaintext client, a TLS client without a
 //!   certificate, a client with a certificate from another CA. The cluster keeps serving; the
 //!   logs show the refusals and `mntr` counts them.
+//! - `tls_client_port_without_client_certificates`: `ssl.clientAuth=none` serves a TLS
+//!   client without a certificate and still refuses plaintext and a client of another CA.
 //! - `tls_certificates_rotate_one_node_at_a_time`: under a write load, each node is restarted
 //!   with a new certificate from the same CA, then the cluster rolls over to a new CA (trust
 //!   both, restart each; new certificates, restart each); no acknowledged write is lost.
@@ -256,6 +258,36 @@ async fn tls_cluster_serves_and_refuses_strangers() {
         clients >= Some(3),
         "client TLS refusals counted: {clients:?}"
     );
+    c.finish().await.unwrap();
+}
+
+/// With `ssl.clientAuth=none` the client port is TLS but asks for no certificate: a client
+/// that trusts the CA and presents none is served, a plaintext client is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_client_port_without_client_certificates() {
+    let certs = Certs::new();
+    let mut s = spec(&certs);
+    for line in &mut s.extra {
+        if line.as_str() == "ssl.clientAuth=need" {
+            *line = "ssl.clientAuth=none".into();
+        }
+    }
+    s.client_tls = Some(certs.client("both-cas.pem", None));
+    let mut c = ProcCluster::start("tls_no_client_auth", s).await.unwrap();
+    c.leader(Duration::from_secs(10)).await.unwrap();
+    assert!(client_answered(&c, Some(certs.client("a/ca.pem", None))).await);
+    assert!(
+        !client_answered(&c, None).await,
+        "a plaintext client was answered"
+    );
+    assert!(
+        !client_answered(&c, Some(certs.client("b/ca.pem", None))).await,
+        "a client that trusts another CA accepted the node's certificate"
+    );
+    let load = Load::start(&c, 2, 64, Duration::from_secs(20));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = load.stop().await;
+    assert!(report.acked > 10, "too few writes: {report:?}");
     c.finish().await.unwrap();
 }
 

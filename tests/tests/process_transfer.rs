@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fe_meta::client::{Client, ClientOptions};
-use tests::proc::binary::fe_meta_bin;
+use tests::proc::binary::{fe_meta_bin, output_text as text};
 use tests::proc::{ClusterSpec, Ledger, Load, ProcCluster};
 
 /// Runs `fe-meta transfer-leader [sid] --server <addr>`.
@@ -29,14 +29,6 @@ fn transfer_cli(c: &ProcCluster, via: u64, sid: Option<u64>) -> Output {
     }
     cmd.args(["--server", &c.client_addr(via), "--timeout", "60"]);
     cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// 3 servers under 3 writers; `transfer-leader T` sent to the third server (which forwards it)

@@ -31,3 +31,12 @@ pub fn fe_meta_bin() -> Result<PathBuf, ProcError> {
         Err(ProcError::NoBinary(guess.display().to_string()))
     }
 }
+
+/// What a finished `fe-meta` command printed: its stdout, then its stderr.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
