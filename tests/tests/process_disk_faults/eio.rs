@@ -26,20 +26,13 @@ async fn a_follower_whose_log_sync_fails_once_exits_and_catches_up_once_the_disk
     let load = Load::start(&c, 3, crate::VALUE_LEN, Duration::from_secs(60));
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    df.set(faulty, "eio-sync-once").unwrap();
-    let set_at = Instant::now();
-    let code = c.node_mut(faulty).unwrap().wait_exit(EXIT_WITHIN).await;
-    let exited_after = set_at.elapsed();
-    exited_fatally(&mut c, faulty, code, "an EIO from msync");
-    let line = the_fatal_line(&c, faulty);
+    let (_, exited_after, line) =
+        fail_until_exit(&mut c, &df, faulty, "eio-sync-once", "an EIO from msync").await;
     names_the_failed_sync(&line, &df.data_dir(faulty).display().to_string());
     let injected = injected_without_retry(&c, faulty);
 
     let report = others_keep_committing(&mut c, load, faulty, leader).await;
-    df.set(faulty, "ok").unwrap();
-    c.restart(faulty).unwrap();
-    let restarted = Instant::now();
-    let end = c.finish().await.unwrap();
+    let (caught_up, end) = heal_and_finish(&mut c, &df, faulty).await;
     println!(
         "RESULT scenario={name} faulty={faulty} leader={leader} exit_after_ms={} injected={} \
          load_acked={} load_failed={} caught_up_ms={} journal_id={:#x} acked_checked={}\n  {line}",
@@ -47,7 +40,7 @@ async fn a_follower_whose_log_sync_fails_once_exits_and_catches_up_once_the_disk
         injected.len(),
         report.acked,
         report.failed,
-        ms(restarted.elapsed()),
+        ms(caught_up),
         end.journal_id,
         end.acked_writes
     );
@@ -67,12 +60,8 @@ async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
     let load = Load::start(&c, 3, crate::VALUE_LEN, Duration::from_secs(60));
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    df.set(leader, "eio-sync").unwrap();
-    let set_at = Instant::now();
-    let code = c.node_mut(leader).unwrap().wait_exit(EXIT_WITHIN).await;
-    let exited_after = set_at.elapsed();
-    exited_fatally(&mut c, leader, code, "EIO from every sync");
-    let line = the_fatal_line(&c, leader);
+    let (set_at, exited_after, line) =
+        fail_until_exit(&mut c, &df, leader, "eio-sync", "EIO from every sync").await;
     names_the_failed_sync(&line, &df.data_dir(leader).display().to_string());
     let injected = injected_without_retry(&c, leader);
 
@@ -80,10 +69,7 @@ async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
     assert_ne!(new_leader, leader);
     let elected_after = set_at.elapsed();
     let report = others_keep_committing(&mut c, load, leader, new_leader).await;
-    df.set(leader, "ok").unwrap();
-    c.restart(leader).unwrap();
-    let restarted = Instant::now();
-    let end = c.finish().await.unwrap();
+    let (caught_up, end) = heal_and_finish(&mut c, &df, leader).await;
     println!(
         "RESULT scenario={name} old_leader={leader} new_leader={new_leader} exit_after_ms={} \
          elected_after_ms={} injected={} load_acked={} load_failed={} caught_up_ms={} \
@@ -93,7 +79,7 @@ async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
         injected.len(),
         report.acked,
         report.failed,
-        ms(restarted.elapsed()),
+        ms(caught_up),
         end.journal_id,
         end.acked_writes
     );
@@ -116,12 +102,8 @@ async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_segment() {
     let load = Load::start(&c, 3, 1000, Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    df.set(faulty, "eio-write").unwrap();
-    let set_at = Instant::now();
-    let code = c.node_mut(faulty).unwrap().wait_exit(EXIT_WITHIN).await;
-    let exited_after = set_at.elapsed();
-    exited_fatally(&mut c, faulty, code, "EIO from write(2)");
-    let line = the_fatal_line(&c, faulty);
+    let (_, exited_after, line) =
+        fail_until_exit(&mut c, &df, faulty, "eio-write", "EIO from write(2)").await;
     let dir = df.data_dir(faulty).display().to_string();
     assert!(line.contains("Input/output error"), "{line}");
     assert!(
@@ -134,10 +116,7 @@ async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_segment() {
     assert!(injected > 0, "the shim injected nothing");
 
     let report = others_keep_committing(&mut c, load, faulty, leader).await;
-    df.set(faulty, "ok").unwrap();
-    c.restart(faulty).unwrap();
-    let restarted = Instant::now();
-    let end = c.finish().await.unwrap();
+    let (caught_up, end) = heal_and_finish(&mut c, &df, faulty).await;
     println!(
         "RESULT scenario={name} faulty={faulty} leader={leader} exit_after_ms={} injected={injected} \
          segments_before={segments_before} load_acked={} load_failed={} caught_up_ms={} \
@@ -145,10 +124,42 @@ async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_segment() {
         ms(exited_after),
         report.acked,
         report.failed,
-        ms(restarted.elapsed()),
+        ms(caught_up),
         end.journal_id,
         end.acked_writes
     );
+}
+
+/// Sets `fault` on node `sid` and waits until it exits with the fatal status (`why` names the
+/// fault in the failure message); returns when the fault was set, how long the node took to
+/// exit, and its fatal log line.
+async fn fail_until_exit(
+    c: &mut ProcCluster,
+    df: &DiskFault,
+    sid: u64,
+    fault: &str,
+    why: &str,
+) -> (Instant, Duration, String) {
+    df.set(sid, fault).unwrap();
+    let set_at = Instant::now();
+    let code = c.node_mut(sid).unwrap().wait_exit(EXIT_WITHIN).await;
+    let exited_after = set_at.elapsed();
+    exited_fatally(c, sid, code, why);
+    (set_at, exited_after, the_fatal_line(c, sid))
+}
+
+/// Clears node `sid`'s fault, restarts it and runs the end checks (it must catch up with every
+/// acknowledged write); returns how long that took and what the checks found.
+async fn heal_and_finish(
+    c: &mut ProcCluster,
+    df: &DiskFault,
+    sid: u64,
+) -> (Duration, tests::proc::checks::Converged) {
+    df.set(sid, "ok").unwrap();
+    c.restart(sid).unwrap();
+    let restarted = Instant::now();
+    let end = c.finish().await.unwrap();
+    (restarted.elapsed(), end)
 }
 
 /// The fatal line of a failed sync: the call, the txn log file under `dir`, the OS error, and
@@ -233,18 +244,15 @@ async fn a_follower_that_cannot_write_a_snapshot_goes_on_but_one_that_cannot_wri
     );
     assert!(line.contains("reported an I/O error"), "{line}");
 
-    df.set(faulty, "ok").unwrap();
     c.restart(leader).unwrap();
-    c.restart(faulty).unwrap();
-    let restarted = Instant::now();
-    let end = c.finish().await.unwrap();
+    let (caught_up, end) = heal_and_finish(&mut c, &df, faulty).await;
     let snapshots_after = c.node(faulty).unwrap().snapshot_files().len();
     println!(
         "RESULT scenario={name} faulty={faulty} old_leader={leader} \
          failed_snapshots={failed_snapshots} epoch_exit_after_kill_ms={} caught_up_ms={} \
          journal_id={:#x} acked_checked={} snapshots_after={snapshots_after}\n  {line}",
         ms(exited_after),
-        ms(restarted.elapsed()),
+        ms(caught_up),
         end.journal_id,
         end.acked_writes
     );
