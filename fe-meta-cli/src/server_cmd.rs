@@ -133,7 +133,28 @@ pub(super) fn run(config: &Path, mode: StartMode, log_format: LogFormat) -> Resu
                  --bootstrap (docs/OPERATIONS.md, section 5.2)"
             ),
         }),
+        Err(ServerError::Node(NetError::Store(e))) if is_disk_failure(&e) => Err(Failure {
+            code: ExitCode::NodeFatal,
+            message: format!(
+                "server {at}: the disk failed while the node started: {e}. Fix the disk (free \
+                 space, or check the kernel log and replace a failing disk and resync the \
+                 node, docs/OPERATIONS.md section 6.1), then start it again"
+            ),
+        }),
         Err(e) => Err(Failure::other(format!("server {at}: {e}"))),
+    }
+}
+
+/// Whether a start failed because the disk itself did (an I/O error, no space, a file system
+/// turned read-only, a quota): the same exit status as a fatal stop, whose causes these are.
+fn is_disk_failure(e: &StoreError) -> bool {
+    /// EIO, ENOSPC, EROFS and EDQUOT on Linux.
+    const DISK_FAILURES: [i32; 4] = [5, 28, 30, 122];
+    match e {
+        StoreError::Io { source, .. } => source
+            .raw_os_error()
+            .is_some_and(|code| DISK_FAILURES.contains(&code)),
+        _ => false,
     }
 }
 
@@ -187,6 +208,29 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn disk_failures_at_start_are_told_from_other_io_errors() {
+        let at = |code: i32| {
+            StoreError::io(
+                "fsync directory",
+                "/d",
+                std::io::Error::from_raw_os_error(code),
+            )
+        };
+        for code in [5, 28, 30, 122] {
+            assert!(is_disk_failure(&at(code)), "os error {code}");
+        }
+        for code in [2, 13] {
+            assert!(
+                !is_disk_failure(&at(code)),
+                "os error {code} is a setup problem"
+            );
+        }
+        assert!(!is_disk_failure(&StoreError::corrupt(
+            "/d/log", 0, "bad crc"
+        )));
     }
 
     fn log_with(format: LogFormat) -> String {

@@ -47,7 +47,7 @@ async fn a_follower_whose_log_sync_fails_once_exits_and_catches_up_once_the_disk
 }
 
 /// The leader's syncs fail for good: it exits, a new leader is elected among the two others,
-/// and every write a client saw acknowledged (some by the old leader, on its followers'
+/// started again before the disk is fixed it exits with the same status, and every write a client saw acknowledged (some by the old leader, on its followers'
 /// durable acks only) is there after recovery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
@@ -69,6 +69,11 @@ async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
     assert_ne!(new_leader, leader);
     let elected_after = set_at.elapsed();
     let report = others_keep_committing(&mut c, load, leader, new_leader).await;
+    // Started again on the disk that still fails, it exits with the same status, at its start
+    // or at its first sync (systemd treats both alike).
+    c.restart(leader).unwrap();
+    let code = c.node_mut(leader).unwrap().wait_exit(EXIT_WITHIN).await;
+    exited_fatally(&mut c, leader, code, "a start on a disk that still fails");
     let (caught_up, end) = heal_and_finish(&mut c, &df, leader).await;
     println!(
         "RESULT scenario={name} old_leader={leader} new_leader={new_leader} exit_after_ms={} \
