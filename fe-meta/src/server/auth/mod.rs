@@ -131,11 +131,7 @@ impl AuthConfig {
 /// The credentials `auth.nodeCredentialsFile` names in the text of a zoo.cfg that may not
 /// load yet (a joining node's, which its helper completes).
 pub fn node_credentials_in(zoo_cfg: &str) -> Result<Option<Arc<Credentials>>, ServerError> {
-    let value = zoo_cfg.lines().find_map(|line| {
-        let (key, value) = line.split_once('=')?;
-        (key.trim() == "auth.nodeCredentialsFile").then(|| value.trim().to_owned())
-    });
-    match value {
+    match super::join::value_of(zoo_cfg, "auth.nodeCredentialsFile") {
         None => Ok(None),
         Some(path) => Credentials::load(Path::new(&path))
             .map(|c| Some(Arc::new(c)))

@@ -174,3 +174,19 @@ fn identities_need_admin_node_credentials() {
     let open = AuthConfig::load(None, Some(&creds)).unwrap();
     assert!(!open.required() && open.credentials().is_some());
 }
+
+#[test]
+fn node_credentials_come_from_the_uncommented_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("creds");
+    std::fs::write(&creds, "node:n\n").unwrap();
+    let text = format!(
+        "#auth.nodeCredentialsFile=/nowhere\n auth.nodeCredentialsFile = {} \n",
+        creds.display()
+    );
+    let found = node_credentials_in(&text).unwrap().unwrap();
+    assert_eq!(found.identity, "node");
+    assert!(node_credentials_in("#auth.nodeCredentialsFile=/nowhere\n")
+        .unwrap()
+        .is_none());
+}

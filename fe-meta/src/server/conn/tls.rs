@@ -44,12 +44,7 @@ pub fn load(node: &NodeConfig) -> Result<Option<ClientPortTls>, ServerError> {
 /// its zoo.cfg `text`, which may not parse yet (the helper completes it). `None` without
 /// `client.secure=true`.
 pub fn joining_tls(text: &str) -> Result<Option<ClientTls>, ServerError> {
-    let value = |key: &str| {
-        text.lines()
-            .filter_map(|l| l.trim().split_once('='))
-            .find(|(k, _)| k.trim() == key)
-            .map(|(_, v)| v.trim().to_owned())
-    };
+    let value = |key: &str| crate::server::join::value_of(text, key);
     if value("client.secure").as_deref() != Some("true") {
         return Ok(None);
     }
