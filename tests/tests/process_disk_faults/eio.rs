@@ -289,6 +289,16 @@ async fn failed_snapshots_are_not_fatal(
     leader: u64,
     faulty: u64,
 ) -> usize {
+    let dir = df.data_dir(faulty);
+    let snapshots = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("snapshot."))
+            .collect()
+    };
+    // A snapshot the node completed before the faults (e.g. at its first sync) may stay.
+    let before = snapshots(&dir);
     let mut failed_snapshots = 0;
     for (round, fault) in ["eio-write", "eio-sync"].into_iter().enumerate() {
         df.set(faulty, &format!("{fault} match=/snapshot."))
@@ -308,11 +318,9 @@ async fn failed_snapshots_are_not_fatal(
         let read = read.get_var(&format!("{prefix}299"), true).await.unwrap();
         assert!(read.value.is_some(), "node {faulty} must still serve reads");
     }
-    let dir = df.data_dir(faulty);
-    let left: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("snapshot."))
+    let left: Vec<String> = snapshots(&dir)
+        .into_iter()
+        .filter(|n| !before.contains(n))
         .collect();
     assert!(
         left.is_empty(),
