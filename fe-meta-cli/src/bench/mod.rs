@@ -18,6 +18,8 @@
 //! INV-3: a launched cluster is stopped (every child reaped) and its folder removed before
 //! `run` returns, whatever failed.
 
+mod args;
+mod busy;
 mod catchup;
 mod cluster;
 mod cpu;
@@ -28,6 +30,7 @@ mod memory;
 mod output;
 mod plot;
 mod report;
+mod sittings;
 mod svg;
 mod tls;
 mod w6;
@@ -35,15 +38,14 @@ mod w6;
 mod xml_check;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::Args;
-
 use super::{runtime, Failure};
+pub use args::BenchArgs;
+use args::{secs, Params};
 use cluster::Cluster;
 use cpu::{Quiet, Window};
-use fe_meta::client::{ClientError, ClientOptions};
+use fe_meta::client::ClientError;
 use output::{draw, file_name, plot_failure, Output};
 use report::Line;
 
@@ -51,117 +53,6 @@ use report::Line;
 pub const DEFAULT_BENCH_BASE_PORT: u16 = 19030;
 
 const ALL: [&str; 6] = ["W0", "W1", "W2", "W3", "W4", "W5"];
-
-/// The arguments of `bench`.
-#[derive(Clone, Debug, Args)]
-pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`; W6 (membership
-    /// changes, launched cluster only) always runs last.
-    #[arg(long, default_value = "all", value_delimiter = ',')]
-    pub workload: Vec<String>,
-    /// Attach to a running cluster (its client endpoints, host:port,...) instead of launching
-    /// one; W4/W5 and memory need a launched cluster and are skipped.
-    #[arg(long, value_delimiter = ',')]
-    pub attach: Option<Vec<String>>,
-    /// With --attach: the servers' pids (for CPU figures); found by listening port if omitted.
-    #[arg(long, value_delimiter = ',')]
-    pub server_pids: Option<Vec<u32>>,
-    /// Warm-up seconds before each measured phase.
-    #[arg(long, default_value_t = 3.0)]
-    pub warm: f64,
-    /// Measured seconds (CPU is sampled only when >= 5).
-    #[arg(long, default_value_t = 10.0)]
-    pub run: f64,
-    /// W4 trials, and W6 trials per phase.
-    #[arg(long, default_value_t = 3)]
-    pub trials: usize,
-    /// W5 writes while the follower is down.
-    #[arg(long, default_value_t = 100_000)]
-    pub w5_txns: usize,
-    /// W3 clients.
-    #[arg(long, default_value_t = 32)]
-    pub w3_sessions: usize,
-    /// W2 writes in flight.
-    #[arg(long, default_value_t = 1000)]
-    pub w2_outstanding: usize,
-    /// Catalog entries for `--workload memory`.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub memory_entries: usize,
-    /// Node 1's client port of a launched cluster (quorum +100, election +200).
-    #[arg(long, default_value_t = DEFAULT_BENCH_BASE_PORT)]
-    pub base_port: u16,
-    /// Where the launched cluster's folder is made (a fresh one each run).
-    #[arg(long, default_value_os_t = std::env::temp_dir())]
-    pub dir: PathBuf,
-    /// TLS on every port of the launched cluster: a throwaway CA and certificates in its
-    /// folder, mutual TLS between members (`sslQuorum`), a TLS client port that requires
-    /// client certificates; W0-W3 only.
-    #[arg(long, conflicts_with = "attach")]
-    pub tls: bool,
-    /// Keep the launched cluster's folder (logs, data) after the run.
-    #[arg(long)]
-    pub keep: bool,
-    /// Busy cores under which the machine counts as idle (cpu.sh's QUIET_CORES).
-    #[arg(long, default_value_t = 0.15)]
-    pub quiet_cores: f64,
-    /// Most seconds to wait for an idle machine before each workload (QUIET_MAX_WAIT); 0
-    /// turns the gate off.
-    #[arg(long, default_value_t = 180)]
-    pub quiet_max_wait: u64,
-    /// Seconds a request may take before the client gives up on it.
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Print one JSON document instead of RESULT lines, tables and histograms.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write an SVG of the W1 and W3 latency percentiles (p50, p90, p99, p99.9, max),
-    /// ours beside ZooKeeper's (from --zookeeper-results).
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// ZooKeeper's RESULT lines for --svg: a raw-*.txt of the anchors' zookeeper/run.sh
-    /// [default: the newest $ANCHOR_OUT/zookeeper/results/raw-*.txt, ANCHOR_OUT defaulting to
-    /// /tmp/anchor-out; without one, ours alone is drawn]
-    #[arg(long, value_name = "FILE", requires = "svg")]
-    pub zookeeper_results: Option<PathBuf>,
-    /// With --svg: draw from this earlier run's output (its RESULT lines) instead of running
-    /// workloads; no cluster is launched.
-    #[arg(long, value_name = "FILE", requires = "svg")]
-    pub results: Option<PathBuf>,
-}
-
-/// The workload parameters every workload reads.
-#[derive(Clone, Debug)]
-pub struct Params {
-    warm: Duration,
-    run: Duration,
-    trials: usize,
-    w5_txns: usize,
-    sessions: usize,
-    outstanding: usize,
-    memory_entries: usize,
-    payload: String,
-    request_timeout: Duration,
-    /// The clients' TLS (`--tls`).
-    tls: Option<fe_meta::client::ClientTls>,
-}
-
-impl Params {
-    fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: self.request_timeout,
-            tls: self.tls.clone(),
-            ..ClientOptions::DEFAULT
-        }
-    }
-}
-
-fn secs(s: f64, what: &str) -> Result<Duration, Failure> {
-    Duration::try_from_secs_f64(s).map_err(|_| Failure {
-        code: super::ExitCode::Usage,
-        message: format!("{what}: not a duration in seconds: {s}"),
-    })
-}
 
 /// One progress line on stderr, stamped with the UTC time of day.
 pub(crate) fn progress(msg: &str) {
@@ -224,12 +115,42 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
         payload: "z".repeat(100),
         request_timeout: secs(args.timeout, "--timeout")?,
         tls: None,
+        background_cores: args.background_cores as usize,
     };
     // Children are spawned from this (main) thread: PDEATHSIG follows the spawning thread.
     runtime()?.block_on(bench(args, &selected, &p))
 }
 
 async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), Failure> {
+    let mut out = Output::new(args.json);
+    let mut result = Ok(());
+    for sitting in 1..=args.sittings {
+        out.start_sitting(sitting);
+        if args.sittings > 1 {
+            progress(&format!("sitting {sitting} of {}", args.sittings));
+        }
+        let r = one_sitting(args, selected, p, sitting, &mut out).await;
+        if let Err(e) = r {
+            result = Err(e);
+            break;
+        }
+    }
+    out.finish(args.sittings);
+    let drawn = match &args.svg {
+        Some(svg) => draw(args, svg, "this run", out.lines()),
+        None => Ok(()),
+    };
+    result.and(drawn)
+}
+
+/// One sitting: a fresh cluster (or the attached one) and every selected workload.
+async fn one_sitting(
+    args: &BenchArgs,
+    selected: &[String],
+    p: &Params,
+    sitting: u32,
+    out: &mut Output,
+) -> Result<(), Failure> {
     let mut cluster = match &args.attach {
         Some(eps) => Cluster::attach(eps.clone(), args.server_pids.clone()).await?,
         None => {
@@ -242,19 +163,13 @@ async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), 
         tls: cluster.tls.clone(),
         ..p.clone()
     };
-    let mut out = Output::new(args.json);
-    out.note(&header(args, &cluster));
-    let result = workloads(&mut cluster, args, selected, p, &mut out).await;
+    out.note(&header(args, &cluster, sitting));
+    let result = workloads(&mut cluster, args, selected, p, out).await;
     cluster.shutdown().await;
-    out.finish();
-    let drawn = match &args.svg {
-        Some(svg) => draw(args, svg, "this run", out.lines()),
-        None => Ok(()),
-    };
-    result.and(drawn)
+    result
 }
 
-fn header(args: &BenchArgs, cluster: &Cluster) -> String {
+fn header(args: &BenchArgs, cluster: &Cluster, sitting: u32) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -292,7 +207,8 @@ fn header(args: &BenchArgs, cluster: &Cluster) -> String {
     format!(
         "# fe-meta bench run (unix time {})\n# host: nproc={nproc} cpu='{cpu}' mem={mem_gib}GiB\n\
          # fe-meta {} {target}\n\
-         # WARM={} RUN={} TRIALS={} W5_TXNS={} W3_SESSIONS={} W2_OUTSTANDING={} payload=100B",
+         # WARM={} RUN={} TRIALS={} W5_TXNS={} W3_SESSIONS={} W2_OUTSTANDING={} payload=100B\n\
+         # sitting {} of {}, background_cores={}",
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
@@ -303,6 +219,9 @@ fn header(args: &BenchArgs, cluster: &Cluster) -> String {
         args.w5_txns,
         args.w3_sessions,
         args.w2_outstanding,
+        sitting,
+        args.sittings,
+        args.background_cores,
     )
 }
 
@@ -478,8 +397,11 @@ async fn measured(
         tokio::time::sleep(p.run - Duration::from_secs(3)).await;
         Some(Window::between(&a, &cpu::sample(pids)))
     };
+    let load = busy::BackgroundLoad::start(p.background_cores);
     let (r, window): (Result<Line, ClientError>, Option<Window>) = tokio::join!(work, sampler);
+    let spinners = load.stop().len();
     let mut line = r.map_err(Failure::from)?;
     line.add_cpu(window, quiet);
+    line.set("background_cores", spinners);
     Ok(line)
 }

@@ -57,6 +57,8 @@ pub(super) fn draw(
 /// at the end.
 pub(super) struct Output {
     json: bool,
+    /// The sitting every line is tagged with (`sitting=N`).
+    sitting: u32,
     notes: Vec<String>,
     lines: Vec<Line>,
 }
@@ -65,6 +67,7 @@ impl Output {
     pub(super) fn new(json: bool) -> Output {
         Output {
             json,
+            sitting: 1,
             notes: Vec::new(),
             lines: Vec::new(),
         }
@@ -78,7 +81,13 @@ impl Output {
         self.notes.push(text.to_owned());
     }
 
-    pub(super) fn line(&mut self, l: Line) {
+    /// Lines from now on belong to sitting `n`.
+    pub(super) fn start_sitting(&mut self, n: u32) {
+        self.sitting = n;
+    }
+
+    pub(super) fn line(&mut self, mut l: Line) {
+        l.set("sitting", self.sitting);
         if !self.json {
             println!("{}", l.render());
             let _ = std::io::stdout().flush();
@@ -106,7 +115,8 @@ impl Output {
         &self.lines
     }
 
-    pub(super) fn finish(&self) {
+    /// The results, and with several sittings their summary (`sittings`).
+    pub(super) fn finish(&self, sittings: u32) {
         if self.json {
             let doc = serde_json::json!({
                 "notes": self.notes,
@@ -117,6 +127,7 @@ impl Output {
             println!();
             print!("{}", report::human(&self.lines));
             print!("{}", report::histograms(&self.lines));
+            print!("{}", super::sittings::summary(&self.lines, sittings));
         }
     }
 }
