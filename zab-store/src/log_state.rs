@@ -22,6 +22,8 @@ pub(crate) struct SegEntry {
     pub seg: Segment,
     /// Offset just after its last record.
     pub end: usize,
+    /// The bytes below this were last released from the resident set (`Segment::release`).
+    pub released: usize,
 }
 
 /// Where one record is.

@@ -75,6 +75,7 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
         let mut entry = SegEntry {
             seg,
             end: scanned.end,
+            released: 0,
         };
         if let Some(t) = &scanned.torn {
             report.cut = Some(cut_tail(&mut entry, t, force_sync)?);
