@@ -439,7 +439,9 @@ fn both_kinds_round_trip_through_the_writer_reader_and_reopen() {
 fn released_pages_read_back_unchanged() {
     let d = tempfile::tempdir().unwrap();
     let (mut log, _) = open(d.path(), 12 << 20);
-    let mut txns: Vec<_> = (1..=3000).map(|c| txn(z(1, c), 4000 + c as usize % 97)).collect();
+    let mut txns: Vec<_> = (1..=3000)
+        .map(|c| txn(z(1, c), 4000 + c as usize % 97))
+        .collect();
     for (i, t) in txns.iter().enumerate() {
         log.append(t).unwrap();
         if i % 100 == 99 {

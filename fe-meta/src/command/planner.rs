@@ -265,8 +265,8 @@ mod tests {
         }
         assert_eq!(p.pending(), 8);
         let mut expected = applied.clone();
-        for (_, planned) in &window {
-            commit(&mut expected, zxid + 1, planned);
+        for (k, (_, planned)) in (1..).zip(&window) {
+            commit(&mut expected, zxid + k, planned);
         }
         assert_eq!(
             p.speculative().databases().collect::<Vec<_>>(),

@@ -139,7 +139,10 @@ mod tests {
         }
         let ids: Vec<u64> = m.keys().map(|b| b.0.id).collect();
         assert_eq!(ids, [3, 2, 1]);
-        assert_eq!(m.get_key_value(&Addr("h1", 9)).map(|(b, _)| b.0.id), Some(2));
+        assert_eq!(
+            m.get_key_value(&Addr("h1", 9)).map(|(b, _)| b.0.id),
+            Some(2)
+        );
         assert!(!m.contains_key(&Addr("h1", 1)));
         assert!(m.remove(&Addr("h2", 1)).is_some());
         assert_eq!(m.len(), 2);
