@@ -145,6 +145,13 @@ impl TxnLog {
         let st = &mut *guard;
         let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
         let (base, off) = (seg.seg.base(), seg.end);
+        let entry = IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
+            StoreError::corrupt(
+                seg.seg.path(),
+                off as u64,
+                "record beyond 4 GiB into its segment: lower the preallocation size",
+            )
+        })?;
         let out = seg
             .seg
             .bytes_mut()
@@ -154,13 +161,7 @@ impl TxnLog {
             })?;
         record::encode_into(out, txn.zxid, txn.kind, &txn.data);
         seg.end += need;
-        st.index.push(IndexEntry {
-            zxid: txn.zxid,
-            kind: txn.kind,
-            base,
-            offset: off,
-            len: need,
-        });
+        st.index.push(entry);
         drop(guard);
         self.mark_dirty(base, off, off + need);
         Ok(())
@@ -198,7 +199,7 @@ impl TxnLog {
             if keep == 0 {
                 st.floor = to.min(first_dropped.zxid);
             }
-            (first_dropped.base <= to).then_some((first_dropped.base, first_dropped.offset))
+            (first_dropped.base <= to).then_some((first_dropped.base, first_dropped.offset()))
         };
         self.remove_segments_after(to)?;
         if let Some((base, offset)) = cut {
