@@ -227,7 +227,7 @@ pub(super) fn tables(db: &str, r: Read<Vec<Table>>) -> Output {
         .value
         .iter()
         .map(|t| {
-            let cols: Vec<String> = t.columns.iter().map(column_text).collect();
+            let cols: Vec<String> = t.columns.iter().map(|c| column_text(&c)).collect();
             vec![t.id.to_string(), t.name.clone(), cols.join(", ")]
         })
         .collect();
@@ -235,7 +235,7 @@ pub(super) fn tables(db: &str, r: Read<Vec<Table>>) -> Output {
         .value
         .iter()
         .map(|t| {
-            let cols: Vec<Value> = t.columns.iter().map(column_json).collect();
+            let cols: Vec<Value> = t.columns.iter().map(|c| column_json(&c)).collect();
             json!({"id": t.id, "db_id": t.db_id, "name": t.name, "columns": cols})
         })
         .collect();

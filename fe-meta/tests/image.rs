@@ -71,7 +71,7 @@ fn database_ops(dbs: u64, tables_per_db: u64, cols: usize, id: &mut u64) -> Vec<
                 id: *id,
                 db_id,
                 name: format!("t{t}"),
-                columns: columns.clone(),
+                columns: columns.as_slice().into(),
             };
             *id += 1;
             ops.push(Op::CreateTable(table));

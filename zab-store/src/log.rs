@@ -11,6 +11,10 @@
 //! INV-3: truncation keeps the disk a prefix of the old log at every instant: later segments
 //! are removed newest first (directory fsynced after each), then the first dropped record's
 //! header is zeroed and synced, and only then the rest of the dropped bytes.
+//! INV-5 (resident size): once records are durable their pages are released from the process's
+//! resident set (`segment` INV-4): a whole segment when a later one exists, else in steps of
+//! [`RELEASE_STEP`]; recovery's reads are released when the log is opened, after a sync of the
+//! recovered bytes. Released bytes are unchanged and read back on the next access.
 //! INV-4: with `force_sync = false` nothing is ever fsynced or msynced: **for tests only**.
 //! A process crash loses nothing in that mode (the page cache survives), a power loss or
 //! kernel crash can lose anything, including records reported persisted.
@@ -65,7 +69,11 @@ impl TxnLog {
     /// Opens (creating if needed) the log in `dir`, recovering it (see `recovery`).
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(TxnLog, Recovery)> {
         let dir = dir.as_ref().to_path_buf();
-        let (state, report) = recovery::recover(&dir, opts.force_sync)?;
+        let (mut state, report) = recovery::recover(&dir, opts.force_sync)?;
+        for s in &state.segs {
+            s.seg.sync_range(0, s.end, opts.force_sync)?;
+        }
+        release_durable(&mut state.segs, true);
         let shared = Arc::new(Shared {
             dir,
             state: RwLock::new(state),
@@ -137,6 +145,13 @@ impl TxnLog {
         let st = &mut *guard;
         let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
         let (base, off) = (seg.seg.base(), seg.end);
+        let entry = IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
+            StoreError::corrupt(
+                seg.seg.path(),
+                off as u64,
+                "record beyond 4 GiB into its segment: lower the preallocation size",
+            )
+        })?;
         let out = seg
             .seg
             .bytes_mut()
@@ -146,13 +161,7 @@ impl TxnLog {
             })?;
         record::encode_into(out, txn.zxid, txn.kind, &txn.data);
         seg.end += need;
-        st.index.push(IndexEntry {
-            zxid: txn.zxid,
-            kind: txn.kind,
-            base,
-            offset: off,
-            len: need,
-        });
+        st.index.push(entry);
         drop(guard);
         self.mark_dirty(base, off, off + need);
         Ok(())
@@ -171,6 +180,7 @@ impl TxnLog {
         }
         let mut st = self.shared.state.write();
         st.durable = st.index.len();
+        release_durable(&mut st.segs, false);
         Ok(st.last_durable())
     }
 
@@ -189,7 +199,7 @@ impl TxnLog {
             if keep == 0 {
                 st.floor = to.min(first_dropped.zxid);
             }
-            (first_dropped.base <= to).then_some((first_dropped.base, first_dropped.offset))
+            (first_dropped.base <= to).then_some((first_dropped.base, first_dropped.offset()))
         };
         self.remove_segments_after(to)?;
         if let Some((base, offset)) = cut {
@@ -263,6 +273,7 @@ impl TxnLog {
         st.segs.push(SegEntry {
             seg,
             end: SEGMENT_HEADER_LEN,
+            released: 0,
         });
         Ok(())
     }
@@ -332,5 +343,24 @@ impl TxnLog {
             0,
             "internal: no segment to write to",
         )
+    }
+}
+
+/// Bytes of durable records the last segment gathers before they are released (INV-5).
+pub const RELEASE_STEP: usize = 4 << 20;
+
+/// Releases the durable bytes of `segs` from the resident set (INV-5): every segment but the
+/// last whole (its records are all durable), the last one up to its end once that is
+/// [`RELEASE_STEP`] past what was released, or at once with `all` (also dropping the pages
+/// recovery read beyond the end). The caller has made every record of `segs` durable.
+fn release_durable(segs: &mut [crate::log_state::SegEntry], all: bool) {
+    let last = segs.len().saturating_sub(1);
+    for (i, s) in segs.iter_mut().enumerate() {
+        let hi = if all || i < last { s.seg.size() } else { s.end };
+        if hi > s.released && (all || i < last || hi - s.released >= RELEASE_STEP) {
+            s.seg.release(s.released.min(s.end) / 4096 * 4096, hi);
+            // The last segment grows from its end: later releases start there.
+            s.released = if i < last { hi } else { s.end };
+        }
     }
 }

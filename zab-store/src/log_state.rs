@@ -22,21 +22,47 @@ pub(crate) struct SegEntry {
     pub seg: Segment,
     /// Offset just after its last record.
     pub end: usize,
+    /// The bytes below this were last released from the resident set (`Segment::release`).
+    pub released: usize,
 }
 
-/// Where one record is.
+/// Where one record is (32 bytes: the log keeps one per record in memory).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct IndexEntry {
     /// Its zxid.
     pub zxid: Zxid,
-    /// What its payload is (as its record header says).
-    pub kind: TxnKind,
     /// The base zxid of its segment.
     pub base: Zxid,
     /// Offset of its header in the segment.
-    pub offset: usize,
+    offset: u32,
     /// Header plus payload length.
-    pub len: usize,
+    len: u32,
+    /// What its payload is (as its record header says).
+    pub kind: TxnKind,
+}
+
+impl IndexEntry {
+    /// The entry of a record at `offset`, `len` bytes long; `None` when either is 4 GiB or
+    /// more (a record is at most 2 GiB, a segment larger than 4 GiB is refused).
+    pub fn new(zxid: Zxid, kind: TxnKind, base: Zxid, offset: usize, len: usize) -> Option<Self> {
+        Some(IndexEntry {
+            zxid,
+            base,
+            offset: u32::try_from(offset).ok()?,
+            len: u32::try_from(len).ok()?,
+            kind,
+        })
+    }
+
+    /// Offset of its header in the segment.
+    pub fn offset(&self) -> usize {
+        self.offset as usize
+    }
+
+    /// Header plus payload length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
 }
 
 /// See the module docs.
@@ -103,5 +129,19 @@ impl LogState {
             return Err("segments out of order".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The log keeps one entry per record in memory: guard its size.
+    #[test]
+    fn an_index_entry_takes_32_bytes_and_refuses_offsets_past_4_gib() {
+        assert!(std::mem::size_of::<IndexEntry>() <= 32);
+        let e = IndexEntry::new(Zxid(5), TxnKind::App, Zxid(1), 4096, 100).unwrap();
+        assert_eq!((e.offset(), e.len()), (4096, 100));
+        assert!(IndexEntry::new(Zxid(5), TxnKind::App, Zxid(1), 1 << 32, 100).is_none());
     }
 }

@@ -66,7 +66,7 @@ impl LogReader {
         st.index[..st.durable]
             .iter()
             .map(|e| {
-                let payload = e.len.saturating_sub(HEADER_LEN);
+                let payload = e.len().saturating_sub(HEADER_LEN);
                 (e.zxid, u32::try_from(payload).unwrap_or(u32::MAX))
             })
             .unzip()
@@ -186,7 +186,11 @@ impl LogIter {
         }
         let payload = st
             .seg(e.base)
-            .and_then(|s| s.seg.bytes().get(e.offset + HEADER_LEN..e.offset + e.len))
+            .and_then(|s| {
+                s.seg
+                    .bytes()
+                    .get(e.offset() + HEADER_LEN..e.offset() + e.len())
+            })
             .ok_or("its segment was purged during the read")?;
         Ok(Some(Txn {
             zxid: e.zxid,

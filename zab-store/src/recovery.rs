@@ -75,17 +75,21 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
         let mut entry = SegEntry {
             seg,
             end: scanned.end,
+            released: 0,
         };
         if let Some(t) = &scanned.torn {
             report.cut = Some(cut_tail(&mut entry, t, force_sync)?);
         }
-        st.index.extend(scanned.records.iter().map(|r| IndexEntry {
-            zxid: r.zxid,
-            kind: r.kind,
-            base,
-            offset: r.offset,
-            len: r.len,
-        }));
+        for r in &scanned.records {
+            let e = IndexEntry::new(r.zxid, r.kind, base, r.offset, r.len).ok_or_else(|| {
+                StoreError::corrupt(
+                    &path,
+                    r.offset as u64,
+                    "record beyond 4 GiB into its segment",
+                )
+            })?;
+            st.index.push(e);
+        }
         if scanned.records.is_empty() {
             // Only possible for the last segment: created, but its first batch never landed.
             let p = entry.seg.path().to_path_buf();

@@ -18,6 +18,10 @@
 //! while a batch is being synced (recovery restores the zeros there).
 //! INV-3: the mapping is only written by the log's single writer; readers copy bytes out under
 //! the log's lock.
+//! INV-4 (resident size): [`Segment::release`] drops pages from the process's resident set
+//! (`MADV_DONTNEED` on the shared file mapping) without changing a byte: the page cache and the
+//! file keep them and a later access reads them back. The log releases only bytes it has made
+//! durable, so a written log costs the page cache, not the process's RSS.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -25,7 +29,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use byteorder::{BigEndian, ByteOrder};
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{MmapMut, MmapOptions, UncheckedAdvice};
 use zab_core::Zxid;
 
 use crate::error::{Result, StoreError};
@@ -191,6 +195,22 @@ impl Segment {
         self.map
             .flush_range(lo, hi - lo)
             .map_err(|e| StoreError::io(format!("msync bytes {lo}..{hi} of"), &self.path, e))
+    }
+
+    /// Drops the whole pages inside `[lo, hi)` from the resident set (INV-4); the bytes stay
+    /// what they were. Best effort: a refused advice only leaves the pages resident.
+    pub fn release(&self, lo: usize, hi: usize) {
+        let lo = lo.div_ceil(PAGE) * PAGE;
+        let hi = hi.min(self.map.len()) / PAGE * PAGE;
+        if lo < hi {
+            // SAFETY: MADV_DONTNEED on a MAP_SHARED file mapping only unmaps the pages from this
+            // process: their contents stay in the page cache and the file (dirty ones included),
+            // and the next access maps them again, so no byte any reference can see changes.
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(UncheckedAdvice::DontNeed, lo, hi - lo)
+            };
+        }
     }
 
     /// Zeroes `[lo, hi)` in the mapping (not yet durable).

@@ -134,7 +134,7 @@ fn create_table(c: &Catalog, db: &str, name: &str, columns: &[Column]) -> Plan {
         id,
         db_id,
         name: name.to_owned(),
-        columns: columns.to_vec(),
+        columns: columns.into(),
     };
     Ok((Op::CreateTable(table), Some(id)))
 }

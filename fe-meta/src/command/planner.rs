@@ -22,6 +22,12 @@
 //! applied whose answers are not in yet; re-applying them is harmless for the idempotent ops
 //! and, where it is not, the worst case is a plan that replay ignores — which its client is
 //! told (`server::write` INV-4), never acknowledged.
+//! INV-5 (memory): under a steady stream of writes the pending set may never empty, and the
+//! speculative catalog, applied to on its own, would grow into a second full copy of every
+//! entity written since the last reset. So after as many settles as there are pending entries
+//! (at least [`REBASE_MIN`]) it is rebuilt as in INV-4 — the applied catalog plus the pending
+//! entries — and shares all but the pending entries' paths with the applied one again; the
+//! amortized cost is one extra apply per write.
 
 use std::collections::BTreeMap;
 
@@ -40,7 +46,12 @@ pub struct Planner {
     speculative: Catalog,
     pending: BTreeMap<Ticket, Op>,
     next_ticket: u64,
+    /// Entries settled since the speculative catalog was last rebuilt or reset (INV-5).
+    settled_since_rebase: usize,
 }
+
+/// The fewest settles between two rebuilds of the speculative catalog (INV-5).
+pub const REBASE_MIN: usize = 256;
 
 impl Planner {
     /// A planner whose speculative catalog is `applied` (the replayed catalog).
@@ -49,6 +60,7 @@ impl Planner {
             speculative: applied,
             pending: BTreeMap::new(),
             next_ticket: 0,
+            settled_since_rebase: 0,
         }
     }
 
@@ -116,9 +128,27 @@ impl Planner {
     /// The entry of `ticket` committed and is applied here; `applied` is read only when it
     /// was the last pending one (INV-3).
     pub fn settled(&mut self, ticket: Ticket, applied: impl FnOnce() -> Catalog) {
-        if self.pending.remove(&ticket).is_some() && self.pending.is_empty() {
-            self.speculative = applied();
+        if self.pending.remove(&ticket).is_none() {
+            return;
         }
+        if self.pending.is_empty() {
+            self.speculative = applied();
+            self.settled_since_rebase = 0;
+            return;
+        }
+        self.settled_since_rebase += 1;
+        if self.settled_since_rebase >= self.pending.len().max(REBASE_MIN) {
+            self.rebuild(applied());
+        }
+    }
+
+    /// The speculative catalog becomes `applied` plus every pending entry (INV-4, INV-5).
+    fn rebuild(&mut self, mut rebuilt: Catalog) {
+        for op in self.pending.values() {
+            apply_op(&mut rebuilt, op);
+        }
+        self.speculative = rebuilt;
+        self.settled_since_rebase = 0;
     }
 
     /// The entry of `ticket` will never commit (INV-3, INV-4).
@@ -126,17 +156,14 @@ impl Planner {
         if self.pending.remove(&ticket).is_none() {
             return;
         }
-        let mut rebuilt = applied();
-        for op in self.pending.values() {
-            apply_op(&mut rebuilt, op);
-        }
-        self.speculative = rebuilt;
+        self.rebuild(applied());
     }
 
     /// A new epoch: every pending entry is forgotten and the speculative catalog is `applied`.
     pub fn new_epoch(&mut self, applied: Catalog) {
         self.pending.clear();
         self.speculative = applied;
+        self.settled_since_rebase = 0;
     }
 
     /// How many entries are pending.
@@ -216,5 +243,45 @@ mod tests {
         p.failed(t1, Catalog::new);
         assert_eq!(p.pending(), 1);
         assert_eq!(p.speculative(), &before);
+    }
+
+    /// INV-5: with entries always pending (one planned per one settled), the speculative
+    /// catalog is rebuilt from the applied one now and then and stays the applied catalog plus
+    /// the pending entries; names of pending entries stay taken across a rebuild.
+    #[test]
+    fn a_steady_stream_rebuilds_the_speculative_catalog_on_the_applied_one() {
+        let mut applied = Catalog::new();
+        let mut p = Planner::new(applied.clone());
+        let mut window = std::collections::VecDeque::new();
+        let mut zxid = 0;
+        for i in 0..(3 * REBASE_MIN + 17) {
+            window.push_back(p.plan(&create(&format!("db{i}"))).unwrap());
+            if window.len() > 8 {
+                let (t, planned) = window.pop_front().unwrap();
+                zxid += 1;
+                commit(&mut applied, zxid, &planned);
+                p.settled(t, || applied.clone());
+            }
+        }
+        assert_eq!(p.pending(), 8);
+        let mut expected = applied.clone();
+        for (k, (_, planned)) in (1..).zip(&window) {
+            commit(&mut expected, zxid + k, planned);
+        }
+        assert_eq!(
+            p.speculative().databases().collect::<Vec<_>>(),
+            expected.databases().collect::<Vec<_>>()
+        );
+        let last = format!("db{}", 3 * REBASE_MIN + 16);
+        assert_eq!(
+            p.plan(&create(&last)).unwrap_err(),
+            CommandError::DatabaseExists(last)
+        );
+        while let Some((t, planned)) = window.pop_front() {
+            zxid += 1;
+            commit(&mut applied, zxid, &planned);
+            p.settled(t, || applied.clone());
+        }
+        assert_eq!(p.speculative(), &applied);
     }
 }

@@ -127,7 +127,7 @@ pub fn plain_op() -> impl Strategy<Value = Op> {
                 id,
                 db_id,
                 name,
-                columns,
+                columns: columns.into(),
             })
         }),
         (any::<u64>(), any::<u64>())

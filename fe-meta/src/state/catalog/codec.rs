@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! Database  id u64 | name str
-//! Table     id u64 | db_id u64 | name str | column count u32 | Column*
+//! Table     id u64 | db_id u64 | name str | column count u32 | Column* (held as [`Columns`])
 //! Column    name str | type | nullable bool | is_key bool | default opt<str>
 //! type      tag u8 (1 BOOLEAN 2 TINYINT 3 SMALLINT 4 INT 5 BIGINT 6 LARGEINT 7 FLOAT 8 DOUBLE
 //!           9 DECIMAL + precision u8 + scale u8, 10 DATE, 11 DATETIME, 12 CHAR + len u16,
@@ -16,9 +16,10 @@
 
 use bytes::BufMut;
 
+use super::columns::Columns;
 use super::types::{
     Backend, BackendState, Column, ColumnType, Database, Frontend, FrontendRole, Table,
-    COLUMNS_MAX, HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
+    HOST_LEN_MAX, NAME_LEN_MAX, VALUE_LEN_MAX,
 };
 use crate::wire::{Put, Reader, WireError};
 
@@ -136,27 +137,15 @@ impl Codec for Table {
         out.put_u64(self.id);
         out.put_u64(self.db_id);
         out.put_str(&self.name);
-        out.put_len(self.columns.len());
-        for c in &self.columns {
-            c.encode(out);
-        }
+        self.columns.encode(out);
     }
 
     fn decode(r: &mut Reader<'_>) -> Result<Table, WireError> {
-        let id = r.u64("table id")?;
-        let db_id = r.u64("table db_id")?;
-        let name = r.str("table name", NAME_LEN_MAX)?;
-        let n = r.len("column count", COLUMNS_MAX)?;
-        // Each column takes at least 8 bytes, so a lying count cannot make us reserve much.
-        let mut columns = Vec::with_capacity(n.min(r.remaining() / 8));
-        for _ in 0..n {
-            columns.push(Column::decode(r)?);
-        }
         Ok(Table {
-            id,
-            db_id,
-            name,
-            columns,
+            id: r.u64("table id")?,
+            db_id: r.u64("table db_id")?,
+            name: r.str("table name", NAME_LEN_MAX)?,
+            columns: Columns::decode(r)?,
         })
     }
 }

@@ -6,6 +6,11 @@
 //! holds its version for as long as it likes, a snapshot is a pointer copy, and nothing blocks.
 //! Map values are `Arc`s so copied tree nodes share the entities themselves.
 //!
+//! Memory (a catalog of millions of entries must stay small): the name and address indexes
+//! hold the entity's own `Arc`, ordered by the indexed field (`index`), so each name is stored
+//! once; a table's columns are one compact buffer ([`Columns`]). The per-entry cost is guarded
+//! by the `catalog_memory` test.
+//!
 //! INV-1 (indexes): `db_names`, `db_tables` and `backend_addrs` are exact inverses of the
 //! entity maps: every database name maps to its id, every table is listed under its database by
 //! name, every backend address maps to its id, and nothing else is listed ([`Catalog::check`]).
@@ -17,6 +22,8 @@
 //! through replay, and count in equality and in the image, not in [`Catalog::entry_count`].
 
 mod codec;
+mod columns;
+mod index;
 mod sessions;
 mod shared;
 mod types;
@@ -26,7 +33,10 @@ use zab_net::Zxid;
 
 use imbl::OrdMap;
 
+use index::{Addr, ByAddr, ByName};
+
 pub use codec::Codec;
+pub use columns::{Columns, ColumnsIter};
 pub use sessions::{
     Admission, Outcome, SessionRecord, SessionTag, Sessions, OUTCOMES_MAX, SESSIONS_MAX,
 };
@@ -58,9 +68,9 @@ pub struct Catalog {
     dbs: OrdMap<u64, Arc<Database>>,
     db_names: OrdMap<Arc<str>, u64>,
     tables: OrdMap<u64, Arc<Table>>,
-    db_tables: OrdMap<u64, OrdMap<Arc<str>, u64>>,
+    db_tables: OrdMap<u64, OrdMap<ByName, ()>>,
     backends: OrdMap<u64, Arc<Backend>>,
-    backend_addrs: OrdMap<(Arc<str>, u16), u64>,
+    backend_addrs: OrdMap<ByAddr, ()>,
     frontends: OrdMap<u64, Arc<Frontend>>,
     vars: OrdMap<Arc<str>, Arc<str>>,
     sessions: Sessions,
@@ -128,8 +138,8 @@ impl Catalog {
 
     /// The table named `name` in database `db_id`.
     pub fn table_by_name(&self, db_id: u64, name: &str) -> Option<&Table> {
-        let id = self.db_tables.get(&db_id)?.get(name)?;
-        self.table(*id)
+        let (t, ()) = self.db_tables.get(&db_id)?.get_key_value(name)?;
+        Some(&t.0)
     }
 
     /// The tables of database `db_id`, by name.
@@ -137,8 +147,8 @@ impl Catalog {
         self.db_tables
             .get(&db_id)
             .into_iter()
-            .flat_map(|names| names.values())
-            .filter_map(|id| self.table(*id))
+            .flat_map(|names| names.keys())
+            .map(|t| &*t.0)
     }
 
     /// All tables, by id.
@@ -153,8 +163,8 @@ impl Catalog {
 
     /// The backend at `host:port`.
     pub fn backend_by_addr(&self, host: &str, port: u16) -> Option<&Backend> {
-        let id = self.backend_addrs.get(&(Arc::<str>::from(host), port))?;
-        self.backend(*id)
+        let (b, ()) = self.backend_addrs.get_key_value(&Addr(host, port))?;
+        Some(&b.0)
     }
 
     /// All backends, by id.
@@ -230,7 +240,7 @@ impl Catalog {
                     t.id, t.db_id
                 ));
             }
-            if self.table_by_name(t.db_id, &t.name).map(|x| x.id) != Some(t.id) {
+            if self.table_by_name(t.db_id, &t.name) != Some(t) {
                 return Err(format!("table {} missing from db_tables", t.id));
             }
         }
@@ -238,11 +248,7 @@ impl Catalog {
             return Err("backend_addrs and backends differ in size".into());
         }
         for b in self.backends() {
-            if self
-                .backend_by_addr(&b.host, b.heartbeat_port)
-                .map(|x| x.id)
-                != Some(b.id)
-            {
+            if self.backend_by_addr(&b.host, b.heartbeat_port) != Some(b) {
                 return Err(format!("backend {} missing from backend_addrs", b.id));
             }
         }
@@ -330,8 +336,8 @@ impl Catalog {
         };
         self.db_names.remove(db.name.as_str());
         if let Some(names) = self.db_tables.remove(&id) {
-            for table_id in names.values() {
-                self.tables.remove(table_id);
+            for t in names.keys() {
+                self.tables.remove(&t.0.id);
             }
         }
         Change::Applied
@@ -353,8 +359,9 @@ impl Catalog {
         if names.contains_key(table.name.as_str()) {
             return Change::Ignored("table name already used in its database");
         }
-        names.insert(Arc::from(table.name.as_str()), table.id);
-        self.tables.insert(table.id, Arc::new(table));
+        let table = Arc::new(table);
+        names.insert(ByName(Arc::clone(&table)), ());
+        self.tables.insert(table.id, table);
         Change::Applied
     }
 
@@ -384,12 +391,15 @@ impl Catalog {
                 Change::Ignored("backend id already used")
             };
         }
-        let addr = (Arc::<str>::from(be.host.as_str()), be.heartbeat_port);
-        if self.backend_addrs.contains_key(&addr) {
+        if self
+            .backend_addrs
+            .contains_key(&Addr(&be.host, be.heartbeat_port))
+        {
             return Change::Ignored("backend address already used");
         }
-        self.backend_addrs.insert(addr, be.id);
-        self.backends.insert(be.id, Arc::new(be));
+        let be = Arc::new(be);
+        self.backend_addrs.insert(ByAddr(Arc::clone(&be)), ());
+        self.backends.insert(be.id, be);
         Change::Applied
     }
 
@@ -397,17 +407,20 @@ impl Catalog {
         let Some(old) = self.backends.get(&be.id).cloned() else {
             return Change::Ignored("no such backend");
         };
-        let addr = (Arc::<str>::from(be.host.as_str()), be.heartbeat_port);
-        match self.backend_addrs.get(&addr) {
-            Some(&owner) if owner != be.id => {
+        match self
+            .backend_addrs
+            .get_key_value(&Addr(&be.host, be.heartbeat_port))
+        {
+            Some((owner, ())) if owner.0.id != be.id => {
                 return Change::Ignored("backend address already used")
             }
             _ => {}
         }
         self.backend_addrs
-            .remove(&(Arc::<str>::from(old.host.as_str()), old.heartbeat_port));
-        self.backend_addrs.insert(addr, be.id);
-        self.backends.insert(be.id, Arc::new(be));
+            .remove(&Addr(&old.host, old.heartbeat_port));
+        let be = Arc::new(be);
+        self.backend_addrs.insert(ByAddr(Arc::clone(&be)), ());
+        self.backends.insert(be.id, be);
         Change::Applied
     }
 
@@ -416,7 +429,7 @@ impl Catalog {
             return Change::Ignored("no such backend");
         };
         self.backend_addrs
-            .remove(&(Arc::<str>::from(be.host.as_str()), be.heartbeat_port));
+            .remove(&Addr(&be.host, be.heartbeat_port));
         Change::Applied
     }
 

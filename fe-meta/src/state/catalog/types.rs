@@ -7,6 +7,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::columns::Columns;
+
 /// Longest database, table, column or variable name, in bytes.
 pub const NAME_LEN_MAX: usize = 256;
 /// Longest host name, in bytes.
@@ -34,8 +36,8 @@ pub struct Table {
     pub db_id: u64,
     /// Its name, unique within the database.
     pub name: String,
-    /// Its columns, in order; names unique within the table.
-    pub columns: Vec<Column>,
+    /// Its columns, in order; names unique within the table (kept compact: [`Columns`]).
+    pub columns: Columns,
 }
 
 /// A table column.

@@ -96,7 +96,8 @@ fn an_ignored_entry_reports_a_typed_conflict() {
                 nullable: false,
                 is_key: true,
                 default: None,
-            }],
+            }]
+            .into(),
         })
         .to_entry()
     };
