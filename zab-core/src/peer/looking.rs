@@ -41,11 +41,27 @@
 //! state and keep no record of its vote); when they go LOOKING in the same round, nobody would
 //! tell them the better vote before the first resend (`finalize_wait_ms` later), and the
 //! election would take two finalize waits instead of one.
+//! INV-12 (early decision): a LOOKING participant decides without waiting `finalize_wait_ms`
+//! when a quorum of the configuration in force holds its vote (the condition that starts the
+//! wait, `election` INV-3) and every other participant of the configuration in force and of
+//! the committed one either holds that same vote in this round or is *unreachable*: the driver
+//! reported its connection lost (`Input::ConnectionLost`) and nothing arrived from it since
+//! (any message from it makes it reachable again). The finalize wait exists only so that a
+//! better vote still on its way can win; when every voter that could send one has voted, or
+//! cannot be heard, none is coming. This cannot break ZAB's safety: the deciding quorum is the
+//! same as after the wait, and each of its members holds the vote only because it compared it
+//! with its own (currentEpoch, last zxid) and found it at least as good (`election` INV-1), so
+//! the leader's history still covers every txn a quorum acknowledged; discovery and
+//! synchronization still run as always. Deciding early on a wrong "unreachable" (a stale mark,
+//! a peer that is up but silent) is therefore only a liveness matter, like an ended wait: a
+//! better vote that arrives later makes the losers follow the winner through the usual joins.
+//! A peer we never heard lost (never connected) counts as reachable, which keeps the wait.
 
 use std::cmp::Ordering;
 
-use crate::election::{is_participant, vote_cmp, Tally};
+use crate::election::{is_participant, vote_cmp, Election, Tally};
 use crate::error::StepError;
+use crate::membership::MemberRole;
 use crate::message::{ElectionState, Message, Notification};
 use crate::types::{Epoch, ServerId};
 
@@ -137,13 +153,19 @@ impl Peer {
         self.try_decide()
     }
 
-    /// Decides when the finalize wait is over.
+    /// Decides when the finalize wait is over, or at once when no better vote can come
+    /// (INV-12).
     pub(super) fn try_decide(&mut self) -> Result<(), StepError> {
         let RoleState::Looking(e) = &self.role else {
             return Ok(());
         };
-        if self.is_removed() || !e.decided(self.core.now_ms) {
+        let early = self.every_voter_heard(e);
+        if self.is_removed() || !(early || e.decided(self.core.now_ms)) {
             return Ok(());
+        }
+        if early && !e.decided(self.core.now_ms) {
+            tracing::debug!(vote = ?self.core.vote, unreachable = ?self.core.unreachable,
+                "every voter that can vote agrees: deciding without the finalize wait");
         }
         let leader = self.core.vote.leader;
         if leader == self.core.sid() && self.core.install_pending() {
@@ -151,6 +173,22 @@ impl Peer {
             return Ok(());
         }
         self.enter_role(leader)
+    }
+
+    /// INV-12: a quorum holds our vote and every other voter of the configuration in force
+    /// and of the committed one either holds it in this round or is unreachable.
+    fn every_voter_heard(&self, e: &Election) -> bool {
+        if !e.quorum_holds() {
+            return false;
+        }
+        let me = self.core.sid();
+        let vote = self.core.vote;
+        let members = &self.core.members;
+        [members.in_force(), members.committed()]
+            .into_iter()
+            .flat_map(|m| m.members.iter())
+            .filter(|(sid, m)| **sid != me && m.role == MemberRole::Participant)
+            .all(|(sid, _)| self.core.unreachable.contains(sid) || e.holds(*sid, &vote))
     }
 
     /// A notification from `from`, in any role (INV-2).

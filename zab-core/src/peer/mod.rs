@@ -118,8 +118,15 @@ impl Peer {
                 self.core.now_ms = self.core.now_ms.max(now_ms);
                 self.on_tick()?
             }
-            Input::Message { from, msg } => self.on_message(from, msg)?,
-            Input::ConnectionLost { peer } => self.on_connection_lost(peer),
+            Input::Message { from, msg } => {
+                // Anything from `from` shows it can be reached again (`looking` INV-12).
+                self.core.unreachable.remove(&from);
+                self.on_message(from, msg)?
+            }
+            Input::ConnectionLost { peer } => {
+                self.core.unreachable.insert(peer);
+                self.on_connection_lost(peer)?
+            }
             Input::LogPersisted { upto } => {
                 self.core.log.on_persisted(upto);
                 match &mut self.role {
@@ -229,8 +236,8 @@ impl Peer {
         }
     }
 
-    fn on_connection_lost(&mut self, peer: ServerId) -> Next {
-        match &mut self.role {
+    fn on_connection_lost(&mut self, peer: ServerId) -> Result<Next, StepError> {
+        Ok(match &mut self.role {
             RoleState::Leading(l) => {
                 l.on_connection_lost(peer);
                 Next::Stay
@@ -238,8 +245,13 @@ impl Peer {
             RoleState::Learning(l) if l.leader == peer => {
                 Next::Leave("learner: connection to the leader lost")
             }
-            _ => Next::Stay,
-        }
+            RoleState::Learning(_) => Next::Stay,
+            // The last voter we waited for may be gone: decide now (`looking` INV-12).
+            RoleState::Looking(_) => {
+                self.try_decide()?;
+                Next::Stay
+            }
+        })
     }
 
     fn on_client(&mut self, op: ClientOp) -> Result<Next, StepError> {
