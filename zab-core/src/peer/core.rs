@@ -67,9 +67,12 @@ pub(crate) struct Core {
     pub(crate) hint: Option<Hint>,
     /// On an old leader after its handover: the transfer whose outcome it still owes.
     pub(crate) watch: Option<Watch>,
-    /// Peers whose connection the driver reported lost (`Input::ConnectionLost`) and that
-    /// sent nothing since: they cannot vote in a round now (`looking` INV-12).
+    /// Peers the driver reported unreachable (`Input::PeerUnreachable`) that sent nothing
+    /// since: they cannot vote in a round now (`looking` INV-12).
     pub(crate) unreachable: BTreeSet<ServerId>,
+    /// The voters that were unreachable when this peer last decided without the finalize
+    /// wait (`looking` INV-13); emptied when it goes LOOKING.
+    pub(crate) decided_without: BTreeSet<ServerId>,
 }
 
 impl Core {
@@ -112,6 +115,7 @@ impl Core {
             hint: None,
             watch: None,
             unreachable: BTreeSet::new(),
+            decided_without: BTreeSet::new(),
         }
     }
 

@@ -123,9 +123,12 @@ impl Peer {
                 self.core.unreachable.remove(&from);
                 self.on_message(from, msg)?
             }
-            Input::ConnectionLost { peer } => {
+            Input::ConnectionLost { peer } => self.on_connection_lost(peer),
+            Input::PeerUnreachable { peer } => {
                 self.core.unreachable.insert(peer);
-                self.on_connection_lost(peer)?
+                // The last voter we waited for may be gone: decide now (`looking` INV-12).
+                self.try_decide()?;
+                Next::Stay
             }
             Input::LogPersisted { upto } => {
                 self.core.log.on_persisted(upto);
@@ -236,8 +239,8 @@ impl Peer {
         }
     }
 
-    fn on_connection_lost(&mut self, peer: ServerId) -> Result<Next, StepError> {
-        Ok(match &mut self.role {
+    fn on_connection_lost(&mut self, peer: ServerId) -> Next {
+        match &mut self.role {
             RoleState::Leading(l) => {
                 l.on_connection_lost(peer);
                 Next::Stay
@@ -245,13 +248,8 @@ impl Peer {
             RoleState::Learning(l) if l.leader == peer => {
                 Next::Leave("learner: connection to the leader lost")
             }
-            RoleState::Learning(_) => Next::Stay,
-            // The last voter we waited for may be gone: decide now (`looking` INV-12).
-            RoleState::Looking(_) => {
-                self.try_decide()?;
-                Next::Stay
-            }
-        })
+            _ => Next::Stay,
+        }
     }
 
     fn on_client(&mut self, op: ClientOp) -> Result<Next, StepError> {

@@ -9,8 +9,8 @@ use super::{s, Cluster};
 
 const TIMING: (u64, u64) = (2000, 200);
 
-/// A fresh cluster whose node 3 is down before anything was delivered, without any
-/// `ConnectionLost` (it was never connected): nodes 1 and 2 exchange their votes.
+/// A fresh cluster whose node 3 is down before anything was delivered, and nobody was told
+/// (`PeerUnreachable`): nodes 1 and 2 exchange their votes.
 fn without_node_3() -> Cluster {
     let mut c = Cluster::with_timing(3, 0, TIMING);
     c.nodes.get_mut(&s(3)).unwrap().up = false;
@@ -29,7 +29,7 @@ fn survivors_of_a_killed_leader_decide_without_the_finalize_wait() {
     c.run_until(30_000, |c| c.leader().is_some() && c.all_serving());
     assert_eq!(c.leader(), Some(s(3)));
     let killed = c.now;
-    // Both survivors hear their quorum connection to node 3 close.
+    // Both survivors hear their connections to node 3 close.
     c.crash(s(3));
     while c.deliver_one() {}
     assert_eq!(c.now, killed, "no time passed");
@@ -59,11 +59,11 @@ fn a_voter_reported_unreachable_ends_the_finalize_wait_at_once() {
     let mut c = without_node_3();
     let start = c.now;
     // Node 1 learns that node 3 is unreachable: every voter it can hear agrees.
-    c.input(s(1), Input::ConnectionLost { peer: s(3) });
+    c.input(s(1), Input::PeerUnreachable { peer: s(3) });
     assert_eq!(role(&c, s(1)), Role::Following);
     // Node 2 still counts node 3 reachable and waits, until it hears the same.
     assert_eq!(role(&c, s(2)), Role::Looking);
-    c.input(s(2), Input::ConnectionLost { peer: s(3) });
+    c.input(s(2), Input::PeerUnreachable { peer: s(3) });
     assert_eq!(role(&c, s(2)), Role::Leading);
     assert_eq!(c.now, start);
     c.run_until(100, |c| c.leader() == Some(s(2)) && c.all_serving());
