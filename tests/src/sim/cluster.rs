@@ -43,7 +43,7 @@ use zab_core::{Input, MembershipError, RequestError, RequestId, ServerId, Zxid};
 use super::checker::{Checker, PeerView, Verdict};
 use super::core::Peer;
 use super::members::PendingAdds;
-use super::net::{Delivery, LinkKey, Network};
+use super::net::{LinkKey, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
 use super::record::{EpochWrite, Event, SyncRecorder};
