@@ -420,7 +420,8 @@ impl Link {
 
     /// Emits `ConnectionLost` for the quorum channel. False on shutdown.
     async fn report_lost(&self) -> bool {
-        self.channel != Channel::Quorum || self.emit(Event::ConnectionLost { peer: self.peer }).await
+        self.channel != Channel::Quorum
+            || self.emit(Event::ConnectionLost { peer: self.peer }).await
     }
 
     /// Emits `Unreachable` for the election channel (INV-5). False on shutdown.

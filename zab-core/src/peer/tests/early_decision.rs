@@ -37,7 +37,11 @@ fn survivors_of_a_killed_leader_decide_without_the_finalize_wait() {
     assert_eq!(role(&c, s(1)), Role::Following);
     assert_eq!(c.nodes[&s(1)].peer.leader(), Some(s(2)));
     c.run_until(100, |c| c.leader() == Some(s(2)) && c.all_serving());
-    assert!(c.now - killed < 100, "established {} ms after the kill", c.now - killed);
+    assert!(
+        c.now - killed < 100,
+        "established {} ms after the kill",
+        c.now - killed
+    );
     c.check_prefix();
 }
 

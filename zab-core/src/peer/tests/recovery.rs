@@ -158,7 +158,12 @@ fn a_leader_that_finishes_its_election_last_is_established_within_an_info_resend
     c.crash(s(3));
     // Node 2's vote reaches node 1, which decides at once (node 3 is unreachable): it follows
     // 2 and sends its FOLLOWERINFO ...
-    let v2 = c.links.get_mut(&(s(2), s(1))).unwrap().drain(..).collect::<Vec<_>>();
+    let v2 = c
+        .links
+        .get_mut(&(s(2), s(1)))
+        .unwrap()
+        .drain(..)
+        .collect::<Vec<_>>();
     for msg in v2 {
         c.input(s(1), Input::Message { from: s(2), msg });
     }
@@ -171,7 +176,13 @@ fn a_leader_that_finishes_its_election_last_is_established_within_an_info_resend
         .position(|m| matches!(m, Message::FollowerInfo { .. }))
         .unwrap();
     let info = q.remove(at).unwrap();
-    c.input(s(2), Input::Message { from: s(1), msg: info });
+    c.input(
+        s(2),
+        Input::Message {
+            from: s(1),
+            msg: info,
+        },
+    );
     assert_eq!(c.nodes[&s(2)].peer.role(), Role::Looking);
     while c.deliver_one() {}
     assert_eq!(c.nodes[&s(2)].peer.role(), Role::Leading);
