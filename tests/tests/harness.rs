@@ -156,7 +156,7 @@ fn broken_connection_is_reported_before_newer_messages() {
     n.disconnect(b, a);
     n.send(a, b, Message::Ping { round: 1 });
     assert!(n.pop((a, b, tests::sim::net::Channel::Quorum)).is_none());
-    assert_eq!(n.pop_notice(a), Some(b));
+    assert!(matches!(n.pop_notice(a), Some((p, Delivery::Lost)) if p == b));
     n.send(a, b, Message::Ping { round: 2 });
     assert!(matches!(
         n.pop((a, b, tests::sim::net::Channel::Quorum)),
@@ -169,4 +169,46 @@ fn broken_connection_is_reported_before_newer_messages() {
         n.pop((a, b, tests::sim::net::Channel::Quorum)),
         Some(Delivery::Lost)
     ));
+}
+
+/// INV-N4: a crash leaves every other node a `PeerUnreachable` notice, which comes before any
+/// message the restarted node sends; a notification to a node that is down leaves one too.
+#[test]
+fn a_crashed_peer_is_reported_unreachable_before_its_new_messages() {
+    use tests::sim::net::Channel;
+    let (a, b, c) = (ServerId(1), ServerId(2), ServerId(3));
+    let mut n = Network::default();
+    n.crash(a, &[a, b, c]);
+    n.restart(a);
+    n.send(a, b, Message::Ping { round: 1 });
+    assert!(matches!(
+        n.pop((a, b, Channel::Quorum)),
+        Some(Delivery::Lost)
+    ));
+    assert!(matches!(
+        n.pop((a, b, Channel::Quorum)),
+        Some(Delivery::Unreachable)
+    ));
+    assert!(matches!(
+        n.pop((a, b, Channel::Quorum)),
+        Some(Delivery::Message(Message::Ping { round: 1 }))
+    ));
+    assert!(matches!(n.pop_notice(c), Some((p, Delivery::Lost)) if p == a));
+    assert!(matches!(n.pop_notice(c), Some((p, Delivery::Unreachable)) if p == a));
+    assert!(n.pop_notice(c).is_none());
+    n.crash(c, &[a, b, c]);
+    assert!(matches!(n.pop_notice(b), Some((p, Delivery::Lost)) if p == c));
+    assert!(matches!(n.pop_notice(b), Some((p, Delivery::Unreachable)) if p == c));
+    let vote = zab_core::Notification {
+        vote: zab_core::Vote {
+            leader: b,
+            zxid: Zxid::ZERO,
+            peer_epoch: Epoch(0),
+        },
+        round: 1,
+        state: zab_core::ElectionState::Looking,
+        config_version: Zxid::ZERO,
+    };
+    n.send(b, c, Message::Notification(vote));
+    assert!(matches!(n.pop_notice(b), Some((p, Delivery::Unreachable)) if p == c));
 }

@@ -8,7 +8,8 @@
 //! (an uninitialized peer, PITFALLS B9, acts as an observer until its first sync).
 //! INV-3: a LOOKING tally decides only after a quorum held the peer's own vote and no better
 //! vote arrived for `finalize_wait_ms` — or at once when the vote is a transfer's nominee's
-//! and the nominee itself holds it (`crate::transfer` T3).
+//! and the nominee itself holds it (`crate::transfer` T3), or at once when every voter that
+//! can still vote already holds it (`peer::looking` INV-12).
 //! INV-4: a peer joins an established leader from FOLLOWING/LEADING notifications only when a
 //! quorum of participants report the same `(leader, peer_epoch)` and the leader itself reports
 //! LEADING with it (ZOOKEEPER-1732: compare only leader id and epoch).
@@ -128,6 +129,17 @@ impl Election {
     /// True when the finalize wait is over and a quorum still holds `vote`.
     pub(crate) fn decided(&self, now_ms: u64) -> bool {
         self.finalize_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// True while a quorum holds our vote and nothing forbids deciding for it (the finalize
+    /// wait runs, or is over).
+    pub(crate) fn quorum_holds(&self) -> bool {
+        self.finalize_at_ms.is_some()
+    }
+
+    /// True when `sid` voted `vote` in this round (its LOOKING notification is tallied).
+    pub(crate) fn holds(&self, sid: ServerId, vote: &Vote) -> bool {
+        self.recv.get(&sid) == Some(vote)
     }
 
     /// Tallies a notification from `from`; `round` and `vote` are ours and may be updated.

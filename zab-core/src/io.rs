@@ -87,6 +87,14 @@ pub enum Input {
         /// The other end.
         peer: ServerId,
     },
+    /// `peer` cannot be reached: the driver saw it close its election connection, or failed to
+    /// dial it (a killed process closes its sockets at once). The peer counts it unable to
+    /// vote until any message from it arrives (`looking` INV-12). Feeding it wrongly costs
+    /// only efficiency, never safety; never feeding it keeps every finalize wait.
+    PeerUnreachable {
+        /// The other end.
+        peer: ServerId,
+    },
     /// Every appended txn up to `upto` is durable.
     LogPersisted {
         /// The highest durable zxid.

@@ -6,7 +6,11 @@
 //! leader, then measure
 //! * `unavail_ms`: the already-connected writer's largest gap between two successful writes
 //!   around the kill (it reconnects to the next node when its connection is lost),
-//! * `new_leader_reported_ms`: kill → a survivor's STATUS says leader (polled every 5 ms),
+//! * `new_leader_reported_ms`: kill → a survivor's STATUS says it leads an epoch above the
+//!   killed leader's and has applied a txn of that epoch: it is established (discovery and
+//!   sync with a quorum are over) and commits (its first is the TIMESTAMP a leader logs on
+//!   taking office). A leader still in discovery already reports LEADING and its new epoch,
+//!   so neither alone means established. Polled every millisecond,
 //! * `fresh_client_first_write_ms`: kill → the first write committed by a client connecting
 //!   afresh to each survivor in turn (100 ms to connect),
 //!
@@ -26,7 +30,7 @@ use super::report::Line;
 use super::{progress, Params};
 use crate::Failure;
 use fe_meta::client::{Client, ClientError, ClientOptions};
-use fe_meta::protocol::Mode;
+use fe_meta::protocol::{Mode, StatusInfo};
 
 const PHASE: Duration = Duration::from_secs(60);
 
@@ -197,6 +201,14 @@ async fn kill_the_leader(
     cluster.wait_healthy(PHASE).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let leader = cluster.wait_healthy(PHASE).await?;
+    let old_epoch = cluster
+        .statuses()
+        .await
+        .iter()
+        .flatten()
+        .map(|s| s.epoch)
+        .max()
+        .unwrap_or(0);
     let ops_before = rec.ok_times().len();
     let t_kill = Instant::now();
     cluster.stop_node(leader, Signal::SIGKILL).await?;
@@ -208,7 +220,7 @@ async fn kill_the_leader(
         .map(|(_, e)| e.clone())
         .collect();
     let probe = tokio::spawn(probe(survivors.clone(), p.clone(), t_kill + PHASE));
-    let (elected, new_leader) = wait_new_leader(&survivors, t_kill).await;
+    let (elected, new_leader) = wait_new_leader(&survivors, t_kill, old_epoch).await;
     let resume_after = elected.unwrap_or(t_kill).max(t_kill);
     while t_kill.elapsed() < PHASE && rec.ok_times().last().is_none_or(|&l| l < resume_after) {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -230,14 +242,24 @@ async fn kill_the_leader(
     })
 }
 
-/// Polls the survivors every 5 ms until one reports itself leader: when, and which.
-async fn wait_new_leader(survivors: &[String], t_kill: Instant) -> (Option<Instant>, u64) {
+/// Polls the survivors every millisecond until one reports itself the leader of an epoch above
+/// `old_epoch` (the killed leader's) that applied a txn of it (so it is established): when,
+/// and which.
+async fn wait_new_leader(
+    survivors: &[String],
+    t_kill: Instant,
+    old_epoch: u64,
+) -> (Option<Instant>, u64) {
     while t_kill.elapsed() < PHASE {
         let statuses = super::super::local_cluster::poll_endpoints(survivors).await;
-        if let Some(s) = statuses.iter().flatten().find(|s| s.mode == Mode::Leader) {
+        let established = |s: &&StatusInfo| {
+            let applied = u64::from(s.applied_journal_id.epoch().0);
+            s.mode == Mode::Leader && s.epoch > old_epoch && applied == s.epoch
+        };
+        if let Some(s) = statuses.iter().flatten().find(established) {
             return (Some(Instant::now()), s.sid);
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     (None, 0)
 }

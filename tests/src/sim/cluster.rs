@@ -43,7 +43,7 @@ use zab_core::{Input, MembershipError, RequestError, RequestId, ServerId, Zxid};
 use super::checker::{Checker, PeerView, Verdict};
 use super::core::Peer;
 use super::members::PendingAdds;
-use super::net::{Delivery, LinkKey, Network};
+use super::net::{LinkKey, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
 use super::record::{EpochWrite, Event, SyncRecorder};
@@ -411,24 +411,17 @@ impl Cluster {
     fn deliver_one(&mut self, key: super::net::LinkKey) {
         let (from, to, _) = key;
         self.mix(from.0 << 8 | to.0);
-        match self.net.pop(key) {
-            Some(Delivery::Lost) => {
-                self.trace(format_args!("{to} loses its connection to {from}"));
-                self.feed(to, Input::ConnectionLost { peer: from });
-            }
-            Some(Delivery::Message(msg)) => {
-                self.trace(format_args!("deliver {from}->{to}: {msg:?}"));
-                self.feed(to, Input::Message { from, msg });
-            }
-            None => {}
+        if let Some(d) = self.net.pop(key) {
+            self.trace(format_args!("deliver {from}->{to}: {d:?}"));
+            self.feed(to, d.into_input(from));
         }
     }
 
     pub(crate) fn deliver_notice(&mut self, id: ServerId) {
-        if let Some(peer) = self.net.pop_notice(id) {
+        if let Some((peer, d)) = self.net.pop_notice(id) {
             self.mix(id.0 << 16 | peer.0);
-            self.trace(format_args!("{id} loses its connection to {peer}"));
-            self.feed(id, Input::ConnectionLost { peer });
+            self.trace(format_args!("{id} hears from {peer}: {d:?}"));
+            self.feed(id, d.into_input(peer));
         }
     }
 

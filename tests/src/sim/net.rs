@@ -3,7 +3,9 @@
 //! # Model
 //! Each ordered pair `(a, b)` has two FIFO queues, like ZooKeeper's two ports:
 //! - the **election** channel carries `Message::Notification` only; it is best effort (a cut or
-//!   a crash drops its content silently) and never produces `ConnectionLost`;
+//!   a crash drops its content silently) and never produces `ConnectionLost`; a crash or a cut
+//!   leaves each other end with a pending `PeerUnreachable { peer }` notice, and so does an
+//!   election message sent to a peer that is down or cut off (the runtime's refused dial);
 //! - the **quorum** channel carries every other message and behaves like a TCP connection.
 //!
 //! A quorum connection that breaks (link cut, far end crashed, `Action::Disconnect` from the far
@@ -19,10 +21,12 @@
 //! INV-N2: a node consumes `ConnectionLost { peer }` before any quorum message `peer` sent on a
 //! newer connection (see [`Network::pop`]).
 //! INV-N3: nothing is queued to or from a node that is down.
+//! INV-N4: a node consumes `PeerUnreachable { peer }` before any message `peer` sent after it
+//! was reported (the old connection's end is seen before the new one's messages).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use zab_core::{Message, ServerId};
+use zab_core::{Input, Message, ServerId};
 
 /// Which of the two per-pair channels a message travels on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,6 +54,19 @@ pub enum Delivery {
     Message(Message),
     /// The receiver's pending `ConnectionLost` for the sender, which must come first (INV-N2).
     Lost,
+    /// The receiver's pending `PeerUnreachable` for the sender, which comes first (INV-N4).
+    Unreachable,
+}
+
+impl Delivery {
+    /// The input this delivery from `from` feeds the receiver.
+    pub fn into_input(self, from: ServerId) -> Input {
+        match self {
+            Delivery::Message(msg) => Input::Message { from, msg },
+            Delivery::Lost => Input::ConnectionLost { peer: from },
+            Delivery::Unreachable => Input::PeerUnreachable { peer: from },
+        }
+    }
 }
 
 /// Key of one FIFO queue: (from, to, channel).
@@ -65,6 +82,8 @@ pub struct Network {
     broken: BTreeSet<(ServerId, ServerId)>,
     /// Pending `ConnectionLost` notices per node, in the order they happened.
     notices: BTreeMap<ServerId, VecDeque<ServerId>>,
+    /// Pending `PeerUnreachable` notices per node (at most one per peer).
+    gone: BTreeMap<ServerId, VecDeque<ServerId>>,
     down: BTreeSet<ServerId>,
     /// Messages dropped so far (statistics).
     pub dropped: u64,
@@ -98,6 +117,16 @@ impl Network {
         }
     }
 
+    fn unreachable_to(&mut self, holder: ServerId, peer: ServerId) {
+        if self.down.contains(&holder) || holder == peer {
+            return;
+        }
+        let q = self.gone.entry(holder).or_default();
+        if !q.contains(&peer) {
+            q.push_back(peer);
+        }
+    }
+
     fn clear_queue(&mut self, key: LinkKey) {
         if let Some(q) = self.queues.get_mut(&key) {
             self.dropped += q.len() as u64;
@@ -121,6 +150,7 @@ impl Network {
             }
         } else if unreachable {
             self.dropped += 1;
+            self.unreachable_to(from, to);
             return;
         }
         self.queues
@@ -148,6 +178,8 @@ impl Network {
         }
         self.break_end(a, b);
         self.break_end(b, a);
+        self.unreachable_to(a, b);
+        self.unreachable_to(b, a);
     }
 
     /// Heals the link between `a` and `b`.
@@ -176,8 +208,10 @@ impl Network {
                 self.clear_queue((p, id, ch));
             }
             self.break_end(p, id);
+            self.unreachable_to(p, id);
         }
         self.notices.remove(&id);
+        self.gone.remove(&id);
         self.broken.retain(|(holder, _)| *holder != id);
         self.down.insert(id);
     }
@@ -197,10 +231,11 @@ impl Network {
 
     /// Every node with a pending notice.
     pub fn ready_notices(&self) -> impl Iterator<Item = ServerId> + '_ {
-        self.notices
-            .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(k, _)| *k)
+        let mut ids: BTreeSet<ServerId> = BTreeSet::new();
+        for map in [&self.notices, &self.gone] {
+            ids.extend(map.iter().filter(|(_, q)| !q.is_empty()).map(|(k, _)| *k));
+        }
+        ids.into_iter()
     }
 
     /// Messages queued on one link.
@@ -220,17 +255,28 @@ impl Network {
             self.consume_notice(to, from);
             return Some(Delivery::Lost);
         }
+        let has_message = self.queues.get(&key).is_some_and(|q| !q.is_empty());
+        if let Some(q) = self.gone.get_mut(&to).filter(|_| has_message) {
+            if let Some(at) = q.iter().position(|p| *p == from) {
+                q.remove(at);
+                return Some(Delivery::Unreachable);
+            }
+        }
         self.queues
             .get_mut(&key)?
             .pop_front()
             .map(Delivery::Message)
     }
 
-    /// Takes the oldest pending notice of `id`: the peer whose connection it lost.
-    pub fn pop_notice(&mut self, id: ServerId) -> Option<ServerId> {
-        let peer = self.notices.get_mut(&id)?.pop_front()?;
-        self.broken.remove(&(id, peer));
-        Some(peer)
+    /// Takes the oldest pending notice of `id`: the peer whose connection it lost, else one
+    /// it heard is unreachable.
+    pub fn pop_notice(&mut self, id: ServerId) -> Option<(ServerId, Delivery)> {
+        if let Some(peer) = self.notices.get_mut(&id).and_then(VecDeque::pop_front) {
+            self.broken.remove(&(id, peer));
+            return Some((peer, Delivery::Lost));
+        }
+        let peer = self.gone.get_mut(&id)?.pop_front()?;
+        Some((peer, Delivery::Unreachable))
     }
 
     fn consume_notice(&mut self, holder: ServerId, peer: ServerId) {

@@ -220,3 +220,43 @@ fn b8_election_is_not_blocked_by_an_unreachable_peer() {
     c.restart(l);
     c.check_liveness();
 }
+
+/// `peer::looking` INV-12 (the early decision): with a finalize wait of 1 s (ten ticks), the
+/// leader crashes; both survivors lose their quorum connection to it (the
+/// simulated network reports the loss as the runtime's transport does), so once they agree
+/// they decide without waiting: one takes the lead well within the finalize wait. Repeated
+/// over several crashes, and with one voter of five partitioned away (cut links are reported
+/// lost too).
+#[test]
+fn survivors_decide_without_the_finalize_wait_when_the_leader_crashes() {
+    for (voters, dark) in [(3, false), (5, true)] {
+        let mut o = options(voters, 0);
+        o.finalize_wait_ms = 1_000;
+        let (mut c, mut l) = started(o);
+        for round in 0..3 {
+            let mut live = others(&c, l);
+            if dark {
+                let d = live.remove(0);
+                c.isolate(d);
+            }
+            c.crash(l);
+            let from = c.now_ms();
+            c.expect_within(10_000, "a survivor that takes the lead", |c| {
+                prospective_leader(c, &live).is_some() || leader_among(c, &live).is_some()
+            });
+            let took = c.now_ms() - from;
+            let leader = elect_among(&mut c, &live);
+            let serving = c.now_ms() - from;
+            eprintln!("{voters} voters, round {round}: {leader} leads {took} ms, serves {serving} ms after the crash");
+            assert!(
+                took < 200,
+                "a survivor took the lead only {took} ms after the crash (finalize wait 1000 ms)"
+            );
+            commit_n(&mut c, leader, 2);
+            c.heal_all();
+            c.restart(l);
+            c.check_liveness();
+            l = c.stabilize();
+        }
+    }
+}

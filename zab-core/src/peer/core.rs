@@ -11,6 +11,8 @@
 //! INV-4: `cfg.members` is the learner type of every member of `members.in_force()`: every
 //! quorum, vote and election uses the configuration in force (`membership` R1).
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 
 use crate::config::Config;
@@ -65,6 +67,12 @@ pub(crate) struct Core {
     pub(crate) hint: Option<Hint>,
     /// On an old leader after its handover: the transfer whose outcome it still owes.
     pub(crate) watch: Option<Watch>,
+    /// Peers the driver reported unreachable (`Input::PeerUnreachable`) that sent nothing
+    /// since: they cannot vote in a round now (`looking` INV-12).
+    pub(crate) unreachable: BTreeSet<ServerId>,
+    /// The voters that were unreachable when this peer last decided without the finalize
+    /// wait (`looking` INV-13); emptied when it goes LOOKING.
+    pub(crate) decided_without: BTreeSet<ServerId>,
 }
 
 impl Core {
@@ -106,6 +114,8 @@ impl Core {
             jitter,
             hint: None,
             watch: None,
+            unreachable: BTreeSet::new(),
+            decided_without: BTreeSet::new(),
         }
     }
 

@@ -41,11 +41,32 @@
 //! state and keep no record of its vote); when they go LOOKING in the same round, nobody would
 //! tell them the better vote before the first resend (`finalize_wait_ms` later), and the
 //! election would take two finalize waits instead of one.
+//! INV-12 (early decision): a LOOKING participant decides without waiting `finalize_wait_ms`
+//! when a quorum of the configuration in force holds its vote (the condition that starts the
+//! wait, `election` INV-3) and every other participant of the configuration in force and of
+//! the committed one either holds that same vote in this round or is *unreachable*: the driver
+//! reported it unreachable (`Input::PeerUnreachable`) and nothing arrived from it since
+//! (any message from it makes it reachable again). The finalize wait exists only so that a
+//! better vote still on its way can win; when every voter that could send one has voted, or
+//! cannot be heard, none is coming. This cannot break ZAB's safety: the deciding quorum is the
+//! same as after the wait, and each of its members holds the vote only because it compared it
+//! with its own (currentEpoch, last zxid) and found it at least as good (`election` INV-1), so
+//! the leader's history still covers every txn a quorum acknowledged; discovery and
+//! synchronization still run as always. Deciding early on a wrong "unreachable" (a stale mark,
+//! a peer that is up but silent) is therefore only a liveness matter, like an ended wait: a
+//! better vote that arrives later meets established peers and joins them (`election` INV-4),
+//! or, when the voters that agreed with us change their mind first, INV-13 applies.
+//! A peer we never heard lost (never connected) counts as reachable, which keeps the wait.
+//! INV-13: a leader that decided early (INV-12) and is not established yet re-elects when a
+//! voter it counted unreachable then reports LOOKING with a vote better than its own: the
+//! voter is back (a fast restart), and the voters that agreed with us may now follow its
+//! vote, leaving us without a quorum until `initLimit`. Leaving a role is always safe.
 
 use std::cmp::Ordering;
 
-use crate::election::{is_participant, vote_cmp, Tally};
+use crate::election::{is_participant, vote_cmp, Election, Tally};
 use crate::error::StepError;
+use crate::membership::MemberRole;
 use crate::message::{ElectionState, Message, Notification};
 use crate::types::{Epoch, ServerId};
 
@@ -137,13 +158,21 @@ impl Peer {
         self.try_decide()
     }
 
-    /// Decides when the finalize wait is over.
+    /// Decides when the finalize wait is over, or at once when no better vote can come
+    /// (INV-12).
     pub(super) fn try_decide(&mut self) -> Result<(), StepError> {
         let RoleState::Looking(e) = &self.role else {
             return Ok(());
         };
-        if self.is_removed() || !e.decided(self.core.now_ms) {
+        let early = self.every_voter_heard(e);
+        if self.is_removed() || !(early || e.decided(self.core.now_ms)) {
             return Ok(());
+        }
+        self.core.decided_without.clear();
+        if early && !e.decided(self.core.now_ms) {
+            tracing::debug!(vote = ?self.core.vote, unreachable = ?self.core.unreachable,
+                "every voter that can vote agrees: deciding without the finalize wait");
+            self.core.decided_without = self.core.unreachable.clone();
         }
         let leader = self.core.vote.leader;
         if leader == self.core.sid() && self.core.install_pending() {
@@ -151,6 +180,22 @@ impl Peer {
             return Ok(());
         }
         self.enter_role(leader)
+    }
+
+    /// INV-12: a quorum holds our vote and every other voter of the configuration in force
+    /// and of the committed one either holds it in this round or is unreachable.
+    fn every_voter_heard(&self, e: &Election) -> bool {
+        if !e.quorum_holds() {
+            return false;
+        }
+        let me = self.core.sid();
+        let vote = self.core.vote;
+        let members = &self.core.members;
+        [members.in_force(), members.committed()]
+            .into_iter()
+            .flat_map(|m| m.members.iter())
+            .filter(|(sid, m)| **sid != me && m.role == MemberRole::Participant)
+            .all(|(sid, _)| self.core.unreachable.contains(sid) || e.holds(*sid, &vote))
     }
 
     /// A notification from `from`, in any role (INV-2).
@@ -234,6 +279,13 @@ impl Peer {
             self.core.send(from, Message::Notification(reply));
         }
         if n.state == ElectionState::Looking && sender_votes {
+            let better = vote_cmp(&n.vote, &self.core.vote) == Ordering::Greater;
+            let stale = self.core.decided_without.contains(&from) && better;
+            if stale && matches!(&self.role, RoleState::Leading(l) if !l.is_serving()) {
+                // We decided early without this voter, and it has a better vote (INV-13).
+                tracing::info!(%from, "leader: a voter counted unreachable has a better vote");
+                return self.enter_looking("leader: decided early without a better voter");
+            }
             if let RoleState::Leading(l) = &self.role {
                 if l.abandons_epoch_for(&self.core, from) {
                     // A voter went back to LOOKING and no epoch quorum came (INV-6).

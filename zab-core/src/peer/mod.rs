@@ -118,8 +118,18 @@ impl Peer {
                 self.core.now_ms = self.core.now_ms.max(now_ms);
                 self.on_tick()?
             }
-            Input::Message { from, msg } => self.on_message(from, msg)?,
+            Input::Message { from, msg } => {
+                // Anything from `from` shows it can be reached again (`looking` INV-12).
+                self.core.unreachable.remove(&from);
+                self.on_message(from, msg)?
+            }
             Input::ConnectionLost { peer } => self.on_connection_lost(peer),
+            Input::PeerUnreachable { peer } => {
+                self.core.unreachable.insert(peer);
+                // The last voter we waited for may be gone: decide now (`looking` INV-12).
+                self.try_decide()?;
+                Next::Stay
+            }
             Input::LogPersisted { upto } => {
                 self.core.log.on_persisted(upto);
                 match &mut self.role {

@@ -14,6 +14,9 @@
 //! queued before the end is written later), `ConnectionLost` is emitted (quorum channel).
 //! INV-3: a lower sid never sends messages on a connection it dialed: its dial only asks the
 //! higher sid to call back (`ConnectBack`), and it waits `connect_back_wait` for that.
+//! INV-5: the election channel reports `Unreachable` when the peer closed its connection (or
+//! a write to it failed) and when a dial to it fails; a killed process closes its sockets, so
+//! the others learn at once that it cannot vote (`zab_core` `looking` INV-12).
 //! INV-4: a call-back request reaching an established session younger than
 //! `connect_back_wait` is a simultaneous-connect race and is ignored; an older session is taken
 //! to be stale (the peer lost it, e.g. restarted) and is replaced.
@@ -42,6 +45,8 @@ mod tls;
 enum SessionEnd {
     Shutdown,
     Closed,
+    /// The peer closed the connection (or writing to it failed).
+    PeerGone,
     Replaced(Stream),
 }
 
@@ -49,6 +54,8 @@ enum SessionEnd {
 enum Attempt {
     Connected(Stream),
     Failed,
+    /// The dial itself failed (refused, timed out, handshake broken).
+    Unreachable,
     Shutdown,
 }
 
@@ -140,11 +147,12 @@ impl Link {
             if let SessionEnd::Shutdown = end {
                 return;
             }
+            let gone = matches!(end, SessionEnd::PeerGone);
             if let SessionEnd::Replaced(s) = end {
                 adopted = Some(s);
             }
             self.reset_outbox();
-            if !self.report_lost().await {
+            if !self.report_lost().await || (gone && !self.report_unreachable().await) {
                 return;
             }
         }
@@ -179,7 +187,10 @@ impl Link {
                     return Some(stream);
                 }
                 Attempt::Shutdown => return None,
-                Attempt::Failed => {
+                a @ (Attempt::Failed | Attempt::Unreachable) => {
+                    if matches!(a, Attempt::Unreachable) && !self.report_unreachable().await {
+                        return None;
+                    }
                     let pause = self.backoff.step();
                     if let Some(stream) = self.wait_for_adopt(pause).await? {
                         return Some(stream);
@@ -252,7 +263,7 @@ impl Link {
             Ok(r) => r,
             Err(e) => {
                 debug!(%addr, error = %e, "dial failed");
-                return Attempt::Failed;
+                return Attempt::Unreachable;
             }
         };
         match (reply, self.i_am_higher()) {
@@ -342,14 +353,14 @@ impl Link {
                 _ = self.shared.shutdown.cancelled() => break SessionEnd::Shutdown,
                 _ = &mut reader.0, if !reader_done => {
                     reader_done = true;
-                    break SessionEnd::Closed;
+                    break SessionEnd::PeerGone;
                 }
                 w = &mut writer.0, if !writer_done => {
                     writer_done = true;
                     if let Ok(Err(e)) = w {
                         info!(error = %e, "write failed; closing connection");
                     }
-                    break SessionEnd::Closed;
+                    break SessionEnd::PeerGone;
                 }
                 c = self.ctrl.recv() => match c {
                     None => break SessionEnd::Shutdown,
@@ -409,10 +420,16 @@ impl Link {
 
     /// Emits `ConnectionLost` for the quorum channel. False on shutdown.
     async fn report_lost(&self) -> bool {
-        if self.channel != Channel::Quorum {
-            return true;
-        }
-        let event = Event::ConnectionLost { peer: self.peer };
+        self.channel != Channel::Quorum
+            || self.emit(Event::ConnectionLost { peer: self.peer }).await
+    }
+
+    /// Emits `Unreachable` for the election channel (INV-5). False on shutdown.
+    async fn report_unreachable(&self) -> bool {
+        self.channel != Channel::Election || self.emit(Event::Unreachable { peer: self.peer }).await
+    }
+
+    async fn emit(&self, event: Event) -> bool {
         tokio::select! {
             _ = self.shared.shutdown.cancelled() => false,
             sent = self.shared.events.send(event) => sent.is_ok(),

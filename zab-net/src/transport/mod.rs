@@ -95,6 +95,12 @@ pub enum Event {
         /// The other end.
         peer: ServerId,
     },
+    /// The election connection to `peer` was closed by it, or a dial to it failed: it is
+    /// probably down (`link` INV-5). Any later message from it shows it is back.
+    Unreachable {
+        /// The other end.
+        peer: ServerId,
+    },
 }
 
 /// Counters, for tests and monitoring.

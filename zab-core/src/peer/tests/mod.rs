@@ -5,6 +5,7 @@
 //! are in `serving` (a cluster that elects and commits) and `recovery` (peers that come back,
 //! leaders that go away).
 
+mod early_decision;
 mod membership;
 mod recovery;
 mod serving;
@@ -174,11 +175,18 @@ impl Cluster {
         self.start(sid, wiped);
     }
 
+    /// Crashes `sid`: its connections close, and every other node hears it is unreachable (a
+    /// killed process closes its election connections too).
     pub fn crash(&mut self, sid: ServerId) {
         if let Some(n) = self.nodes.get_mut(&sid) {
             n.up = false;
         }
         self.sever(sid);
+        for other in self.nodes.keys().copied().collect::<Vec<_>>() {
+            if other != sid {
+                self.input(other, Input::PeerUnreachable { peer: sid });
+            }
+        }
     }
 
     /// Closes every link of `sid` (both ends hear of it).

@@ -282,6 +282,7 @@ impl Driver {
     fn on_transport(&mut self, ev: Event) {
         match ev {
             Event::Message { from, msg } => self.inputs.push_back(Input::Message { from, msg }),
+            Event::Unreachable { peer } => self.inputs.push_back(Input::PeerUnreachable { peer }),
             Event::ConnectionLost { peer } => {
                 self.meter.peer_lost(peer);
                 if self.out.connection_lost(&self.transport, peer) {
