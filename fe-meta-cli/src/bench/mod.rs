@@ -6,9 +6,11 @@
 //!
 //! Module map: [`cluster`] (launch / attach, node kill and restart), [`cpu`] (quiet gate and
 //! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
-//! size and load time with a million catalog entries), [`w6`] (write unavailability during an
-//! online membership change; like the anchors' W6 it is not part of `all` and changes the
-//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables),
+//! size and load time with a million catalog entries), [`large`] (the same and more with
+//! millions: restart, W2 during a snapshot, W4, SNAP catch-up), [`w6`] (write unavailability
+//! during an online membership change; like the anchors' W6 it is not part of `all` and changes
+//! the cluster, so it runs after every other selected workload), [`report`] (RESULT lines,
+//! tables),
 //! [`output`] (where results go, and the SVG's inputs), [`histogram`] (latency buckets and
 //! their text bars), [`plot`] and [`svg`] (the SVG).
 //!
@@ -23,6 +25,7 @@ mod cluster;
 mod cpu;
 mod failover;
 mod histogram;
+mod large;
 mod load;
 mod memory;
 mod output;
@@ -55,7 +58,7 @@ const ALL: [&str; 6] = ["W0", "W1", "W2", "W3", "W4", "W5"];
 /// The arguments of `bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`; W6 (membership
+    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`, `large`; W6 (membership
     /// changes, launched cluster only) always runs last.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub workload: Vec<String>,
@@ -87,6 +90,8 @@ pub struct BenchArgs {
     /// Catalog entries for `--workload memory`.
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_entries: usize,
+    #[command(flatten)]
+    pub large: large::LargeArgs,
     /// Node 1's client port of a launched cluster (quorum +100, election +200).
     #[arg(long, default_value_t = DEFAULT_BENCH_BASE_PORT)]
     pub base_port: u16,
@@ -188,14 +193,20 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
         match w.as_str() {
             "ALL" => selected.extend(ALL.iter().map(|s| (*s).to_owned())),
             "MEMORY" => selected.push("memory".to_owned()),
+            "LARGE" => selected.push("large".to_owned()),
             _ if ALL.contains(&w.as_str()) || w == "W6" => selected.push(w),
             _ => {
                 return Err(Failure {
                     code: super::ExitCode::Usage,
-                    message: format!("--workload: unknown workload `{w}` (W0..W6, all, memory)"),
+                    message: format!(
+                        "--workload: unknown workload `{w}` (W0..W6, all, memory, large)"
+                    ),
                 })
             }
         }
+    }
+    if selected.iter().any(|w| w == "large") {
+        large::check(&args.large)?;
     }
     // W6 leaves the cluster changed (two original members killed): last, once.
     let w6 = selected.iter().any(|w| w == "W6");
@@ -325,7 +336,7 @@ async fn workloads(
         };
         let errors = match w.as_str() {
             "W0" | "W1" | "W2" | "W3" => steady(w, leader, cluster, args, p, out).await,
-            "W4" | "W5" | "W6" | "MEMORY" | "memory" if !cluster.launched() => {
+            "W4" | "W5" | "W6" | "MEMORY" | "memory" | "large" if !cluster.launched() => {
                 progress(&format!(
                     "{w}: skipped (needs a cluster launched by the bench, not --attach)"
                 ));
@@ -449,6 +460,15 @@ async fn faults(
             match w6::run(cluster, args, p).await {
                 Ok(lines) => lines.into_iter().for_each(|l| out.line(l)),
                 Err(e) => errors.push(e),
+            }
+        }
+        "large" => {
+            progress(&format!(
+                "large ({} catalog entries)",
+                args.large.large_entries
+            ));
+            if let Err(e) = large::run(cluster, &args.large, p, out).await {
+                errors.push(e);
             }
         }
         _ => {
