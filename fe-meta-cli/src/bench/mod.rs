@@ -462,15 +462,7 @@ async fn faults(
                 Err(e) => errors.push(e),
             }
         }
-        "large" => {
-            progress(&format!(
-                "large ({} catalog entries)",
-                args.large.large_entries
-            ));
-            if let Err(e) = large::run(cluster, &args.large, p, out).await {
-                errors.push(e);
-            }
-        }
+        "large" => errors.extend(large::run(cluster, &args.large, p, out).await.err()),
         _ => {
             progress(&format!("memory ({} catalog entries)", p.memory_entries));
             match memory::run(cluster, p).await {

@@ -54,6 +54,14 @@ pub fn human(l: &Line) -> String {
             g("leader_snapshots_seen"),
             g("follower_snap_ops_per_s")
         ),
+        _ => faults(l),
+    }
+}
+
+/// W4's summary and the SNAP catch-up.
+fn faults(l: &Line) -> String {
+    let g = |k: &str| l.get(k).unwrap_or("").to_owned();
+    match l.get("phase").unwrap_or("") {
         "w4-empty" | "w4-large" if l.get("trials").is_some() => format!(
             "large {}: {} trials: new leader {} ms, fresh client first write {} ms, existing \
              client unavailable {} ms (max {})\n",

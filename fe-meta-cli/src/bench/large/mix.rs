@@ -10,7 +10,7 @@
 pub const TABLES_PER_DB: usize = 1000;
 
 /// One catalog entry to write.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Entry {
     /// `add-backend host heartbeat_port`.
     Backend {

@@ -88,6 +88,7 @@ pub async fn run(
             failed.get_or_insert(e);
         }
     };
+    progress(&format!("large ({} catalog entries)", a.large_entries));
     progress(&format!("large: {}", check(a)?));
     keep(w4(cluster, p, "w4-empty").await, out, "w4-empty");
     let entries = build(cluster, a, p, out).await?;
@@ -159,7 +160,7 @@ async fn build(
             b.first_error.unwrap_or_else(|| "none".to_owned()),
         );
     out.line(l);
-    Ok(u64::try_from(entries).unwrap_or(u64::MAX))
+    Ok(entries)
 }
 
 /// The nodes, leader first.
@@ -169,10 +170,14 @@ fn leader_first(cluster: &Cluster, leader: u64) -> Vec<u64> {
     order
 }
 
-/// Phase `memory`, once followers have applied everything and snapshots have settled.
+/// Phase `memory`, once followers have applied everything and no snapshot is being written
+/// (at most 300 s).
 async fn memory(cluster: &Cluster, entries: u64) -> Result<Line, Failure> {
     let leader = cluster.wait_healthy(Duration::from_secs(120)).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
+    if !w2snap::wait_no_snapshot(cluster, leader).await {
+        progress("large memory: a snapshot is still being written after 300 s; measuring now");
+    }
     let mems: Vec<Mem> = leader_first(cluster, leader)
         .iter()
         .map(|&s| cluster.pid(s).and_then(Mem::of).unwrap_or_default())

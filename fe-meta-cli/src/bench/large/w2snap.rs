@@ -8,7 +8,9 @@
 //!
 //! No snapshot is forced: a node snapshots every snapCount/2..snapCount txns (100,000 by
 //! default), so W2 runs until it has seen a whole leader snapshot and at least `--run`
-//! seconds with none, after `--warm` seconds.
+//! seconds with none, after `--warm` seconds (or [`ENOUGH`] in all: when W2 outpaces a
+//! snapshot, each node starts the next one as soon as the last ends and there is little time
+//! with none).
 //!
 //! INV-1: bounded: at most [`QUIET_WAIT`] for running snapshots to end first, then at most
 //! [`CAP`] of W2; what is in flight then ends within the client's request timeout.
@@ -29,6 +31,8 @@ use crate::Failure;
 const SAMPLE: Duration = Duration::from_millis(50);
 /// Most time W2 runs waiting for a whole leader snapshot.
 const CAP: Duration = Duration::from_secs(240);
+/// After this long, a whole leader snapshot is enough (snapshots may follow one another).
+const ENOUGH: Duration = Duration::from_secs(90);
 /// Most time to wait for the snapshots running before W2 to end.
 const QUIET_WAIT: Duration = Duration::from_secs(300);
 
@@ -146,7 +150,7 @@ fn poll(cluster: &Cluster, leader: u64) -> (bool, bool) {
 }
 
 /// Waits (at most [`QUIET_WAIT`]) until no node is writing a snapshot; whether none is.
-async fn wait_no_snapshot(cluster: &Cluster, leader: u64) -> bool {
+pub async fn wait_no_snapshot(cluster: &Cluster, leader: u64) -> bool {
     let t = Instant::now();
     while t.elapsed() < QUIET_WAIT {
         if poll(cluster, leader) == (false, false) {
@@ -183,7 +187,7 @@ async fn watch(
             follower: f,
         });
         let whole = !leader_snapshots(&samples).is_empty();
-        if whole && base >= p.run.as_secs_f64() {
+        if whole && (base >= p.run.as_secs_f64() || at >= ENOUGH) {
             break;
         }
         if at >= next_note {
