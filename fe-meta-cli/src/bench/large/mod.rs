@@ -6,8 +6,8 @@
 //! 3. `memory`: each node's VmRSS, RssAnon, RssFile and peak (leader first), MiB and MiB per
 //!    million entries, and the leader's newest snapshot image;
 //! 4. `restart`: a follower SIGTERMed and restarted: → serving, → caught up, and its memory;
-//! 5. `w2-snapshot`: the other two nodes restarted (so no node is near its next snapshot),
-//!    then W2 while no node snapshots vs while the leader does ([`w2snap`]);
+//! 5. `w2-snapshot`: every node restarted with a larger `snapCount` ([`snap_count`], kept for
+//!    the later phases), then W2 while no node snapshots vs while the leader does ([`w2snap`]);
 //! 6. `w4-large`: W4 with the catalog (`--trials`);
 //! 7. `snap-catchup`: a follower brought back by a SNAP ([`snap_catchup`]).
 //!
@@ -20,6 +20,7 @@ mod human;
 mod mem;
 mod mix;
 mod snap_catchup;
+mod snap_count;
 mod w2snap;
 
 use std::time::{Duration, Instant};
@@ -98,13 +99,12 @@ pub async fn run(
         out,
         "memory",
     );
-    let mut fresh = None;
-    let r = restart(cluster, entries).await.map(|(l, node)| {
-        fresh = Some(node);
-        vec![l]
-    });
-    keep(r, out, "restart");
-    let r = match reset_counters(cluster, fresh).await {
+    keep(
+        restart(cluster, entries).await.map(|l| vec![l]),
+        out,
+        "restart",
+    );
+    let r = match snap_count::reset(cluster).await {
         Ok(leader) => w2snap::run(cluster, leader, p).await.map(|l| vec![l]),
         Err(e) => Err(e),
     };
@@ -214,28 +214,8 @@ async fn memory(cluster: &Cluster, entries: u64) -> Result<Line, Failure> {
     Ok(l)
 }
 
-/// Restarts (SIGTERM) every node but `fresh`, waiting until each is back (300 s), so that
-/// every node counts its txns towards the next snapshot from zero and W2 starts with at least
-/// snapCount/2 txns to go before any snapshot; the leader afterwards.
-async fn reset_counters(cluster: &mut Cluster, fresh: Option<u64>) -> Result<u64, Failure> {
-    let wait = Duration::from_secs(300);
-    cluster.wait_healthy(wait).await?;
-    for sid in cluster.sids.clone() {
-        if Some(sid) == fresh {
-            continue;
-        }
-        progress(&format!(
-            "large W2: restarting node {sid} (its snapshot count from zero)"
-        ));
-        cluster.stop_node(sid, Signal::SIGTERM).await?;
-        cluster.restart_node(sid)?;
-        cluster.wait_healthy(wait).await?;
-    }
-    cluster.wait_healthy(wait).await
-}
-
-/// Phase `restart`: a follower SIGTERMed and started again; its line and sid.
-async fn restart(cluster: &mut Cluster, entries: u64) -> Result<(Line, u64), Failure> {
+/// Phase `restart`: a follower SIGTERMed and started again.
+async fn restart(cluster: &mut Cluster, entries: u64) -> Result<Line, Failure> {
     let leader = cluster.wait_healthy(Duration::from_secs(120)).await?;
     let follower = leader_first(cluster, leader)
         .last()
@@ -279,7 +259,7 @@ async fn restart(cluster: &mut Cluster, entries: u64) -> Result<(Line, u64), Fai
         .set("rss_anon_after_load_mib", mib(m.anon))
         .set("rss_file_after_load_mib", mib(m.file))
         .set("peak_rss_mib", mib(m.hwm));
-    Ok((l, follower))
+    Ok(l)
 }
 
 #[cfg(test)]

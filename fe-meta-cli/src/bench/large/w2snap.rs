@@ -6,11 +6,10 @@
 //! answered. The throughput while the leader snapshots is compared with the one while no node
 //! does (`ratio`, target ≥ 0.8).
 //!
-//! No snapshot is forced: a node snapshots every snapCount/2..snapCount txns (100,000 by
-//! default), so W2 runs until it has seen a whole leader snapshot and at least `--run`
-//! seconds with none, after `--warm` seconds (or [`ENOUGH`] in all: when W2 outpaces a
-//! snapshot, each node starts the next one as soon as the last ends and there is little time
-//! with none).
+//! No snapshot is forced (there is no command for one): the nodes run with
+//! `snapCount` = [`super::snap_count::W2_SNAP_COUNT`], freshly restarted, and a node snapshots
+//! every snapCount/2..snapCount txns, so W2 runs until it has seen a whole leader snapshot and
+//! at least `--run` seconds with none, after `--warm` seconds (or [`ENOUGH`] in all).
 //!
 //! INV-1: bounded: at most [`QUIET_WAIT`] for running snapshots to end first, then at most
 //! [`CAP`] of W2; what is in flight then ends within the client's request timeout.
