@@ -12,8 +12,8 @@ use fe_meta::client::ClientOptions;
 /// The arguments of `bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`; W6 (membership
-    /// changes, launched cluster only) always runs last.
+    /// Workloads to run, comma-separated: W0..W6, `all` (W0-W5), `memory`, `large`; W6
+    /// (membership changes, launched cluster only) always runs last.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub workload: Vec<String>,
     /// Attach to a running cluster (its client endpoints, host:port,...) instead of launching
@@ -44,6 +44,8 @@ pub struct BenchArgs {
     /// Catalog entries for `--workload memory`.
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_entries: usize,
+    #[command(flatten)]
+    pub large: super::large::LargeArgs,
     /// Node 1's client port of a launched cluster (quorum +100, election +200).
     #[arg(long, default_value_t = DEFAULT_BENCH_BASE_PORT)]
     pub base_port: u16,
@@ -71,7 +73,7 @@ pub struct BenchArgs {
     /// Sittings: the selected workloads run this many times, each on a freshly launched
     /// cluster, each sitting's lines tagged `sitting=N`; a summary of every figure across the
     /// sittings (each, the median and the worst) follows. With --attach the same cluster
-    /// serves every sitting.
+    /// serves every sitting. `memory` and `large` run in the first sitting only.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub sittings: u32,
     /// Keep this many cores busy (one spinning thread each, started after the idle gate and

@@ -40,7 +40,6 @@ impl BackgroundLoad {
         }
         BackgroundLoad { stop, threads }
     }
-
 }
 
 impl BackgroundLoad {

@@ -160,7 +160,7 @@ pub(super) async fn wait_caught_up(
 }
 
 /// The leader's `mntr` counts of syncs sent: DIFF, TRUNC, SNAP.
-async fn syncs_sent(endpoint: &str) -> Option<[u64; 3]> {
+pub(super) async fn syncs_sent(endpoint: &str) -> Option<[u64; 3]> {
     let text = four_letter_word(endpoint, "mntr", Duration::from_secs(2))
         .await
         .ok()?;
@@ -176,7 +176,7 @@ async fn syncs_sent(endpoint: &str) -> Option<[u64; 3]> {
 }
 
 /// Which kind of sync the leader sent since `before` (polled up to 2 s).
-async fn sync_sent_since(endpoint: &str, before: Option<[u64; 3]>) -> String {
+pub(super) async fn sync_sent_since(endpoint: &str, before: Option<[u64; 3]>) -> String {
     let Some(before) = before else {
         return "sync=n/a (no mntr from the leader)".to_owned();
     };

@@ -6,9 +6,11 @@
 //!
 //! Module map: [`cluster`] (launch / attach, node kill and restart), [`cpu`] (quiet gate and
 //! CPU sampling as cpu.sh does), [`load`] (W0–W3), [`fault`] (W4, W5), [`memory`] (RSS, image
-//! size and load time with a million catalog entries), [`w6`] (write unavailability during an
-//! online membership change; like the anchors' W6 it is not part of `all` and changes the
-//! cluster, so it runs after every other selected workload), [`report`] (RESULT lines, tables),
+//! size and load time with a million catalog entries), [`large`] (the same and more with
+//! millions: restart, W2 during a snapshot, W4, SNAP catch-up), [`w6`] (write unavailability
+//! during an online membership change; like the anchors' W6 it is not part of `all` and changes
+//! the cluster, so it runs after every other selected workload), [`report`] (RESULT lines,
+//! tables),
 //! [`output`] (where results go, and the SVG's inputs), [`histogram`] (latency buckets and
 //! their text bars), [`plot`] and [`svg`] (the SVG).
 //!
@@ -25,6 +27,7 @@ mod cluster;
 mod cpu;
 mod failover;
 mod histogram;
+mod large;
 mod load;
 mod memory;
 mod output;
@@ -79,14 +82,20 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
         match w.as_str() {
             "ALL" => selected.extend(ALL.iter().map(|s| (*s).to_owned())),
             "MEMORY" => selected.push("memory".to_owned()),
+            "LARGE" => selected.push("large".to_owned()),
             _ if ALL.contains(&w.as_str()) || w == "W6" => selected.push(w),
             _ => {
                 return Err(Failure {
                     code: super::ExitCode::Usage,
-                    message: format!("--workload: unknown workload `{w}` (W0..W6, all, memory)"),
+                    message: format!(
+                        "--workload: unknown workload `{w}` (W0..W6, all, memory, large)"
+                    ),
                 })
             }
         }
+    }
+    if selected.iter().any(|w| w == "large") {
+        large::check(&args.large)?;
     }
     // W6 leaves the cluster changed (two original members killed): last, once.
     let w6 = selected.iter().any(|w| w == "W6");
@@ -124,7 +133,17 @@ pub(super) fn run(args: &BenchArgs) -> Result<(), Failure> {
 async fn bench(args: &BenchArgs, selected: &[String], p: &Params) -> Result<(), Failure> {
     let mut out = Output::new(args.json);
     let mut result = Ok(());
+    // The catalog-size workloads take minutes and measure sizes, not noise: the first sitting only.
+    let later: Vec<String> = selected
+        .iter()
+        .filter(|w| !["memory", "large"].contains(&w.as_str()))
+        .cloned()
+        .collect();
     for sitting in 1..=args.sittings {
+        let selected = if sitting == 1 { selected } else { &later };
+        if selected.is_empty() {
+            break;
+        }
         out.start_sitting(sitting);
         if args.sittings > 1 {
             progress(&format!("sitting {sitting} of {}", args.sittings));
@@ -244,7 +263,7 @@ async fn workloads(
         };
         let errors = match w.as_str() {
             "W0" | "W1" | "W2" | "W3" => steady(w, leader, cluster, args, p, out).await,
-            "W4" | "W5" | "W6" | "MEMORY" | "memory" if !cluster.launched() => {
+            "W4" | "W5" | "W6" | "MEMORY" | "memory" | "large" if !cluster.launched() => {
                 progress(&format!(
                     "{w}: skipped (needs a cluster launched by the bench, not --attach)"
                 ));
@@ -370,6 +389,7 @@ async fn faults(
                 Err(e) => errors.push(e),
             }
         }
+        "large" => errors.extend(large::run(cluster, &args.large, p, out).await.err()),
         _ => {
             progress(&format!("memory ({} catalog entries)", p.memory_entries));
             match memory::run(cluster, p).await {

@@ -338,6 +338,7 @@ fn human_faults(lines: &[Line]) -> String {
                     g(l, "restart_to_caught_up_ms")
                 );
             }
+            Some("large") => s.push_str(&super::large::human(l)),
             Some("memory") => {
                 let _ = writeln!(
                     s,
