@@ -210,17 +210,17 @@ async fn watch(
 }
 
 /// W2 on `endpoint` until `stop`: each answered write's time since `t0` and latency (µs);
-/// and the failed writes.
+/// and the failed writes (how many, the first one's error).
 async fn writes(
     endpoint: &str,
     p: &Params,
     t0: Instant,
     stop: &AtomicBool,
-) -> Result<(Vec<(Duration, u64)>, u64), Failure> {
+) -> Result<(Vec<(Duration, u64)>, (u64, Option<String>)), Failure> {
     let client = connect(endpoint, p).await.map_err(Failure::from)?;
     let key = "bench.w2";
     let client = &client;
-    let (mut answered, mut errors) = (Vec::with_capacity(1 << 20), 0u64);
+    let (mut answered, mut errors) = (Vec::with_capacity(1 << 20), (0u64, None));
     let mut inflight = FuturesUnordered::new();
     loop {
         while inflight.len() < p.outstanding && !stop.load(Ordering::Relaxed) {
@@ -235,7 +235,10 @@ async fn writes(
                 let us = u64::try_from(ts.elapsed().as_micros()).unwrap_or(u64::MAX);
                 answered.push((t0.elapsed(), us));
             }
-            Err(_) => errors += 1,
+            Err(e) => {
+                errors.0 += 1;
+                errors.1.get_or_insert_with(|| e.to_string());
+            }
         }
     }
     Ok((answered, errors))
@@ -293,7 +296,8 @@ pub async fn run(cluster: &Cluster, leader: u64, p: &Params) -> Result<Line, Fai
                 .first()
                 .map_or("-1".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3)),
         )
-        .set("errors", errors);
+        .set("errors", errors.0)
+        .set("first_error", errors.1.unwrap_or_else(|| "none".to_owned()));
     Ok(l)
 }
 
