@@ -85,6 +85,17 @@ pub fn notification(round: u64) -> Message {
 }
 
 pub async fn next_event(rx: &mut mpsc::Receiver<Event>) -> Event {
+    loop {
+        let ev = next_any_event(rx).await;
+        if !matches!(ev, Event::Unreachable { .. }) {
+            return ev;
+        }
+    }
+}
+
+/// Waits for the next event, `Unreachable` reports included (`next_event` skips them: they
+/// depend on whether an election connection was open).
+pub async fn next_any_event(rx: &mut mpsc::Receiver<Event>) -> Event {
     timeout(WAIT, rx.recv())
         .await
         .expect("timed out waiting for an event")
