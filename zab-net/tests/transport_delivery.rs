@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::transport::{
-    cluster, config, expect_silence, init_tracing, next_event, next_message, notification, CLUSTER,
+    cluster, config, expect_silence, init_tracing, next_any_event, next_event, next_message,
+    notification, CLUSTER,
 };
 use zab_core::{Message, RequestId, ServerId};
 use zab_net::handshake::Channel;
@@ -200,4 +201,34 @@ async fn disconnect_reports_loss_and_reconnects_on_demand() {
             msg: Message::Ping { round: 3 }
         }
     );
+}
+
+/// Waits for `Unreachable { peer }`, skipping other events.
+async fn until_unreachable(rx: &mut tokio::sync::mpsc::Receiver<Event>, peer: u64) {
+    while next_any_event(rx).await
+        != (Event::Unreachable {
+            peer: ServerId(peer),
+        })
+    {}
+}
+
+/// `link` INV-5: a peer whose process ends closes its election connection, and a dial to it is
+/// refused; both are reported as `Unreachable` (what lets a LOOKING voter skip the finalize
+/// wait after a leader is killed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_is_reported_unreachable() {
+    init_tracing();
+    let mut nodes = cluster(&[1, 2]).await;
+    let (two, mut two_rx) = nodes.pop().unwrap();
+    let (one, mut one_rx) = nodes.pop().unwrap();
+    two.send(ServerId(1), notification(1)).unwrap();
+    assert_eq!(next_message(&mut one_rx).await.0, ServerId(2));
+    one.send(ServerId(2), notification(2)).unwrap();
+    assert_eq!(next_message(&mut two_rx).await.0, ServerId(1));
+    two.shutdown().await;
+    until_unreachable(&mut one_rx, 2).await;
+    // Nothing listens any more: the next dial is refused.
+    one.send(ServerId(2), notification(3)).unwrap();
+    until_unreachable(&mut one_rx, 2).await;
+    one.shutdown().await;
 }

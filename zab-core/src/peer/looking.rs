@@ -57,10 +57,11 @@
 //! better vote that arrives later meets established peers and joins them (`election` INV-4),
 //! or, when the voters that agreed with us change their mind first, INV-13 applies.
 //! A peer we never heard lost (never connected) counts as reachable, which keeps the wait.
-//! INV-13: a leader that decided early (INV-12) and is not established yet re-elects when a
-//! voter it counted unreachable then reports LOOKING with a vote better than its own: the
-//! voter is back (a fast restart), and the voters that agreed with us may now follow its
-//! vote, leaving us without a quorum until `initLimit`. Leaving a role is always safe.
+//! INV-13: a leader or learner that decided early (INV-12) and does not serve yet goes back
+//! to LOOKING when a voter it counted unreachable then reports LOOKING with a vote better than
+//! its own: the voter is back (a fast restart), and the voters that agreed with us may now
+//! follow its vote, leaving a prospective leader without a quorum until `initLimit`. Leaving
+//! a role is always safe.
 
 use std::cmp::Ordering;
 
@@ -281,10 +282,15 @@ impl Peer {
         if n.state == ElectionState::Looking && sender_votes {
             let better = vote_cmp(&n.vote, &self.core.vote) == Ordering::Greater;
             let stale = self.core.decided_without.contains(&from) && better;
-            if stale && matches!(&self.role, RoleState::Leading(l) if !l.is_serving()) {
+            let serving = match &self.role {
+                RoleState::Leading(l) => l.is_serving(),
+                RoleState::Learning(l) => l.is_serving(),
+                RoleState::Looking(_) => true,
+            };
+            if stale && !serving {
                 // We decided early without this voter, and it has a better vote (INV-13).
-                tracing::info!(%from, "leader: a voter counted unreachable has a better vote");
-                return self.enter_looking("leader: decided early without a better voter");
+                tracing::info!(%from, "a voter counted unreachable has a better vote");
+                return self.enter_looking("decided early without a better voter");
             }
             if let RoleState::Leading(l) = &self.role {
                 if l.abandons_epoch_for(&self.core, from) {
