@@ -130,8 +130,9 @@ fn sync_snap_when_the_log_outweighs_the_snapshot() {
         mode
     };
     // A simulated txn is ~6 payload bytes and weighs ~18 in a snapshot. ~26 of ~32 txns from
-    // the log: ~0.27 of the snapshot, over 0.2.
-    assert_eq!(run(0.2, 2, 30), Some(SyncMode::Snap));
+    // the log: ~0.27 of the snapshot, well over 0.1 (payload sizes and where the newest
+    // snapshot falls move the weight with the scheduler's seed, so the margins are wide).
+    assert_eq!(run(0.1, 2, 30), Some(SyncMode::Snap));
     assert_eq!(run(-1.0, 2, 30), Some(SyncMode::DiffFromLog));
     // ~8 of ~52 txns from the log: ~0.05 of the snapshot.
     assert_eq!(run(0.2, 40, 12), Some(SyncMode::DiffFromLog));
