@@ -50,7 +50,7 @@
 
 #define PATH_MAX_LEN 512
 #define MAX_MAPS 512
-#define CHECK_EVERY_NS 10000000L
+#define CHECK_EVERY_NS 10000000L /* SHIM_CHECK_EVERY in tests/src/proc/disk_fault.rs */
 
 enum op { OP_SYNC, OP_WRITE };
 

@@ -63,7 +63,8 @@ fn newest_snapshot(dir: &Path) -> Option<(u64, String)> {
     best.map(|(n, l)| (l, n))
 }
 
-fn columns() -> Vec<Column> {
+/// The 8 columns of every table of the `memory` and `large` mixes.
+pub(super) fn columns() -> Vec<Column> {
     (0..8)
         .map(|i| Column {
             name: format!("c{i}"),

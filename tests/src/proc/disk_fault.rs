@@ -57,6 +57,9 @@ pub const INJECTED: &str = "diskfault: injected";
 /// What the shim writes when a file whose sync it failed is synced again.
 pub const RETRY: &str = "diskfault: RETRY";
 
+/// How often the shim re-reads its control file at most (`CHECK_EVERY_NS` in diskfault.c).
+pub const SHIM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The compiled shim and the per-node control files (module docs).
 #[derive(Debug)]
 pub struct DiskFault {
@@ -118,13 +121,18 @@ impl DiskFault {
     }
 
     /// Sets node `sid`'s fault (`ok`, `eio-sync`, `eio-sync-once`, `eio-write`,
-    /// `delay-sync-ms=N`, optionally with `match=TEXT`), replacing the control file atomically.
+    /// `delay-sync-ms=N`, optionally with `match=TEXT`), replacing the control file atomically,
+    /// and returns once the shim is bound to see it: the shim re-reads the file at most every
+    /// [`SHIM_CHECK_EVERY`], so a call within that time of its last check (an election now
+    /// writes its epoch files a few ms after a kill) could still run under the old fault.
     pub fn set(&self, sid: u64, fault: &str) -> Result<(), ProcError> {
         let path = self.control(sid);
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{fault}\n"))
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(ProcError::io(format!("set {}", path.display())))
+            .map_err(ProcError::io(format!("set {}", path.display())))?;
+        std::thread::sleep(SHIM_CHECK_EVERY * 2);
+        Ok(())
     }
 }
 

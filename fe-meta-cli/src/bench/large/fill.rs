@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::super::load::connect;
+use super::super::memory::columns;
 use super::super::{progress, Params};
 use super::mix::{db_name, entry, Counts, Entry};
 use crate::Failure;
 use fe_meta::client::{Client, ClientError};
-use fe_meta::state::catalog::{Column, ColumnType};
+use fe_meta::state::catalog::Column;
 
 /// Writes in flight per connection.
 pub const IN_FLIGHT: usize = 1000;
@@ -58,18 +59,6 @@ impl Shared {
         let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert_with(|| e.to_string());
     }
-}
-
-fn columns() -> Vec<Column> {
-    (0..8)
-        .map(|i| Column {
-            name: format!("c{i}"),
-            ty: ColumnType::Int,
-            nullable: i != 0,
-            is_key: i == 0,
-            default: None,
-        })
-        .collect()
 }
 
 async fn write(c: &Client, e: Entry, columns: &[Column]) -> Result<(), ClientError> {
