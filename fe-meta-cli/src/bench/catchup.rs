@@ -41,15 +41,7 @@ pub async fn catchup(
     label: &str,
     op: &str,
 ) -> Result<Vec<Line>, Failure> {
-    let leader = cluster.wait_healthy(PHASE).await?;
-    let follower = cluster
-        .sids
-        .iter()
-        .copied()
-        .rfind(|&s| s != leader)
-        .ok_or_else(|| Failure::other("no follower"))?;
-    let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
-    let fep = cluster.endpoint(follower).unwrap_or_default().to_owned();
+    let ((leader, lep), (follower, fep)) = cluster.leader_and_follower(PHASE).await?;
     cluster.stop_node(follower, Signal::SIGTERM).await?;
     progress(&format!("W5 follower {follower} stopped; leader {leader}"));
     let client = connect(&lep, p).await.map_err(Failure::from)?;

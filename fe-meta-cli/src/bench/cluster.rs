@@ -167,6 +167,23 @@ impl Cluster {
     /// Waits (at most `wait`) until every node follows one leader in its epoch and has applied
     /// an entry of that epoch, i.e. a restarted node is past its sync and serving, not merely
     /// FOLLOWING (like the anchors' ZkBench, which waits for every server to be back in the
+    /// Once healthy (within `wait`): the leader, and the follower a catch-up phase stops (the
+    /// highest other sid), with their client endpoints.
+    pub async fn leader_and_follower(
+        &self,
+        wait: Duration,
+    ) -> Result<((u64, String), (u64, String)), Failure> {
+        let leader = self.wait_healthy(wait).await?;
+        let follower = self
+            .sids
+            .iter()
+            .copied()
+            .rfind(|&s| s != leader)
+            .ok_or_else(|| Failure::other("no follower"))?;
+        let endpoint = |sid| self.endpoint(sid).unwrap_or_default().to_owned();
+        Ok(((leader, endpoint(leader)), (follower, endpoint(follower))))
+    }
+
     /// ensemble); the leader's sid.
     pub async fn wait_healthy(&self, wait: Duration) -> Result<u64, Failure> {
         let deadline = Instant::now() + wait;

@@ -48,15 +48,9 @@ pub fn writes_for(image_bytes: u64) -> usize {
 
 /// Runs the phase; `entries` is the catalog's size (for the per-million figures).
 pub async fn run(cluster: &mut Cluster, p: &Params, entries: u64) -> Result<Line, Failure> {
-    let leader = cluster.wait_healthy(Duration::from_secs(120)).await?;
-    let follower = cluster
-        .sids
-        .iter()
-        .copied()
-        .rfind(|&s| s != leader)
-        .ok_or_else(|| Failure::other("no follower"))?;
-    let lep = cluster.endpoint(leader).unwrap_or_default().to_owned();
-    let fep = cluster.endpoint(follower).unwrap_or_default().to_owned();
+    let ((leader, lep), (follower, fep)) = cluster
+        .leader_and_follower(Duration::from_secs(120))
+        .await?;
     let image = cluster
         .data_dir(leader)
         .and_then(|d| snapshots(&d).0)
