@@ -27,6 +27,7 @@
 //! | `zab_input_queue_depth` | gauge | requests waiting in the driver's input channel |
 //! | `zab_peer_queued_messages{peer}` | gauge | messages waiting to be sent to a member (its quorum outbox and the driver's queue behind a stream), sampled every tick |
 //! | `zab_writes_pending` | gauge | writes, syncs and changes submitted and not yet answered |
+//! | `zab_requests_held_total` | counter | times the driver stopped taking requests because the followers a quorum needs had three quarters of their outbox queued (backpressure instead of dropped links) |
 //! | `zab_snapshots_taken_total` | counter | background snapshots written |
 //! | `zab_snapshot_duration_us` | histogram | time to write one background snapshot |
 //! | `zab_snapshot_last_size_bytes` | gauge | size of the newest snapshot written |

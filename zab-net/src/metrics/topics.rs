@@ -87,6 +87,7 @@ pub(crate) struct QueueMetrics {
     pub(crate) input_queue: IntGauge,
     pub(crate) writes_pending: IntGauge,
     pub(crate) peer_queued: IntGaugeVec,
+    pub(crate) requests_held: IntCounter,
 }
 
 /// Background snapshots.
@@ -283,6 +284,11 @@ impl QueueMetrics {
                 "messages waiting to be sent to a member (quorum outbox and the \
                  driver's queue behind a stream)",
                 &["peer"],
+            )?,
+            requests_held: b.counter(
+                "zab_requests_held_total",
+                "times the driver stopped taking requests because the members a quorum \
+                 needs had a full backlog of messages (backpressure)",
             )?,
         })
     }

@@ -346,6 +346,11 @@ impl Meter {
     }
 
     /// Requests waiting in the driver's input channel.
+    /// The counter of held request intakes (driver INV-5).
+    pub(super) fn requests_held(&self) -> &prometheus::IntCounter {
+        &self.m.queues.requests_held
+    }
+
     pub(super) fn input_queue(&self, depth: usize) {
         self.m
             .queues

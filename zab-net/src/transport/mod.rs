@@ -335,6 +335,11 @@ impl Transport {
         }
     }
 
+    /// The capacity of every outbox, in messages (beyond it [`Transport::send`] overflows).
+    pub fn outbox_capacity(&self) -> usize {
+        self.shared.cfg.outbox_len.max(1)
+    }
+
     /// How many messages wait in the outbox of (`to`, `channel`) (`None`: not a peer).
     pub fn outbox_len(&self, to: ServerId, channel: Channel) -> Option<usize> {
         let link = self.shared.link(to, channel)?;

@@ -89,6 +89,7 @@ impl Driver {
 
     /// Drops the connection to `peer` (the meter forgets it).
     fn disconnect(&mut self, peer: ServerId) {
+        self.admission.forget(peer);
         self.meter.peer_lost(peer);
         self.out.disconnect(&self.transport, peer)
     }

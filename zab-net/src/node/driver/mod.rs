@@ -5,8 +5,9 @@
 //!  select! { shutdown | log events | transport events | stream ends | snapshot ends
 //!           | client requests | tick }  ──▶ Peer::step ──▶ take_actions ──▶ execute in order
 //! ```
-//! Reading order: this file (the select loop, the batching of inputs, the stop), `execute`
-//! (one action), `install` (a received SNAP). Requests and their answers are paired in
+//! Reading order: this file (the select loop, the batching of inputs, the stop), `admission`
+//! (which requests are taken: backpressure), `requests` (one request), `execute` (one action),
+//! `install` (a received SNAP). Requests and their answers are paired in
 //! `pending`, the status is published by `board`, per-peer output is `out`.
 //!
 //! INV-1 (zab-core io.rs): one batch of actions runs in order; epoch files and TRUNC are durable
@@ -24,9 +25,14 @@
 //! status is published once per such batch and the batch's answers to clients are sent after
 //! that publish, so a caller that got its zxid sees it applied in `Node::status` (mod INV-4)
 //! and many writes cost one status notification instead of one each.
+//! INV-5 (backpressure): requests, the handle's and those learners forward, are taken only
+//! while `admission` gives room: never more in one wake-up than the members a quorum needs
+//! can absorb without overflowing their links (`admission` INV-1..INV-5).
 
+mod admission;
 mod execute;
 mod install;
+mod requests;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -35,21 +41,22 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument, Span};
-use zab_core::{Input, Peer, Role, ServerId};
+use zab_core::{Input, Peer, Role, ServerId, Zxid};
 use zab_store::{EpochFiles, LogEvent};
 
-use super::api::{StateMachine, SubmitError};
+use super::api::StateMachine;
 use super::board::StatusBoard;
 use super::fatal::Fatal;
 use super::log_link::{to_input, LogLink};
 use super::meter::Meter;
 use super::out::{OutQueues, StreamDone};
 use super::peers::PeerBook;
-use super::pending::{Pending, Reply, StopReason};
+use super::pending::{Pending, StopReason};
 use super::snap::{SnapDone, Snapper};
 use super::Request;
 use crate::metrics::NodeMetrics;
 use crate::transport::{Channel, Event, Transport};
+use admission::{Admission, Demand, RECHECK};
 
 /// Most queued items taken without waiting after a wake-up (INV-4).
 const WAKE_BATCH: usize = 256;
@@ -64,6 +71,10 @@ enum Taken {
 /// What woke the driver up.
 enum Wake {
     Tick,
+    /// Requests are held (INV-5) and it is time to look at the backlogs again.
+    Recheck,
+    /// Learners' deferred requests have room now (INV-5).
+    Deferred,
     Log(LogEvent),
     Net(Event),
     Stream(StreamDone),
@@ -131,6 +142,10 @@ pub(super) struct Driver {
     meter: Meter,
     /// The one leader transfer a caller waits for (`transfer` INV-1).
     transfer: super::transfer::TransferSlot,
+    /// The intake limit (INV-5).
+    admission: Admission,
+    /// The voters of the configuration in force, as of the version it names.
+    voters: (Zxid, Vec<ServerId>),
 }
 
 impl Driver {
@@ -148,7 +163,11 @@ impl Driver {
         let span = node_span(board.sid(), Role::Looking, 0);
         let logged = peer.last_logged_zxid();
         let backlog = (logged > peer.last_applied_zxid()).then_some(logged);
+        let admission = Admission::new(io.transport.outbox_capacity());
+        let voters = (Zxid::ZERO, peer.membership().participants().collect());
         Driver {
+            admission,
+            voters,
             peer,
             sm: Some(sm),
             transport: io.transport,
@@ -182,16 +201,22 @@ impl Driver {
         self.board.publish(&self.peer);
         let result = loop {
             let shutdown = self.shutdown.clone();
+            let room = self.refresh_room();
             // Unbiased: under a steady stream of messages, ticks (heartbeats, timeouts) and
             // client requests still get their turn.
-            let wake = tokio::select! {
+            let wake = if self.admission.can_release() {
+                Wake::Deferred
+            } else {
+                tokio::select! {
                 _ = shutdown.cancelled() => break Ok(()),
                 _ = tick.tick() => Wake::Tick,
+                _ = tokio::time::sleep(RECHECK), if room == 0 => Wake::Recheck,
                 Some(ev) = self.log.recv() => Wake::Log(ev),
                 Some(ev) = inbox.events.recv() => Wake::Net(ev),
                 Some(done) = inbox.streams.recv() => Wake::Stream(done),
                 Some(done) = inbox.snaps.recv() => Wake::Snap(done),
-                Some(req) = inbox.requests.recv() => Wake::Request(req),
+                Some(req) = inbox.requests.recv(), if room > 0 => Wake::Request(req),
+                }
             };
             let span = self.span.clone();
             if let Err(f) = self.handle(wake, &mut inbox).instrument(span).await {
@@ -202,9 +227,40 @@ impl Driver {
         self.stop(result).instrument(span).await;
     }
 
+    /// Works out how many requests may be taken in this wake-up (INV-5).
+    fn refresh_room(&mut self) -> usize {
+        let membership = self.peer.membership();
+        if membership.version != self.voters.0 {
+            self.voters = (membership.version, membership.participants().collect());
+        }
+        let (transport, out) = (&self.transport, &self.out);
+        let demand = Demand {
+            me: self.board.sid(),
+            role: self.peer.role(),
+            leader: self.peer.leader(),
+            voters: &self.voters.1,
+            uncommitted: admission::uncommitted(
+                self.peer.last_logged_zxid(),
+                self.peer.last_committed_zxid(),
+            ),
+            backlog: |sid| {
+                transport.outbox_len(sid, Channel::Quorum).unwrap_or(0) + out.waiting(sid)
+            },
+            now: Instant::now(),
+        };
+        self.admission.refresh(&demand, self.meter.requests_held());
+        self.admission.room()
+    }
+
     async fn handle(&mut self, wake: Wake, inbox: &mut Inbox) -> Result<(), Fatal> {
         match wake {
             Wake::Tick => return self.on_tick().await,
+            Wake::Recheck => return Ok(()),
+            Wake::Deferred => {
+                let released = self.admission.release();
+                let inputs = released.map(|(from, msg)| Input::Message { from, msg });
+                self.inputs.extend(inputs);
+            }
             Wake::Stream(done) => {
                 self.out.on_done(&self.transport, done);
                 return Ok(());
@@ -215,7 +271,10 @@ impl Driver {
             }
             Wake::Log(ev) => self.defer_log_event(ev)?,
             Wake::Net(ev) => self.on_transport(ev),
-            Wake::Request(req) => self.on_request(req).await,
+            Wake::Request(req) => {
+                self.admission.take();
+                self.on_request(req).await
+            }
         }
         self.gather(inbox)?;
         let result = self.drain().await;
@@ -224,7 +283,9 @@ impl Driver {
     }
 
     /// Takes what is already waiting on the log, transport and request channels (at most
-    /// [`WAKE_BATCH`] items, without waiting: INV-4). Log events become inputs at once (as
+    /// [`WAKE_BATCH`] items, and only the requests there is room for, without waiting: INV-4,
+    /// INV-5). Log
+    /// events become inputs at once (as
     /// the log's synchronous commands defer them); transport events and requests wait in
     /// `taken` until everything before them was fed, so each is handled as if it had just
     /// arrived.
@@ -240,9 +301,12 @@ impl Driver {
                 self.taken.push_back(Taken::Net(ev));
                 budget = budget.saturating_sub(1);
             }
-            if let Ok(req) = inbox.requests.try_recv() {
-                self.taken.push_back(Taken::Request(req));
-                budget = budget.saturating_sub(1);
+            if self.admission.room() > 0 {
+                if let Ok(req) = inbox.requests.try_recv() {
+                    self.admission.take();
+                    self.taken.push_back(Taken::Request(req));
+                    budget = budget.saturating_sub(1);
+                }
             }
             if budget == before {
                 break;
@@ -257,6 +321,7 @@ impl Driver {
                 peer = peer.0,
                 "no loss reported for a severed connection; telling the core"
             );
+            self.admission.forget(peer);
             self.inputs.push_back(Input::ConnectionLost { peer });
         }
         self.sample_peer_queues();
@@ -281,9 +346,14 @@ impl Driver {
     /// Turns a transport event into an input (fed by the next `drain`).
     fn on_transport(&mut self, ev: Event) {
         match ev {
-            Event::Message { from, msg } => self.inputs.push_back(Input::Message { from, msg }),
+            Event::Message { from, msg } => {
+                if let Some(msg) = self.admission.admit(from, msg) {
+                    self.inputs.push_back(Input::Message { from, msg });
+                }
+            }
             Event::Unreachable { peer } => self.inputs.push_back(Input::PeerUnreachable { peer }),
             Event::ConnectionLost { peer } => {
+                self.admission.forget(peer);
                 self.meter.peer_lost(peer);
                 if self.out.connection_lost(&self.transport, peer) {
                     debug!(peer = peer.0, "connection closed at the core's request");
@@ -317,57 +387,6 @@ impl Driver {
             }
             Err(e) => warn!(error = %e, "background snapshot failed"),
         }
-    }
-
-    /// Turns a client request into an input (fed by the next `drain`); the other requests
-    /// take effect at once.
-    async fn on_request(&mut self, req: Request) {
-        match req {
-            Request::Write { payload, reply } => self.queue_write(payload, reply),
-            Request::Sync { reply } => {
-                let request_id = self.pending.register(reply);
-                self.inputs.push_back(Input::ClientSync { request_id });
-            }
-            #[cfg(feature = "test-support")]
-            Request::Pause { duration } => {
-                warn!(?duration, "driver paused (fault injection)");
-                tokio::time::sleep(duration).await;
-            }
-            Request::ChangeMembership { change, reply } => {
-                let request_id = self.pending.register_change(reply);
-                self.inputs
-                    .push_back(Input::ChangeMembership { request_id, change });
-            }
-            Request::Transfer { target, reply } => {
-                if self.transfer.register(reply) {
-                    self.inputs.push_back(Input::TransferLeadership { target });
-                }
-            }
-            Request::SetPeerAddrs { sid, addrs } => {
-                self.peer_book.set_override(sid, addrs);
-                if self.transport.set_peer_addrs(sid, addrs).is_err() {
-                    // Not a member in force yet: used once a configuration lists it.
-                    debug!(
-                        peer = sid.0,
-                        "address kept for when the peer becomes a member"
-                    );
-                }
-            }
-        }
-    }
-
-    fn queue_write(&mut self, payload: bytes::Bytes, reply: Reply) {
-        let max = zab_core::codec::MAX_DATA_LEN;
-        if payload.len() > max {
-            let len = payload.len();
-            let _ = reply.send(Err(SubmitError::TooLarge { len, max }));
-            return;
-        }
-        let request_id = self.pending.register(reply);
-        self.inputs.push_back(Input::ClientWrite {
-            request_id,
-            payload,
-        });
     }
 
     /// Feeds `input` and everything that follows from it (INV-2).
