@@ -62,6 +62,14 @@
 //! its own: the voter is back (a fast restart), and the voters that agreed with us may now
 //! follow its vote, leaving a prospective leader without a quorum until `initLimit`. Leaving
 //! a role is always safe.
+//! INV-14: a learner that does not serve yet goes back to LOOKING when the leader it chose
+//! reports LOOKING, in the round the learner decided in or a later one, with a vote for
+//! another peer. Within a round a vote only gets better (`election` INV-1), so a peer that
+//! has voted for another never holds its own vote again in that round, and neither decides
+//! for itself nor leads for followers of its old vote (`election` INV-10): the learner would
+//! otherwise send FOLLOWERINFO to a peer that never leads, until initLimit. This happens
+//! when the learner decided on the leader's vote (after the finalize wait, or early) before
+//! a better vote reached them both. An older round's notification is stale and ignored.
 
 use std::cmp::Ordering;
 
@@ -262,6 +270,15 @@ impl Peer {
         self.try_decide()
     }
 
+    /// INV-14: `n`, LOOKING from a voter, comes from the leader this learner chose, in the
+    /// round it decided in or a later one, and votes for another peer.
+    fn chosen_leader_votes_elsewhere(&self, from: ServerId, n: &Notification) -> bool {
+        let RoleState::Learning(l) = &self.role else {
+            return false;
+        };
+        l.leader == from && n.vote.leader != from && n.round >= self.core.round
+    }
+
     /// A notification from `from` while leading or learning: answer a LOOKING sender (INV-2),
     /// re-elect for a LOOKING voter without an epoch quorum (INV-6), leave a stale role
     /// (INV-4).
@@ -291,6 +308,11 @@ impl Peer {
                 // We decided early without this voter, and it has a better vote (INV-13).
                 tracing::info!(%from, "a voter counted unreachable has a better vote");
                 return self.enter_looking("decided early without a better voter");
+            }
+            if !serving && self.chosen_leader_votes_elsewhere(from, &n) {
+                // Our leader moved to another vote: it will not lead this round (INV-14).
+                tracing::info!(%from, vote = ?n.vote, "the leader we chose votes for another peer");
+                return self.enter_looking("learner: the chosen leader votes for another peer");
             }
             if let RoleState::Leading(l) = &self.role {
                 if l.abandons_epoch_for(&self.core, from) {
