@@ -1,8 +1,9 @@
-//! A peer that changes its vote after another peer decided on it (PITFALLS B6, rolling
-//! restarts): it does not lead for followers of the vote it gave up (`election` INV-10), and
-//! a learner that chose it looks again when it hears the new vote (`looking` INV-14). Each
-//! peer of {1, 2, 3} is driven alone, fed by hand; every vote has the same epoch and zxid, so
-//! the higher sid is the better vote.
+//! A peer that changes its vote or leaves its role after another peer decided on it
+//! (PITFALLS B6, rolling restarts): it does not lead for followers of the vote it gave up
+//! (`election` INV-10), a learner that chose it looks again when it hears the new vote or
+//! round (`looking` INV-14), and it never answers with the role it is leaving (`looking`
+//! INV-15). Each peer of {1, 2, 3} is driven alone, fed by hand; every vote has the same
+//! epoch and zxid, so the higher sid is the better vote.
 
 use crate::config::Config;
 use crate::durable::DurableState;
@@ -93,4 +94,43 @@ fn a_learner_whose_chosen_leader_votes_for_another_peer_looks_again() {
     notify(&mut p, 2, 3, 2, ElectionState::Looking);
     assert_eq!(p.role(), Role::Looking);
     assert_eq!(looking_sent(&mut p, 3), vec![(s(1), 3)], "a new round starts");
+}
+
+/// Node 1 follows node 2 (not serving yet), and node 2 reports LOOKING in a later round, even
+/// for itself: it left whatever it did in node 1's round, so node 1 looks again.
+#[test]
+fn a_learner_whose_chosen_leader_looks_in_a_later_round_looks_again() {
+    let mut p = peer(1);
+    notify(&mut p, 2, 2, 1, ElectionState::Looking);
+    p.step(Input::Tick { now_ms: 40 }).unwrap();
+    assert_eq!((p.role(), p.leader()), (Role::Following, Some(s(2))));
+    notify(&mut p, 2, 2, 2, ElectionState::Looking);
+    assert_eq!(p.role(), Role::Looking);
+}
+
+/// Seed 40 of the B6 scenario: node 2 decided early without node 3 (reported unreachable, but
+/// already restarted) and leads, not serving yet; node 3's better LOOKING vote sends it back
+/// to LOOKING (INV-13). Its answer to node 3 is the new round's LOOKING vote, never a LEADING
+/// claim: node 3 would join that claim (`election` INV-8) and wait for node 2 until initLimit.
+#[test]
+fn a_leader_that_leaves_for_a_notification_does_not_answer_it_as_leader() {
+    let mut p = peer(2);
+    p.step(Input::PeerUnreachable { peer: s(3) }).unwrap();
+    notify(&mut p, 1, 2, 1, ElectionState::Looking);
+    assert_eq!(p.role(), Role::Leading, "decided early");
+    p.take_actions();
+    notify(&mut p, 3, 3, 1, ElectionState::Looking);
+    assert_eq!(p.role(), Role::Looking);
+    let to_3: Vec<ElectionState> = p
+        .take_actions()
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                to,
+                msg: Message::Notification(n),
+            } if to == s(3) => Some(n.state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_3, vec![ElectionState::Looking]);
 }
