@@ -231,7 +231,13 @@ impl Election {
     /// the same rule. Leading decides nothing by itself: discovery still needs a quorum of
     /// them. This peer counts itself only while `current`, its vote of this round, is still
     /// `mine` (INV-10).
-    fn lead_for_followers(&self, cfg: &Config, n: Notification, mine: Vote, current: Vote) -> Tally {
+    fn lead_for_followers(
+        &self,
+        cfg: &Config,
+        n: Notification,
+        mine: Vote,
+        current: Vote,
+    ) -> Tally {
         if !self.i_vote || n.vote != mine || current != mine {
             return Tally::Nothing;
         }

@@ -66,7 +66,11 @@ fn looking_sent(p: &mut Peer, to: u64) -> Vec<(ServerId, u64)> {
 fn a_peer_that_adopted_a_better_vote_does_not_lead_for_followers_of_its_old_one() {
     let mut p = peer(2);
     notify(&mut p, 3, 3, 1, ElectionState::Looking);
-    assert_eq!(looking_sent(&mut p, 3), vec![(s(3), 1)], "node 3 hears the new vote");
+    assert_eq!(
+        looking_sent(&mut p, 3),
+        vec![(s(3), 1)],
+        "node 3 hears the new vote"
+    );
     notify(&mut p, 1, 2, 1, ElectionState::Following);
     assert_eq!(p.role(), Role::Looking, "led for a vote it gave up");
     // The finalize wait for node 3's vote, held by nodes 2 and 3, ends as usual.
@@ -93,7 +97,11 @@ fn a_learner_whose_chosen_leader_votes_for_another_peer_looks_again() {
     p.take_actions();
     notify(&mut p, 2, 3, 2, ElectionState::Looking);
     assert_eq!(p.role(), Role::Looking);
-    assert_eq!(looking_sent(&mut p, 3), vec![(s(1), 3)], "a new round starts");
+    assert_eq!(
+        looking_sent(&mut p, 3),
+        vec![(s(1), 3)],
+        "a new round starts"
+    );
 }
 
 /// Node 1 follows node 2 (not serving yet), and node 2 reports LOOKING in a later round, even
