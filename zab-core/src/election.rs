@@ -22,6 +22,13 @@
 //! Following a leader never decides anything (the leader's own quorums do), so this is safe;
 //! a claim can only be stale if a later epoch deposed that leader, and then the leader steps
 //! down within syncLimit and this peer looks again.
+//! INV-10: a peer that has told the others a better vote than its own in a round never leads
+//! in that round for followers of its own vote (INV-9 counts this peer only while its current
+//! vote is still its own, as ZooKeeper tallies its own current vote). The better candidate may
+//! already count this peer's vote in its quorum and lead; leading too would count one vote
+//! for two leaders of the same round, and the candidate, with no follower and no LOOKING
+//! voter to tell it (`peer::looking` INV-6), would wait out initLimit. The peers that follow
+//! the old vote learn the change from the vote's broadcast (`peer::looking` INV-14).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -165,7 +172,7 @@ impl Election {
             ElectionState::Following | ElectionState::Leading => {
                 self.established.insert(from, n);
                 if n.vote.leader == cfg.sid && n.round == *round {
-                    return self.lead_for_followers(cfg, n, init);
+                    return self.lead_for_followers(cfg, n, init, *vote);
                 }
                 self.join_established(cfg, n, init.peer_epoch)
             }
@@ -218,12 +225,20 @@ impl Election {
     }
 
     /// INV-9: a quorum (this peer included) already FOLLOWING this peer with exactly its own
-    /// vote, decided in this peer's round: lead. They decided for it and wait for it; without this, a peer that missed their
-    /// LOOKING votes (it was still in a role when they were sent) would stay LOOKING until
-    /// they give up after initLimit. ZooKeeper's election has the same rule. Leading decides
-    /// nothing by itself: discovery still needs a quorum of them.
-    fn lead_for_followers(&self, cfg: &Config, n: Notification, mine: Vote) -> Tally {
-        if !self.i_vote || n.vote != mine {
+    /// vote, decided in this peer's round: lead. They decided for it and wait for it; without
+    /// this, a peer that missed their LOOKING votes (it was still in a role when they were
+    /// sent) would stay LOOKING until they give up after initLimit. ZooKeeper's election has
+    /// the same rule. Leading decides nothing by itself: discovery still needs a quorum of
+    /// them. This peer counts itself only while `current`, its vote of this round, is still
+    /// `mine` (INV-10).
+    fn lead_for_followers(
+        &self,
+        cfg: &Config,
+        n: Notification,
+        mine: Vote,
+        current: Vote,
+    ) -> Tally {
+        if !self.i_vote || n.vote != mine || current != mine {
             return Tally::Nothing;
         }
         let mut holders: Vec<ServerId> = self
@@ -384,6 +399,38 @@ mod tests {
                 epoch: Epoch(2)
             }
         );
+    }
+
+    /// INV-10 (PITFALLS B6 schedule): peer 2 adopts peer 3's better vote in round 4 (and peer 3
+    /// may now count it), then peer 1's FOLLOWING notification for peer 2's old vote arrives.
+    /// Peer 2 must not lead for it: it keeps voting for peer 3.
+    #[test]
+    fn does_not_lead_for_followers_of_a_vote_it_gave_up() {
+        let c = cfg(2);
+        let mine = vote(2, 9, 2);
+        let (mut round, mut v) = (4, mine);
+        let mut e = Election::new(&c, v, true, 0);
+        let t = e.on_notification(
+            &c,
+            &mut round,
+            &mut v,
+            mine,
+            ServerId(3),
+            looking(vote(3, 9, 2), 4),
+            0,
+        );
+        assert_eq!((t, v), (Tally::VoteChanged, vote(3, 9, 2)));
+        let following = Notification {
+            vote: mine,
+            round: 4,
+            state: ElectionState::Following,
+            config_version: Zxid::ZERO,
+        };
+        let t = e.on_notification(&c, &mut round, &mut v, mine, ServerId(1), following, 0);
+        assert_eq!(t, Tally::Nothing, "led for a vote it no longer holds");
+        assert_eq!(v, vote(3, 9, 2));
+        // Peer 3's own vote and ours are a quorum: the election goes on for peer 3.
+        assert!(e.decided(200));
     }
 
     #[test]

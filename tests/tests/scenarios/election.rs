@@ -120,7 +120,12 @@ fn b2_current_epoch_is_written_at_newleader_and_accepted_epoch_before_leaderinfo
 /// election (800 ms of virtual time from its restart, less than one `initLimit`, so no failed
 /// discovery is allowed), and throughout, every FOLLOWING/LEADING notification a serving node
 /// sends carries the epoch it actually follows or leads (its currentEpoch), so LOOKING nodes
-/// see one `(leader, epoch)` from all of them and can join.
+/// see one `(leader, epoch)` from all of them and can join. Regression for scheduler seeds
+/// (`ZAB_SCENARIO_SEED`) where the restarted node was left alone until initLimit (1 s): 5 and
+/// 27, where a voter that had adopted its better vote then led for a follower of its old vote
+/// (`election` INV-10); 81, 92, 138, 181 and 250, where a leader that decided early without
+/// it, leaving its role for its better vote (`looking` INV-13), first answered it as LEADING,
+/// so it joined a peer that had just stopped leading (`looking` INV-15, INV-14).
 #[test]
 fn b6_rolling_restarts_rejoin_within_one_election() {
     let (mut c, l) = started(options(3, 0));

@@ -62,6 +62,23 @@
 //! its own: the voter is back (a fast restart), and the voters that agreed with us may now
 //! follow its vote, leaving a prospective leader without a quorum until `initLimit`. Leaving
 //! a role is always safe.
+//! INV-14: a learner that does not serve yet goes back to LOOKING when the leader it chose
+//! reports LOOKING in a later round than the one the learner decided in, or in that round
+//! with a vote for another peer. Within a round a vote only gets better (`election` INV-1),
+//! so a peer that has voted for another never holds its own vote again in that round, and
+//! neither decides for itself nor leads for followers of its old vote (`election` INV-10);
+//! a peer in a later round has left whatever it did in the learner's round, possibly before
+//! any FOLLOWERINFO reached it (so the learner never saw a connection close). Either way the
+//! learner would otherwise send FOLLOWERINFO to a peer that does not lead for it, until
+//! initLimit. It happens when the learner decided on the leader's vote (after the finalize
+//! wait, or early) before a better vote reached them both. An older round's notification is
+//! stale and ignored; so is the leader's own vote in the learner's round (it may simply not
+//! have decided yet).
+//! INV-15: a leader or learner that leaves its role for a notification (INV-4, INV-6, INV-13,
+//! INV-14) answers it only with its new LOOKING state (the new round's broadcast, INV-1),
+//! never with the role it is leaving: a LEADING claim sent in the very step the claimant
+//! stops leading would let a LOOKING peer join it (`election` INV-8) and wait for it until
+//! initLimit.
 
 use std::cmp::Ordering;
 
@@ -262,9 +279,21 @@ impl Peer {
         self.try_decide()
     }
 
-    /// A notification from `from` while leading or learning: answer a LOOKING sender (INV-2),
-    /// re-elect for a LOOKING voter without an epoch quorum (INV-6), leave a stale role
-    /// (INV-4).
+    /// INV-14: `n`, LOOKING from a voter, comes from the leader this learner chose, either in
+    /// a later round, or in the round the learner decided in with a vote for another peer.
+    fn chosen_leader_moved_on(&self, from: ServerId, n: &Notification) -> bool {
+        let RoleState::Learning(l) = &self.role else {
+            return false;
+        };
+        let round = self.core.round;
+        l.leader == from && (n.round > round || (n.round == round && n.vote.leader != from))
+    }
+
+    /// A notification from `from` while leading or learning: leave the role for a LOOKING
+    /// voter with a better vote we decided without (INV-13), for our chosen leader moving on
+    /// (INV-14), for a LOOKING voter without an epoch quorum (INV-6), or when the role is stale
+    /// (INV-4); and answer a LOOKING sender (INV-2) with the state we are in after that
+    /// (INV-15).
     fn on_notification_in_role(
         &mut self,
         from: ServerId,
@@ -275,10 +304,28 @@ impl Peer {
             n.state,
             ElectionState::Looking | ElectionState::Uninitialized
         );
+        if let Some(why) = self.leaves_role_for(from, &n, sender_votes) {
+            tracing::info!(%from, vote = ?n.vote, why, "leaving the role");
+            self.enter_looking(why)?;
+            if sender_votes {
+                // The new round's broadcast answered it.
+                return Ok(());
+            }
+        }
         if looking {
             let reply = self.core.notification(self.my_state());
             self.core.send(from, Message::Notification(reply));
         }
+        Ok(())
+    }
+
+    /// Why `n` from `from` makes this leader or learner leave its role, if it does.
+    fn leaves_role_for(
+        &self,
+        from: ServerId,
+        n: &Notification,
+        sender_votes: bool,
+    ) -> Option<&'static str> {
         if n.state == ElectionState::Looking && sender_votes {
             let better = vote_cmp(&n.vote, &self.core.vote) == Ordering::Greater;
             let stale = self.core.decided_without.contains(&from) && better;
@@ -288,15 +335,14 @@ impl Peer {
                 RoleState::Looking(_) => true,
             };
             if stale && !serving {
-                // We decided early without this voter, and it has a better vote (INV-13).
-                tracing::info!(%from, "a voter counted unreachable has a better vote");
-                return self.enter_looking("decided early without a better voter");
+                return Some("decided early without a voter that has a better vote (INV-13)");
+            }
+            if !serving && self.chosen_leader_moved_on(from, n) {
+                return Some("learner: the chosen leader moved on to another vote or round");
             }
             if let RoleState::Leading(l) = &self.role {
                 if l.abandons_epoch_for(&self.core, from) {
-                    // A voter went back to LOOKING and no epoch quorum came (INV-6).
-                    tracing::info!(%from, "leader: no epoch quorum and a voter is LOOKING");
-                    return self.enter_looking(
+                    return Some(
                         "leader: a voter is LOOKING and no epoch quorum within epoch_wait",
                     );
                 }
@@ -305,12 +351,8 @@ impl Peer {
         let epoch = self.epoch();
         // An uninitialized peer's vote carries no weight, not even to depose (INV-5).
         let counts = n.state != ElectionState::Uninitialized;
-        if counts && epoch > Epoch(0) && n.vote.peer_epoch > epoch {
-            // Someone's currentEpoch is above ours: a later epoch passed discovery, so this
-            // role is stale (INV-4).
-            tracing::debug!(%from, vote_epoch = %n.vote.peer_epoch, %epoch, "deposed");
-            return self.enter_looking("a later epoch exists");
-        }
-        Ok(())
+        // Someone's currentEpoch is above ours: a later epoch passed discovery, so this role
+        // is stale (INV-4).
+        (counts && epoch > Epoch(0) && n.vote.peer_epoch > epoch).then_some("a later epoch exists")
     }
 }

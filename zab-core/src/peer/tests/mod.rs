@@ -5,6 +5,7 @@
 //! are in `serving` (a cluster that elects and commits) and `recovery` (peers that come back,
 //! leaders that go away).
 
+mod changed_vote;
 mod early_decision;
 mod membership;
 mod recovery;
