@@ -446,3 +446,22 @@ async fn a_burst_beyond_the_followers_outboxes_waits_instead_of_dropping_them() 
     }
     c.shutdown().await;
 }
+
+/// An outbox that cannot hold a DIFF of the committed-log window refuses the start with an
+/// error that names both settings: otherwise every learner resync by DIFF would overflow it,
+/// drop the learner and start over, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbox_smaller_than_a_diff_of_the_committed_log_refuses_the_start() {
+    let mut c = Cluster::new(3, 0);
+    c.opts.outbox_len = Some(64);
+    c.opts.committed_log_window = Some(100);
+    let e = c.try_start(ServerId(1)).await.unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("outbox_len") && text.contains("committed_log_window"),
+        "{text}"
+    );
+    c.opts.committed_log_window = Some(24);
+    c.try_start(ServerId(1)).await.unwrap();
+    c.shutdown().await;
+}

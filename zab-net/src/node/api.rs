@@ -325,7 +325,9 @@ pub struct NodeOptions {
     pub committed_log_window: Option<usize>,
     /// Overrides the core's limit of a DIFF from the on-disk log (`diff_from_log_limit`).
     pub diff_from_log_limit: Option<u64>,
-    /// Overrides the transport's per-link outbox capacity, in messages.
+    /// Overrides the transport's per-link outbox capacity, in messages (default 4096). It must
+    /// hold a DIFF of the committed-log window, 2 × `committed_log_window` + 16 messages, or
+    /// the start is refused ([`NetError::OutboxTooSmall`](crate::NetError::OutboxTooSmall)).
     pub outbox_len: Option<usize>,
     /// A stream (SNAP, DIFF from log) to a peer that makes no progress this long is abandoned
     /// and the peer disconnected.

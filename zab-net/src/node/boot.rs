@@ -45,7 +45,15 @@ use crate::transport::{NetError, PeerAddrs, Transport, TransportConfig};
 /// Requests the handle may queue at the driver before a sender waits.
 pub(super) const REQUEST_QUEUE_LEN: usize = 1024;
 
-/// The core's and the transport's configurations.
+/// Messages a DIFF from the in-memory committed log sends per txn (PROPOSAL and COMMIT).
+const MESSAGES_PER_DIFF_TXN: usize = 2;
+
+/// Messages around a DIFF's txns (DIFF, the configuration, NEWLEADER, UPTODATE) and the
+/// heartbeats that may share the outbox with it, rounded up.
+const DIFF_FRAMING: usize = 16;
+
+/// The core's and the transport's configurations; refuses an outbox that cannot hold a DIFF
+/// of the committed-log window (the core sends that DIFF straight to the outbox).
 pub(super) fn configs(
     config: &NodeConfig,
     sid: zab_core::ServerId,
@@ -68,6 +76,17 @@ pub(super) fn configs(
     }
     for (peer, addrs) in &opts.peer_addrs {
         tcfg.peers.insert(*peer, *addrs);
+    }
+    let window = core_cfg.committed_log_window;
+    let needed = window
+        .saturating_mul(MESSAGES_PER_DIFF_TXN)
+        .saturating_add(DIFF_FRAMING);
+    if tcfg.outbox_len < needed {
+        return Err(NetError::OutboxTooSmall {
+            outbox_len: tcfg.outbox_len,
+            window,
+            needed,
+        });
     }
     Ok((core_cfg, tcfg))
 }

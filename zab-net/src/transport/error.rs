@@ -79,6 +79,21 @@ pub enum NetError {
     /// given in `NodeOptions::metrics_registry` already holds another node's.
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The peer outbox cannot hold a sync from the committed-log window (a node's start): every
+    /// learner resync by DIFF would overflow it, drop the learner and start over.
+    #[error(
+        "refusing to start: the peer outbox holds {outbox_len} messages, but a DIFF of the \
+         committed-log window ({window} txns) sends up to {needed}; raise outbox_len to at \
+         least {needed} or lower committed_log_window"
+    )]
+    OutboxTooSmall {
+        /// The outbox capacity in force.
+        outbox_len: usize,
+        /// The core's committed-log window.
+        window: usize,
+        /// The least outbox that holds such a DIFF.
+        needed: usize,
+    },
     /// The loaded snapshot is another cluster's than zoo.cfg's `clusterId` (a node's start).
     #[error(
         "refusing to start: snapshot {path} belongs to cluster {found:#x}, but zoo.cfg's \
