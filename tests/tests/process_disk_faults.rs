@@ -5,10 +5,10 @@
 //! model), its dataDir under the shim's prefix and its own control file, so a test picks the
 //! faulty node (a follower, or the leader) after the cluster elected one:
 //!
-//! - `eio`: a sync (msync of the txn log) fails with EIO on a follower, once, or on the
-//!   leader, for good; a write(2) fails with EIO on a follower at its next log segment (the
-//!   txn log's records go through the mapping, so write(2) reaches the disk only when a
-//!   segment is created or preallocated, and for epoch files and snapshots). The node must
+//! - `eio`: a sync (fdatasync of the txn log) fails with EIO on a follower, once, or on the
+//!   leader, for good; a write(2) fails with EIO on a follower at its next log append (the
+//!   txn log's records are written with pwrite64, segments are preallocated with write(2),
+//!   and so are epoch files and snapshots). The node must
 //!   exit with status 4 and one ERROR line naming the failed call, the file and the advice,
 //!   never sync that file again (the shim's RETRY line), and the others go on; after the
 //!   fault is cleared the node starts again and the end checks hold (equal digests at the

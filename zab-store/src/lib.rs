@@ -13,7 +13,7 @@
 //!
 //! # Durability contract
 //! - [`LogWriter`] runs group commit on a dedicated thread: it drains every queued command,
-//!   writes the appends into the mapped segment, syncs once, then reports
+//!   writes the appends into the segment file, syncs once (fdatasync), then reports
 //!   [`LogEvent::Persisted`]. Truncate and reset are durable before they are reported.
 //! - Recovery ([`TxnLog::open`]) validates every record; a torn tail of the last segment is cut
 //!   (reported in [`Recovery`]), anything else that is bad is an error naming file and offset.
@@ -47,7 +47,7 @@
 //! # What is simulated in the tests
 //! The property test (`tests/log_model.rs`) models a crash as "the last durable image plus a
 //! random subset of the 4 KiB pages written since", with `force_sync = false`; it checks the
-//! recovery logic, not that the kernel honours msync. Tests that run with `force_sync = true`
+//! recovery logic, not that the kernel honours fdatasync. Tests that run with `force_sync = true`
 //! (a few log tests, the 256 MiB snapshot) exercise the real sync calls but cannot pull the
 //! power.
 //!

@@ -1,5 +1,5 @@
-//! [`TxnLog`]: the writer side of the txn log. Appends go into the mapped segments; `sync`
-//! makes them durable; `truncate`, `reset` and `purge` remove records durably.
+//! [`TxnLog`]: the writer side of the txn log. Appends are written to the segment files
+//! (`segment` INV-3); `sync` makes them durable; `truncate`, `reset` and `purge` remove records durably.
 //!
 //! Normally a `TxnLog` is moved into the sync thread (`crate::LogWriter`), which calls these
 //! methods in command order and syncs once per batch; tests may call them directly.
@@ -15,7 +15,7 @@
 //! resident set (`segment` INV-4): a whole segment when a later one exists, else in steps of
 //! [`RELEASE_STEP`]; recovery's reads are released when the log is opened, after a sync of the
 //! recovered bytes. Released bytes are unchanged and read back on the next access.
-//! INV-4: with `force_sync = false` nothing is ever fsynced or msynced: **for tests only**.
+//! INV-4: with `force_sync = false` nothing is ever fsynced: **for tests only**.
 //! A process crash loses nothing in that mode (the page cache survives), a power loss or
 //! kernel crash can lose anything, including records reported persisted.
 
@@ -40,7 +40,7 @@ pub struct LogOptions {
     /// Size of a new segment file (ZooKeeper's `preAllocSize`); a record larger than this gets
     /// a segment of its own size.
     pub prealloc_bytes: usize,
-    /// Make writes durable (`forceSync`). `false` skips every fsync/msync: tests only, see
+    /// Make writes durable (`forceSync`). `false` skips every fsync: tests only, see
     /// INV-4.
     pub force_sync: bool,
 }
@@ -63,6 +63,8 @@ pub struct TxnLog {
     dirty: Vec<(Zxid, usize, usize)>,
     /// The next segment, being preallocated in the background.
     spare: Option<Spare>,
+    /// The record being appended, encoded.
+    scratch: Vec<u8>,
 }
 
 impl TxnLog {
@@ -83,6 +85,7 @@ impl TxnLog {
             opts,
             dirty: Vec::new(),
             spare: None,
+            scratch: Vec::new(),
         };
         Ok((log, report))
     }
@@ -114,7 +117,7 @@ impl TxnLog {
         self.shared.state.read().check()
     }
 
-    /// Appends `txn` to the mapping; durable only after the next [`TxnLog::sync`].
+    /// Appends `txn` to the last segment; durable only after the next [`TxnLog::sync`].
     pub fn append(&mut self, txn: &Txn) -> Result<()> {
         let len = txn.data.len();
         if len > MAX_PAYLOAD_LEN {
@@ -141,33 +144,36 @@ impl TxnLog {
         if !fits {
             self.roll(txn.zxid, last, need)?;
         }
-        let mut guard = self.shared.state.write();
-        let st = &mut *guard;
-        let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
-        let (base, off) = (seg.seg.base(), seg.end);
-        let entry = IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
-            StoreError::corrupt(
-                seg.seg.path(),
-                off as u64,
-                "record beyond 4 GiB into its segment: lower the preallocation size",
-            )
-        })?;
-        let out = seg
-            .seg
-            .bytes_mut()
-            .get_mut(off..off + need)
-            .ok_or_else(|| {
-                StoreError::corrupt(self.shared.dir.clone(), off as u64, "record does not fit")
+        self.scratch.clear();
+        self.scratch.resize(need, 0);
+        record::encode_into(&mut self.scratch, txn.zxid, txn.kind, &txn.data);
+        let (base, off, entry) = {
+            // Only this writer changes the segments, so the last one stays the last while the
+            // record is written under the read lock (readers go on reading meanwhile).
+            let st = self.shared.state.read();
+            let seg = st.segs.last().ok_or_else(|| self.missing_segment())?;
+            let (base, off) = (seg.seg.base(), seg.end);
+            let entry = IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
+                StoreError::corrupt(
+                    seg.seg.path(),
+                    off as u64,
+                    "record beyond 4 GiB into its segment: lower the preallocation size",
+                )
             })?;
-        record::encode_into(out, txn.zxid, txn.kind, &txn.data);
-        seg.end += need;
-        st.index.push(entry);
-        drop(guard);
+            seg.seg.write_at(off, &self.scratch)?;
+            (base, off, entry)
+        };
+        {
+            let mut st = self.shared.state.write();
+            let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
+            seg.end += need;
+            st.index.push(entry);
+        }
         self.mark_dirty(base, off, off + need);
         Ok(())
     }
 
-    /// Makes every appended record durable (one msync per touched segment) and returns the last
+    /// Makes every appended record durable (one fdatasync per touched segment) and returns the last
     /// zxid, which is now durable.
     pub fn sync(&mut self) -> Result<Option<Zxid>> {
         {
@@ -305,7 +311,7 @@ impl TxnLog {
                 return Err(self.missing_segment());
             };
             let end = s.end;
-            s.seg.zero(offset, offset + HEADER_LEN);
+            s.seg.zero(offset, offset + HEADER_LEN)?;
             s.end = offset;
             end
         };
@@ -325,7 +331,7 @@ impl TxnLog {
             .iter_mut()
             .find(|s| s.seg.base() == base)
         {
-            s.seg.zero(offset + HEADER_LEN, end);
+            s.seg.zero(offset + HEADER_LEN, end)?;
         }
         sync(offset + HEADER_LEN, end)
     }

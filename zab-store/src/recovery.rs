@@ -161,7 +161,7 @@ fn cut_tail(entry: &mut SegEntry, t: &TornTail, force_sync: bool) -> Result<CutT
         reason = %t.reason,
         "txn log ends in a torn write; cutting it there"
     );
-    entry.seg.zero(t.offset, t.dirty_end);
+    entry.seg.zero(t.offset, t.dirty_end)?;
     entry.seg.sync_range(t.offset, t.dirty_end, force_sync)?;
     Ok(CutTail {
         file,

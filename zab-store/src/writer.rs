@@ -137,7 +137,7 @@ pub struct SyncBatch {
     pub records: u64,
     /// Their encoded size in the log, headers included.
     pub bytes: u64,
-    /// Time spent in the sync call (msync/fsync of the dirty ranges).
+    /// Time spent in the sync call (fdatasync of each segment written to).
     pub duration: Duration,
 }
 

@@ -1,7 +1,7 @@
 //! A node that cannot go on stops serving at once and ends the process.
 //!
 //! The ZAB node reports a fatal error (its txn log failed: disk full on a segment's
-//! preallocation, an fsync/msync error; an epoch file not written; a SNAP not installed; the
+//! preallocation, an fsync/fdatasync error; an epoch file not written; a SNAP not installed; the
 //! state machine failed to apply a txn; the protocol core refused an input) in
 //! [`NodeStatus::fatal`](zab_net::NodeStatus) and stops. From then on this node's catalog
 //! is frozen while the cluster moves on, so the server must not answer from it:
@@ -208,12 +208,12 @@ mod tests {
     #[test]
     fn an_io_error_of_a_sync_names_the_disk_and_says_check_or_replace_it() {
         let s = stop(
-            "txn log failed: msync bytes 4096..8192 of /fast/fe-meta-log/log.0000000100000001: \
+            "txn log failed: fdatasync (bytes 4096..8192) of /fast/fe-meta-log/log.0000000100000001: \
              Input/output error (os error 5)",
         );
         let line = s.to_string();
         assert!(
-            line.contains("msync bytes 4096..8192 of /fast/fe-meta-log/log.0000000100000001"),
+            line.contains("fdatasync (bytes 4096..8192) of /fast/fe-meta-log/log.0000000100000001"),
             "{line}"
         );
         assert!(
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn one_dir_for_log_and_data_is_named_once() {
         let s = FatalStop::new(
-            "txn log failed: msync bytes 0..4096 of /d/log.1: Input/output error".into(),
+            "txn log failed: fdatasync (bytes 0..4096) of /d/log.1: Input/output error".into(),
             Path::new("/d"),
             Path::new("/d"),
         );

@@ -25,12 +25,12 @@
 //! whose sync it failed is synced again.
 //!
 //! Which calls: `nm -D` of the `fe-meta` binary lists `write`, `writev`, `pwrite64`, `mmap64`,
-//! `msync`, `fsync` and `fdatasync` from glibc (Rust's `write_all_at` is `pwrite64`, memmap2's
-//! `flush_range` is `msync`, `sync_data`/`sync_all` are `fdatasync`/`fsync`); the shim also
-//! covers `pwrite` and `mmap`. Which files: the txn log's records go through its mapping, so
-//! `write`/`pwrite64` reach the disk only when a log segment is preallocated (the spare's
-//! zero fill) or adopted (its header), and for epoch files, the initial-sync marker,
-//! snapshots and a SNAP being received; a sync of the log is an `msync` of the mapped range.
+//! `fsync` and `fdatasync` from glibc (Rust's `write_all_at` is `pwrite64`,
+//! `sync_data`/`sync_all` are `fdatasync`/`fsync`); the shim also covers `pwrite`, `msync` and
+//! `mmap`. Which files: the txn log's records are written with `pwrite64` (its mapping is
+//! read-only) and synced with `fdatasync`; a log segment is preallocated with `write` (the
+//! spare's zero fill) and adopted with `pwrite64` (its header); epoch files, the initial-sync
+//! marker, snapshots and a SNAP being received use `write`.
 //!
 //! The control file of each node (its content is the fault, see the shim's header) is
 //! replaced atomically by [`DiskFault::set`]; the shim notices within 10 ms of its next call.

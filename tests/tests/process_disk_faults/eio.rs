@@ -1,5 +1,5 @@
 //! EIO from the disk: a failed sync on a follower (once) and on the leader (for good), a failed
-//! write(2) on a follower at its next log segment (module docs of the test binary).
+//! write(2) on a follower at its next log append (module docs of the test binary).
 
 use std::time::{Duration, Instant};
 
@@ -26,8 +26,14 @@ async fn a_follower_whose_log_sync_fails_once_exits_and_catches_up_once_the_disk
     let load = Load::start(&c, 3, crate::VALUE_LEN, Duration::from_secs(60));
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let (_, exited_after, line) =
-        fail_until_exit(&mut c, &df, faulty, "eio-sync-once", "an EIO from msync").await;
+    let (_, exited_after, line) = fail_until_exit(
+        &mut c,
+        &df,
+        faulty,
+        "eio-sync-once",
+        "an EIO from fdatasync",
+    )
+    .await;
     names_the_failed_sync(&line, &df.data_dir(faulty).display().to_string());
     let injected = injected_without_retry(&c, faulty);
 
@@ -90,12 +96,11 @@ async fn a_leader_whose_log_sync_fails_exits_and_a_new_leader_takes_over() {
     );
 }
 
-/// write(2) fails with EIO on a follower. The txn log's records go to the mapping, so the node
-/// meets the fault at its next log segment (small segments: 256 KiB, 1000-byte values): the
-/// zero-fill of the spare segment (write), the header of the adopted spare (pwrite64) or of a
-/// segment created without one (write). It must exit as for a failed sync.
+/// write(2) fails with EIO on a follower. The txn log's records are written with pwrite64, so
+/// the node meets the fault at its next append, or first at the zero-fill of a spare segment
+/// (write; small segments: 256 KiB, 1000-byte values). It must exit as for a failed sync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_segment() {
+async fn a_follower_whose_disk_refuses_writes_exits_at_its_next_log_append() {
     let name = "eio_write_follower";
     let Some((df, spec)) = with_shim(name, 256) else {
         return;

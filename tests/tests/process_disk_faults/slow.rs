@@ -1,4 +1,4 @@
-//! A slow disk: every sync (msync, fsync, fdatasync) of one node takes a delay longer
+//! A slow disk: every sync (fsync, fdatasync, msync) of one node takes a delay longer
 //! (module docs of the test binary). The write rate through each node is measured over a
 //! phase without the delay, with a slow follower and with a slow leader, and printed as one
 //! `SLOWDISK` line per phase; after each phase the delay is removed and the time until every
