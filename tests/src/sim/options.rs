@@ -120,11 +120,33 @@ pub struct SimOptions {
     /// one link per step, as the sweep did before INV-C4 (to replay old failures as they
     /// failed).
     pub links_per_deliver: Option<usize>,
+    /// Most plain messages one quorum link holds (`net` INV-N5), zab-net's
+    /// `TransportConfig::outbox_len` scaled to the simulation: the real default (4096) is about
+    /// four times what a DIFF of ZooKeeper's default committed-log window needs (2 × 500 + 16
+    /// messages, below which a node refuses to start); here the window is 2–20 txns, so
+    /// [`DEFAULT_OUTBOX_LEN`] is a few dozen, small enough that the sweep's bursts of writes
+    /// and a paused follower reach it. Raised to [`SimOptions::min_outbox_len`] like a node
+    /// that would refuse to start below it (see [`SimOptions::effective_outbox_len`]).
+    pub outbox_len: usize,
+    /// The nodes' drivers limit their intake (`admit`, zab-net's `admission`). On by default;
+    /// a test-only switch to show what the limit prevents: off, every request is taken at once.
+    pub admission: bool,
+    /// Random faults include bursts of client writes ([`super::faults::BURST_WRITES`] at once
+    /// on one node).
+    pub bursts: bool,
     /// Print every step to stderr.
     pub trace: bool,
     /// Keep a log of every message sent (for scenario assertions).
     pub record_events: bool,
 }
+
+/// The default of [`SimOptions::outbox_len`].
+pub const DEFAULT_OUTBOX_LEN: usize = 64;
+
+/// One seed in this many of the sweep runs with the smallest outboxes its committed-log window
+/// allows, bursts of writes, and a `syncLimit` longer than `SLOW_GRACE` (so a paused follower
+/// stays connected past the grace and its link can overflow): see [`SimOptions::for_seed`].
+pub const SMALL_OUTBOX_ONE_IN: u64 = 4;
 
 /// Whether the random sweep mixes membership changes in: on unless `ZAB_MEMBERSHIP=0`, which
 /// explores past a membership-related failure (the even seeds run without changes either way).
@@ -161,6 +183,9 @@ impl SimOptions {
             transfers: false,
             max_membership_changes: 8,
             links_per_deliver: Some(super::cluster::LINKS_PER_DELIVER),
+            outbox_len: DEFAULT_OUTBOX_LEN,
+            admission: true,
+            bursts: false,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
@@ -202,7 +227,37 @@ impl SimOptions {
         // leads, and the liveness phase cannot end).
         o.membership_changes = membership_sweep() && seed % 2 == 1 && !o.wipes;
         o.transfers = std::env::var_os("ZAB_NO_TRANSFERS").is_none();
+        o.backpressure_knobs(seed);
         (o, steps)
+    }
+
+    /// The sweep's backpressure knobs for `seed`, from a generator of their own (so the draws
+    /// above are unchanged): one seed in [`SMALL_OUTBOX_ONE_IN`] gets the smallest outboxes
+    /// its window allows (plus 0–8), bursts of writes, and a `syncLimit` of 1.5–2.5 s: longer
+    /// than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s) is, so a paused follower stays
+    /// connected past the grace, stops limiting the intake and overflows; the shorter
+    /// default `syncLimit` (0.5 s) would always drop it first. `ZAB_NO_BURSTS=1` turns this
+    /// off to explore past a failure that needs it.
+    fn backpressure_knobs(&mut self, seed: u64) {
+        use rand::{Rng, SeedableRng};
+        if seed % SMALL_OUTBOX_ONE_IN != 2 || std::env::var_os("ZAB_NO_BURSTS").is_some() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c_0b0c_0b0c_0b0c);
+        self.outbox_len = self.min_outbox_len() + rng.gen_range(0..=8);
+        self.bursts = true;
+        self.sync_limit_ticks = rng.gen_range(15..=25);
+    }
+
+    /// The smallest outbox a node of this configuration starts with: a DIFF of the committed
+    /// log window (2 × `committed_log_window` + 16 messages), as zab-net requires.
+    pub fn min_outbox_len(&self) -> usize {
+        2 * self.committed_log_window + 16
+    }
+
+    /// [`SimOptions::outbox_len`], raised to [`SimOptions::min_outbox_len`].
+    pub fn effective_outbox_len(&self) -> usize {
+        self.outbox_len.max(self.min_outbox_len())
     }
 
     /// Every sid and its type.
