@@ -20,6 +20,12 @@
 //! its outbox overflows, as before. So a follower that is slow for good never holds the
 //! others back for long, and a burst or a scheduling hiccup drops none.
 //! INV-3: a looking peer has no limit (the core answers its requests itself).
+//! INV-6 (requests the core holds): a leader or learner not yet established keeps the
+//! requests it takes in the core (`Peer::queued_requests`) and sends them all at once when
+//! it is; they count as if already sent: each as a whole write at a leader (its PROPOSAL is
+//! still to come) and as a REQUEST at a learner. Otherwise a leader taking requests through
+//! its sync phase would, once established, propose them at once past every follower's
+//! outbox (found by the simulation's sweep: seed 142 with bursts).
 //! INV-5 (forwarded requests): a learner's REQUEST or SYNC that reaches a leader without
 //! room is *deferred*, and so is every later one while any is deferred (each learner's
 //! requests keep their order); deferred ones are fed first once there is room again, as if
@@ -67,6 +73,8 @@ pub struct Demand<'a, I, F: Fn(ServerId) -> usize> {
     /// Proposals logged and not yet committed (the leader's COMMITs still owed; see
     /// [`uncommitted`]).
     pub uncommitted: usize,
+    /// Requests the core holds until its role is established (INV-6).
+    pub queued: usize,
     /// A member's backlog in messages (INV-2).
     pub backlog: F,
     /// The time now.
@@ -182,12 +190,18 @@ impl<I: Copy + Ord + Sub<Output = Duration>> Intake<I> {
         match d.role {
             Role::Looking => usize::MAX,
             Role::Following | Role::Observing => match d.leader {
-                Some(leader) => free(leader, 0) / LEARNER_MESSAGES_PER_WRITE,
+                Some(leader) => {
+                    let owed = d.queued.saturating_mul(LEARNER_MESSAGES_PER_WRITE);
+                    free(leader, owed) / LEARNER_MESSAGES_PER_WRITE
+                }
                 None => usize::MAX,
             },
             Role::Leading => {
                 self.free.clear();
-                let owed = d.uncommitted.saturating_mul(LEADER_MESSAGES_OWED);
+                let owed = d
+                    .uncommitted
+                    .saturating_mul(LEADER_MESSAGES_OWED)
+                    .saturating_add(d.queued.saturating_mul(LEADER_MESSAGES_PER_WRITE));
                 // No follower may overflow, unless slow past the grace (INV-2).
                 let mut cap = usize::MAX;
                 self.slow_since.retain(|sid, _| d.voters.contains(sid));

@@ -4,8 +4,8 @@
 //! the virtual clock.
 //!
 //! INV-A1: a node's room is worked out as zab-net's driver does it: the voters of its
-//! configuration in force, its role and leader, its proposals not yet committed and, per
-//! peer, the messages queued on its quorum link to that peer; the time is the virtual time,
+//! configuration in force, its role and leader, its proposals not yet committed, the requests
+//! its core holds until established (zab-net admission INV-6) and, per peer, the messages queued on its quorum link to that peer; the time is the virtual time,
 //! so `SLOW_GRACE` passes in virtual time. It is refreshed when a request arrives, on every
 //! tick of the node (the real driver refreshes on every wake-up, ticks included, so a
 //! follower's stay past the high-water mark is timed from about when it began) and before
@@ -163,6 +163,7 @@ impl Cluster {
             leader: peer.leader(),
             voters: &voters,
             uncommitted: uncommitted(peer.last_logged_zxid(), peer.last_committed_zxid()),
+            queued: peer.queued_requests(),
             backlog: |sid| net.queue_len((id, sid, Channel::Quorum)),
             now,
         };

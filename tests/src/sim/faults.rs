@@ -46,9 +46,9 @@ pub const STALL_ONE_IN: u32 = 10;
 pub const MEMBERSHIP_ONE_IN: u32 = 6;
 
 /// How many client writes a burst issues at once on one node (when `SimOptions::bursts` is
-/// on): more than the smallest outboxes of the sweep hold, so a burst meets the intake limit
-/// (`admit`).
-pub const BURST_WRITES: RangeInclusive<usize> = 10..=60;
+/// on): up to more than a leader with the sweep's outboxes takes at once (a quarter of the
+/// outbox, 20–216 messages), so a burst meets the intake limit (`admit`).
+pub const BURST_WRITES: RangeInclusive<usize> = 10..=100;
 
 /// One random fault in this many is a burst of writes, when bursts are on.
 pub const BURST_ONE_IN: u32 = 3;

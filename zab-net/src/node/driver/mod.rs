@@ -243,6 +243,7 @@ impl Driver {
                 self.peer.last_logged_zxid(),
                 self.peer.last_committed_zxid(),
             ),
+            queued: self.peer.queued_requests(),
             backlog: |sid| {
                 transport.outbox_len(sid, Channel::Quorum).unwrap_or(0) + out.waiting(sid)
             },
