@@ -136,11 +136,11 @@ fn random_faults_include_slow_disks() {
 }
 
 /// The sweep reaches the drivers' intake limit and overflowing links (`tests::sim::admit`,
-/// `net` INV-N5): one seed in `SMALL_OUTBOX_ONE_IN` runs with the smallest outboxes its
-/// window allows, bursts of writes and a `syncLimit` past `SLOW_GRACE`, with the sweep's
-/// paused nodes; over those seeds among 0..200, nodes hold requests and links overflow in
-/// some runs, and each run still passes every checker and the liveness phase. Measured: see
-/// the bounds (about half of what seeds 0..200 gave).
+/// `net` INV-N5): one seed in `SMALL_OUTBOX_ONE_IN` runs with bounded links, bursts of
+/// writes and a `syncLimit` past `SLOW_GRACE`, with the sweep's paused nodes; over those
+/// seeds among 0..200, nodes hold requests and links overflow in some runs, and each run
+/// still passes every checker and the liveness phase. Measured on seeds 0..200 (50 such
+/// runs): 843 holds in 47 runs, 9 overflows in 4; the bounds are about half.
 #[test]
 fn random_faults_include_holds_and_overflows() {
     let (mut runs, mut held_runs, mut overflow_runs, mut holds, mut overflows) = (0, 0, 0, 0, 0);
@@ -161,7 +161,7 @@ fn random_faults_include_holds_and_overflows() {
          {overflows} overflows in {overflow_runs} runs"
     );
     assert!(
-        held_runs >= 1 && overflow_runs >= 1,
+        held_runs >= 24 && overflow_runs >= 2,
         "{holds} holds in {held_runs} runs, {overflows} overflows in {overflow_runs} runs"
     );
 }

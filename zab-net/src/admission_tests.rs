@@ -38,6 +38,7 @@ fn leader_room_in(
         leader: Some(sid(1)),
         voters: &voters,
         uncommitted,
+        queued: 0,
         backlog,
         now,
     };
@@ -89,6 +90,7 @@ fn a_lone_voter_and_a_looking_peer_have_no_limit() {
         leader: None,
         voters: &voters,
         uncommitted: 0,
+        queued: 0,
         backlog: |_| 10_000,
         now: Instant::ZERO,
     };
@@ -104,6 +106,7 @@ fn a_learner_takes_what_its_link_to_the_leader_can_absorb() {
         leader: Some(sid(1)),
         voters: &voters,
         uncommitted: 0,
+        queued: 0,
         backlog: move |s: ServerId| if s == sid(1) { backlog } else { 99_999 },
         now: Instant::ZERO,
     };
@@ -119,7 +122,7 @@ fn request(n: u64) -> Message {
 
 #[test]
 fn learners_requests_wait_in_order_and_end_with_their_connection() {
-    let mut a = Intake::new(400);
+    let mut a = Intake::<Instant>::new(400);
     a.room = 1;
     assert!(a.admit(sid(2), request(1)).is_some());
     assert!(a.admit(sid(2), Message::Ping { round: 0 }).is_some());
@@ -172,9 +175,9 @@ fn requests_the_core_holds_count_as_sent() {
         now: Instant::ZERO,
     };
     // High water 300, three messages per write: 100 writes, less those the core holds.
-    assert_eq!(Intake::new(400).room_for(&leader(0)), 100);
-    assert_eq!(Intake::new(400).room_for(&leader(60)), 40);
-    assert_eq!(Intake::new(400).room_for(&leader(100)), 0);
+    assert_eq!(Intake::<Instant>::new(400).room_for(&leader(0)), 100);
+    assert_eq!(Intake::<Instant>::new(400).room_for(&leader(60)), 40);
+    assert_eq!(Intake::<Instant>::new(400).room_for(&leader(100)), 0);
     let learner = |queued: usize| Demand {
         me: sid(2),
         role: Role::Following,
@@ -185,6 +188,6 @@ fn requests_the_core_holds_count_as_sent() {
         backlog: |_: ServerId| 0,
         now: Instant::ZERO,
     };
-    assert_eq!(Intake::new(400).room_for(&learner(100)), 50);
-    assert_eq!(Intake::new(400).room_for(&learner(150)), 0);
+    assert_eq!(Intake::<Instant>::new(400).room_for(&learner(100)), 50);
+    assert_eq!(Intake::<Instant>::new(400).room_for(&learner(150)), 0);
 }

