@@ -161,5 +161,9 @@ async fn a_full_link_overflows_at_the_same_send_with_the_same_outcome_as_the_tra
     assert!(sim.lost);
     let after: Vec<Message> = (0..AFTER).map(|i| msg(1_000 + i)).collect();
     assert_eq!(sim.delivered, after);
-    assert_eq!(real().await, sim, "the real transport and the simulation differ");
+    assert_eq!(
+        real().await,
+        sim,
+        "the real transport and the simulation differ"
+    );
 }

@@ -157,7 +157,7 @@ fn random_faults_include_holds_and_overflows() {
         overflows += r.overflows;
     }
     eprintln!(
-        "{runs} runs with small outboxes and bursts: {holds} holds in {held_runs} runs, \
+        "{runs} runs with bounded links and bursts: {holds} holds in {held_runs} runs, \
          {overflows} overflows in {overflow_runs} runs"
     );
     assert!(

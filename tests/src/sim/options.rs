@@ -232,7 +232,8 @@ impl SimOptions {
     /// logged txn it has not seen committed, after a restart its whole log since the newest
     /// snapshot) as plain messages, which overflow any outbox once that history is long
     /// enough, at every resync (a known limit of zab-core's sync with zab-net's outboxes:
-    /// sweep seeds 139 and 142, run with bounded links, elect forever). One seed in
+    /// with `ZAB_BOUNDED_LINKS=1`, which gives every seed the scaled outbox, seed 139 elects
+    /// forever). One seed in
     /// [`SMALL_OUTBOX_ONE_IN`] gets bounded links ([`SimOptions::sweep_outbox_len`]), local
     /// snapshots every 7 or 15 applies (which bound that history), bursts of writes, and a
     /// `syncLimit` of 1.5–2.5 s: longer than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s)
@@ -240,11 +241,13 @@ impl SimOptions {
     /// overflows; the shorter default `syncLimit` (0.5 s) would always drop it first.
     /// `ZAB_NO_BURSTS=1` turns this off to explore past a failure that needs it;
     /// `ZAB_MIN_OUTBOXES=1` runs the bounded seeds with the smallest outboxes zab-net starts
-    /// with (plus 0–8), where the DIFF overflow comes soon (seed 2).
+    /// with (plus 0–8).
     fn backpressure_knobs(&mut self, seed: u64) {
         use rand::{Rng, SeedableRng};
         if seed % SMALL_OUTBOX_ONE_IN != 2 || std::env::var_os("ZAB_NO_BURSTS").is_some() {
-            self.outbox_len = Some(usize::MAX);
+            if std::env::var_os("ZAB_BOUNDED_LINKS").is_none() {
+                self.outbox_len = Some(usize::MAX);
+            }
             return;
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c_0b0c_0b0c_0b0c);
@@ -274,8 +277,8 @@ impl SimOptions {
     /// default window (500) + 96, so 8 × `committed_log_window` + 64. That also holds, beside
     /// the window, the uncommitted tail the intake admits (under 3/8 of the outbox in txns,
     /// two messages each), which a new leader's DIFF from memory carries too: with outboxes
-    /// at [`SimOptions::min_outbox_len`] that DIFF overflows at every resync (seed 2 of the
-    /// sweep, when it ran so, elected forever: a known limit of zab-net's start check).
+    /// at [`SimOptions::min_outbox_len`] that DIFF may overflow at every resync (a known limit
+    /// of zab-net's start check, which counts the window only).
     pub fn scaled_outbox_len(&self) -> usize {
         8 * self.committed_log_window + 64
     }

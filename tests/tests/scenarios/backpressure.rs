@@ -41,7 +41,10 @@ fn burst(admission: bool, n: usize) -> BurstOutcome {
     });
     let outcomes: Vec<_> = reqs.iter().map(|r| c.write_outcome(*r)).collect();
     let out = BurstOutcome {
-        failed: outcomes.iter().filter(|o| matches!(o, Some(Err(_)))).count(),
+        failed: outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Err(_))))
+            .count(),
         unanswered: outcomes.iter().filter(|o| o.is_none()).count(),
         overflows: c.net().overflows,
         holds: c.holds,
@@ -88,13 +91,19 @@ fn a_paused_follower_limits_the_intake_for_the_grace_then_overflows() {
     c.pause(f);
     let reqs: Vec<RequestId> = (0..3 * OUTBOX).map(|_| c.write(l)).collect();
     c.run_for(200);
-    let early = reqs.iter().filter(|r| c.write_outcome(**r).is_some()).count();
+    let early = reqs
+        .iter()
+        .filter(|r| c.write_outcome(**r).is_some())
+        .count();
     assert!(c.holds > 0, "the paused follower never held the intake");
     assert!(early < reqs.len(), "nothing was held within the grace");
     c.run_until(60_000, |c| {
         reqs.iter().all(|r| c.write_outcome(*r).is_some())
     });
-    assert!(c.net().overflows >= 1, "the paused follower's link never overflowed");
+    assert!(
+        c.net().overflows >= 1,
+        "the paused follower's link never overflowed"
+    );
     let ok = reqs
         .iter()
         .filter(|r| matches!(c.write_outcome(**r), Some(Ok(_))))
