@@ -25,7 +25,7 @@ use zab_core::{Input, Message, ServerId};
 use zab_net::admission::{uncommitted, Demand, Intake};
 
 use super::cluster::Cluster;
-use super::net::Channel;
+use super::net::{Channel, Delivery};
 
 impl Cluster {
     /// A client request for `id`: fed now when its driver would take it, else held (INV-A2).
@@ -52,9 +52,22 @@ impl Cluster {
         }
     }
 
+    /// Feeds `id` what the network delivers from `from`: a request through the intake, a lost
+    /// connection after dropping the requests deferred on it (zab-net admission INV-5).
+    pub(crate) fn deliver_to(&mut self, id: ServerId, from: ServerId, d: Delivery) {
+        match d {
+            Delivery::Message(msg) => self.deliver_admitted(id, from, msg),
+            Delivery::Lost => {
+                self.forget_deferred(id, from);
+                self.feed(id, Input::ConnectionLost { peer: from });
+            }
+            Delivery::Unreachable => self.feed(id, Input::PeerUnreachable { peer: from }),
+        }
+    }
+
     /// A learner's message `msg` from `from` reaching `id`: fed now, or deferred when it is a
     /// request `id` has no room for (zab-net admission INV-5).
-    pub(crate) fn deliver_admitted(&mut self, id: ServerId, from: ServerId, msg: Message) {
+    fn deliver_admitted(&mut self, id: ServerId, from: ServerId, msg: Message) {
         let request = matches!(msg, Message::Request { .. } | Message::Sync { .. });
         if !request || !self.admits(id) {
             self.feed(id, Input::Message { from, msg });

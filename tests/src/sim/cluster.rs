@@ -43,7 +43,7 @@ use zab_core::{Input, MembershipError, RequestError, RequestId, ServerId, Zxid};
 use super::checker::{Checker, PeerView, Verdict};
 use super::core::Peer;
 use super::members::PendingAdds;
-use super::net::{Delivery, LinkKey, Network};
+use super::net::{LinkKey, Network};
 use super::node::SimNode;
 use super::options::{SimOptions, Weights};
 use super::record::{EpochWrite, Event, SyncRecorder};
@@ -417,14 +417,7 @@ impl Cluster {
         self.mix(from.0 << 8 | to.0);
         if let Some(d) = self.net.pop(key) {
             self.trace(format_args!("deliver {from}->{to}: {d:?}"));
-            match d {
-                Delivery::Message(msg) => self.deliver_admitted(to, from, msg),
-                Delivery::Lost => {
-                    self.forget_deferred(to, from);
-                    self.feed(to, Input::ConnectionLost { peer: from });
-                }
-                Delivery::Unreachable => self.feed(to, Input::PeerUnreachable { peer: from }),
-            }
+            self.deliver_to(to, from, d);
         }
     }
 
@@ -432,10 +425,7 @@ impl Cluster {
         if let Some((peer, d)) = self.net.pop_notice(id) {
             self.mix(id.0 << 16 | peer.0);
             self.trace(format_args!("{id} hears from {peer}: {d:?}"));
-            if matches!(d, Delivery::Lost) {
-                self.forget_deferred(id, peer);
-            }
-            self.feed(id, d.into_input(peer));
+            self.deliver_to(id, peer, d);
         }
     }
 
