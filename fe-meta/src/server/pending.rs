@@ -249,7 +249,11 @@ mod tests {
     async fn the_planner_holds_a_catalog_only_while_leading() {
         let shared = Arc::new(SharedCatalog::new(catalog_of(50)));
         let writer = Writer::new(shared.clone());
-        assert_eq!(writer.planner_entries().await, 0, "a new writer pins nothing");
+        assert_eq!(
+            writer.planner_entries().await,
+            0,
+            "a new writer pins nothing"
+        );
         {
             let mut p = writer.plan.lock().await;
             p.planner.new_epoch(applied(&shared));
@@ -257,7 +261,11 @@ mod tests {
         }
         assert_eq!(writer.planner_entries().await, 50);
         writer.release().await;
-        assert_eq!(writer.planner_entries().await, 0, "released on leaving the lead");
+        assert_eq!(
+            writer.planner_entries().await,
+            0,
+            "released on leaving the lead"
+        );
         assert_eq!(writer.plan.lock().await.epoch, None);
     }
 }

@@ -377,8 +377,14 @@ mod tests {
         sm.apply(Zxid(3), &db(10_000, "old")).unwrap();
         WATCHED.with(|w| *w.borrow_mut() = Some((Arc::downgrade(&shared.load()), None)));
         sm.restore(Zxid(9), &mut &image[..]).unwrap();
-        let seen = WATCHED.with(|w| w.borrow_mut().take()).and_then(|(_, seen)| seen);
-        assert_eq!(seen, Some(true), "the hook ran, after the old version was dropped");
+        let seen = WATCHED
+            .with(|w| w.borrow_mut().take())
+            .and_then(|(_, seen)| seen);
+        assert_eq!(
+            seen,
+            Some(true),
+            "the hook ran, after the old version was dropped"
+        );
         assert!(shared.load().database_by_name("new").is_some());
     }
 

@@ -64,7 +64,11 @@ fn lower_this_thread() {
     // changes that thread's niceness only.
     let r = unsafe {
         let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS as _, tid as libc::id_t, SNAPSHOT_NICENESS)
+        libc::setpriority(
+            libc::PRIO_PROCESS as _,
+            tid as libc::id_t,
+            SNAPSHOT_NICENESS,
+        )
     };
     if r != 0 {
         debug!(
@@ -100,8 +104,16 @@ mod tests {
         .await
         .unwrap();
         let (nice, name) = rx.recv().unwrap();
-        assert_eq!(nice, SNAPSHOT_NICENESS.max(here), "the snapshot thread is niced");
+        assert_eq!(
+            nice,
+            SNAPSHOT_NICENESS.max(here),
+            "the snapshot thread is niced"
+        );
         assert_eq!(name.as_deref(), Some("zab-snapshot"));
-        assert_eq!(nice_of(unsafe { libc::gettid() }), here, "the caller is not");
+        assert_eq!(
+            nice_of(unsafe { libc::gettid() }),
+            here,
+            "the caller is not"
+        );
     }
 }
