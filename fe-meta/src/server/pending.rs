@@ -135,7 +135,7 @@ impl Writer {
 
     /// Entries of the catalog the planner holds (tests of INV-4).
     #[cfg(test)]
-    async fn planner_entries(&self) -> usize {
+    async fn planner_entries(&self) -> u64 {
         self.plan.lock().await.planner.speculative().entry_count()
     }
 }
