@@ -11,6 +11,23 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+extern "C" {
+    /// mimalloc's `void mi_collect(bool force)` (the C library the allocator links in):
+    /// frees the calling thread's empty pages and purges freed memory now, not after the
+    /// purge delay.
+    fn mi_collect(force: bool);
+}
+
+/// The catalog's release hook (`fe_meta::state::memory`): after a restore replaced the
+/// catalog, mimalloc gives the old one's pages back at once instead of over seconds (a
+/// follower that installed a SNAP of 1M entries was measured at 429 MiB right after and at
+/// 264 MiB with this, against ~225 MiB for a follower that loaded the same catalog at start).
+fn release_freed_memory() {
+    // SAFETY: mi_collect takes no pointers and may be called from any thread at any time.
+    unsafe { mi_collect(true) }
+}
+
 fn main() -> std::process::ExitCode {
+    fe_meta::state::memory::set_release_hook(release_freed_memory);
     fe_meta_cli::main()
 }

@@ -447,6 +447,11 @@ fn spawn_tasks(
         tokio::spawn(hints::hint_no_leader(node.clone(), stop.clone()).instrument(here.clone())),
         tokio::spawn(write::run_timestamps(shared.clone()).instrument(here.clone())),
         tokio::spawn(write::mark_synced_when_serving(shared.clone()).instrument(here.clone())),
+        tokio::spawn({
+            let s = shared.clone();
+            async move { pending::release_when_not_leading(&s.node, &s.writer).await }
+                .instrument(here.clone())
+        }),
         tokio::spawn(fatal::close_on_fatal(node.clone(), stop.clone()).instrument(here.clone())),
         tokio::spawn(
             removal::close_on_removed(node.clone(), meta, stop.clone()).instrument(here.clone()),

@@ -18,13 +18,17 @@
 //! drops the channel, which it does for every queued write (zab-net node INV-2: every
 //! pending request is answered, or failed when the node stops); at most one such task exists
 //! per entry in flight.
+//! INV-4 (memory): the planner holds a catalog only while this node leads: it starts empty
+//! (the first submit of an epoch resets it to the applied catalog anyway) and is emptied again
+//! by [`Writer::release`] when the node stops leading. Otherwise it would pin the version it
+//! last saw — after a SNAP replaced the whole catalog, a complete second copy of it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{oneshot, Mutex};
-use zab_net::{Epoch, Zxid};
+use zab_net::{Epoch, Role, Zxid};
 use zab_net::{Node, SubmitError};
 
 use super::session::{Planning, WriteAnswer};
@@ -70,10 +74,11 @@ pub struct Submitted {
 }
 
 impl Writer {
-    /// A writer whose planner starts from the catalog `catalog` publishes.
+    /// A writer for the catalog `catalog` publishes; its planner holds nothing until the
+    /// first submit of an epoch starts it from the applied catalog (INV-4).
     pub fn new(catalog: Arc<SharedCatalog>) -> Writer {
         let plan = PlanState {
-            planner: Planner::new(Catalog::clone(&catalog.load())),
+            planner: Planner::new(Catalog::default()),
             epoch: None,
         };
         Writer {
@@ -118,6 +123,41 @@ impl Writer {
             plan: self.plan.clone(),
             catalog: self.catalog.clone(),
         })
+    }
+
+    /// The node no longer leads: the planner forgets its entries and its catalog (INV-4).
+    /// Entries still in flight settle against nothing; the next epoch it leads starts over.
+    pub async fn release(&self) {
+        let mut p = self.plan.lock().await;
+        p.planner.new_epoch(Catalog::default());
+        p.epoch = None;
+    }
+
+    /// Entries of the catalog the planner holds (tests of INV-4).
+    #[cfg(test)]
+    async fn planner_entries(&self) -> u64 {
+        self.plan.lock().await.planner.speculative().entry_count()
+    }
+}
+
+/// Empties the planner of `writer` whenever `node` stops leading (INV-4); ends when the node
+/// stops.
+pub async fn release_when_not_leading(node: &Node, writer: &Writer) {
+    let mut role = node.watch_role();
+    loop {
+        let leading = {
+            let st = role.borrow_and_update();
+            if st.stopped {
+                return;
+            }
+            st.role == Role::Leading
+        };
+        if !leading {
+            writer.release().await;
+        }
+        if role.changed().await.is_err() {
+            return;
+        }
     }
 }
 
@@ -183,5 +223,49 @@ async fn settle(plan: &Mutex<PlanState>, catalog: &SharedCatalog, ticket: Ticket
         Ok(_) => p.planner.settled(ticket, || applied(catalog)),
         Err(e) if never_proposed(e) => p.planner.failed(ticket, || applied(catalog)),
         Err(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Command;
+
+    fn catalog_of(dbs: usize) -> Catalog {
+        let mut p = Planner::new(Catalog::new());
+        for i in 0..dbs {
+            let create: crate::command::Write = Command::CreateDb {
+                name: format!("db{i}"),
+            }
+            .into();
+            p.plan(&create).unwrap();
+        }
+        p.speculative().clone()
+    }
+
+    /// INV-4: a writer pins no catalog before it plans (a follower's never does), and lets
+    /// go of the one it planned on once released — so a catalog replaced by a SNAP is freed.
+    #[tokio::test]
+    async fn the_planner_holds_a_catalog_only_while_leading() {
+        let shared = Arc::new(SharedCatalog::new(catalog_of(50)));
+        let writer = Writer::new(shared.clone());
+        assert_eq!(
+            writer.planner_entries().await,
+            0,
+            "a new writer pins nothing"
+        );
+        {
+            let mut p = writer.plan.lock().await;
+            p.planner.new_epoch(applied(&shared));
+            p.epoch = Some(Epoch(7));
+        }
+        assert_eq!(writer.planner_entries().await, 50);
+        writer.release().await;
+        assert_eq!(
+            writer.planner_entries().await,
+            0,
+            "released on leaving the lead"
+        );
+        assert_eq!(writer.plan.lock().await.epoch, None);
     }
 }

@@ -21,6 +21,10 @@
 //! INV-5: an entry that replay ignored is recorded in the [`RecentOutcomes`] (if one is set)
 //! before the version that holds it is published (`outcomes` INV-1); a restore tells it which
 //! ids the image covers (`outcomes` INV-3).
+//! INV-6: a restore drops the replaced version's last references it holds (its own copy and
+//! the published pointer) before it returns, and then asks the allocator to return freed
+//! memory (`memory` INV-2), so a node restored from a SNAP does not keep two catalogs' worth
+//! of heap.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -156,6 +160,7 @@ impl MetaState {
         if let Some(hook) = self.on_applied.as_mut() {
             hook(&published);
         }
+        crate::state::memory::release_freed();
         Ok(())
     }
 
@@ -334,6 +339,53 @@ mod tests {
         other.restore(Zxid(8), &mut &image[..]).unwrap();
         assert_eq!(other.shared().journal_id(), Zxid(8));
         assert_eq!(*other.shared().load(), *shared.load());
+    }
+
+    std::thread_local! {
+        /// The version a test watches, and whether it was gone when the hook ran.
+        static WATCHED: std::cell::RefCell<Option<(std::sync::Weak<Catalog>, Option<bool>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    fn note_released() {
+        WATCHED.with(|w| {
+            if let Some((old, seen)) = w.borrow_mut().as_mut() {
+                *seen = Some(old.upgrade().is_none());
+            }
+        });
+    }
+
+    /// INV-6: the release hook runs on the restoring thread once the replaced version is gone.
+    #[test]
+    fn a_restore_lets_go_of_the_old_version_then_releases_memory() {
+        assert!(crate::state::memory::set_release_hook(note_released));
+        let mut source = MetaState::new(Arc::new(SharedCatalog::default()));
+        let db = |id: u64, name: &str| {
+            Op::CreateDb(Database {
+                id,
+                name: name.into(),
+            })
+            .to_entry()
+            .encode()
+        };
+        source.apply(Zxid(9), &db(10_001, "new")).unwrap();
+        let mut image = Vec::new();
+        source.capture().write_image(&mut image).unwrap();
+
+        let shared = Arc::new(SharedCatalog::default());
+        let mut sm = MetaState::new(shared.clone());
+        sm.apply(Zxid(3), &db(10_000, "old")).unwrap();
+        WATCHED.with(|w| *w.borrow_mut() = Some((Arc::downgrade(&shared.load()), None)));
+        sm.restore(Zxid(9), &mut &image[..]).unwrap();
+        let seen = WATCHED
+            .with(|w| w.borrow_mut().take())
+            .and_then(|(_, seen)| seen);
+        assert_eq!(
+            seen,
+            Some(true),
+            "the hook ran, after the old version was dropped"
+        );
+        assert!(shared.load().database_by_name("new").is_some());
     }
 
     #[test]

@@ -13,11 +13,13 @@
 //! - [`backup`]: a backup file (one image with its journal id, digest and source cluster),
 //!   written and verified.
 //! - [`machine`]: apply / snapshot / restore with the published version and its hooks.
+//! - [`memory`]: the allocator hook that returns a replaced catalog's memory after a restore.
 
 pub mod backup;
 pub mod catalog;
 pub mod image;
 pub mod journal;
 pub mod machine;
+pub mod memory;
 pub mod outcomes;
 pub mod replay;

@@ -57,6 +57,7 @@ mod peers;
 mod pending;
 mod snap;
 mod snap_prefix;
+mod snap_thread;
 mod stream;
 mod transfer;
 

@@ -8,7 +8,8 @@
 //! one its `Snap` header names (`BeginSnapshot`).
 //!
 //! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
-//! it is named after, and is written on a blocking thread; commits go on meanwhile.
+//! it is named after, and is written on a thread of its own at a lower CPU priority
+//! (`snap_thread`); commits go on meanwhile.
 //! INV-2: at most one background snapshot runs at a time, and none starts while a SNAP is
 //! being received; a SNAP's `BeginSnapshot` waits for a running one to end.
 //! INV-3: a received SNAP replaces the state only once complete: the temp file is fsynced and
@@ -177,7 +178,7 @@ impl Snapper {
         &self.committed.members
     }
 
-    /// Writes `source` as `snapshot.<zxid>` on a blocking thread, then purges (INV-1).
+    /// Writes `source` as `snapshot.<zxid>` on a low-priority thread, then purges (INV-1).
     pub(super) fn start(&mut self, zxid: Zxid, source: Box<dyn SnapshotSource>, log: LogWriter) {
         self.rearm();
         if self.snaps.path(zxid).exists() {
@@ -187,7 +188,7 @@ impl Snapper {
         let membership = self.committed.clone();
         let done = self.done_tx.clone();
         let span = tracing::Span::current();
-        self.running = Some(tokio::task::spawn_blocking(move || {
+        self.running = Some(super::snap_thread::spawn_low_priority(move || {
             let _enter = span.enter();
             let target = (&snaps, cluster_id, &membership);
             let r = write_and_purge(target, &log, zxid, source, retain);

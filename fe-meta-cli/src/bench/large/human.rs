@@ -74,14 +74,18 @@ fn faults(l: &Line) -> String {
         ),
         "snap-catchup" => format!(
             "large SNAP catch-up: {} writes of {} B while follower {} was down; sync {}; \
-             restart -> serving {} ms, -> caught up {} ms ({} ms per million entries)\n",
+             restart -> serving {} ms, -> caught up {} ms ({} ms per million entries); its RSS \
+             then {} MiB, 2 s later {} MiB (peak {} MiB)\n",
             g("writes"),
             g("value_bytes"),
             g("follower"),
             g("sync"),
             g("restart_to_serving_ms"),
             g("restart_to_caught_up_ms"),
-            g("caught_up_ms_per_million")
+            g("caught_up_ms_per_million"),
+            g("rss_after_mib"),
+            g("rss_settled_mib"),
+            g("peak_rss_mib")
         ),
         _ => String::new(),
     }

@@ -3,7 +3,8 @@
 //! then outweighs [`SNAP_SHARE`] of its newest snapshot image (the leader turns a DIFF above
 //! `snapshotSizeFactor` = 0.33 of the image into a SNAP), restart the follower and time
 //! restart → serving and → caught up. Which sync the leader sent comes from its `mntr`
-//! counters, as W5 reads them.
+//! counters, as W5 reads them. The follower's RSS is read when it caught up and again
+//! [`SETTLE`] later.
 //!
 //! INV-1: the writes overwrite [`KEYS`] variables, so the catalog does not grow; at least
 //! [`MIN_WRITES`] writes, more than the leader's in-memory window of 500 txns (a DIFF from
@@ -37,6 +38,10 @@ pub const MEMORY_WINDOW: usize = 500;
 /// Fewest writes (INV-1).
 pub const MIN_WRITES: usize = 1000;
 const WRITE_BOUND: Duration = Duration::from_secs(300);
+/// How long after the catch-up the follower's RSS is read again (`rss_settled_mib`): the
+/// install frees the replaced catalog just as the new one is published, so the first reading
+/// may still see both.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// Writes needed for an image of `image_bytes`: the leader's last [`MEMORY_WINDOW`] txns
 /// are sent from memory and never weighed, so values adding up to [`SNAP_SHARE`] of the
@@ -75,6 +80,8 @@ pub async fn run(cluster: &mut Cluster, p: &Params, entries: u64) -> Result<Line
     let (serving, done) = wait_caught_up(&fep, lz).await;
     let sync = sync_sent_since(&lep, before).await;
     let mem = cluster.pid(follower).and_then(Mem::of).unwrap_or_default();
+    tokio::time::sleep(SETTLE).await;
+    let settled = cluster.pid(follower).and_then(Mem::of).unwrap_or_default();
     let mut l = Line::new("large", "ens");
     l.set("phase", "snap-catchup")
         .set("follower", follower)
@@ -95,7 +102,8 @@ pub async fn run(cluster: &mut Cluster, p: &Params, entries: u64) -> Result<Line
         )
         .set("rss_after_mib", super::mem::mib(mem.rss))
         .set("rss_anon_after_mib", super::mem::mib(mem.anon))
-        .set("peak_rss_mib", super::mem::mib(mem.hwm));
+        .set("peak_rss_mib", super::mem::mib(mem.hwm))
+        .set("rss_settled_mib", super::mem::mib(settled.rss));
     Ok(l)
 }
 
