@@ -371,3 +371,41 @@ fn warn_sever(to: ServerId, why: &str) {
         "send to peer failed; dropping its connection"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(p: &PeerOut) -> usize {
+        p.queue.len()
+    }
+
+    #[test]
+    fn a_sync_batch_takes_the_messages_before_a_stream_and_ends_with_uptodate() {
+        let mut p = PeerOut::default();
+        p.queue.push_back(Item::Msg(Message::UpToDate));
+        assert!(sync_batch(&mut p).is_none(), "no sync: nothing is batched");
+        assert_eq!(msgs(&p), 1);
+        p.queue.clear();
+        p.sync = true;
+        p.queue.push_back(Item::Msg(Message::Diff {
+            last_zxid: Zxid::ZERO,
+        }));
+        p.queue.push_back(Item::Stream(Stream::Range {
+            after: Zxid::ZERO,
+            upto: Zxid::ZERO,
+        }));
+        p.queue.push_back(Item::Msg(Message::UpToDate));
+        p.queue.push_back(Item::Msg(Message::Ping { round: 1 }));
+        let first = sync_batch(&mut p).unwrap();
+        assert!(matches!(first[..], [Message::Diff { .. }]));
+        assert!(sync_batch(&mut p).is_none(), "a stream is next");
+        p.queue.pop_front();
+        let second = sync_batch(&mut p).unwrap();
+        assert!(matches!(
+            second[..],
+            [Message::UpToDate, Message::Ping { .. }]
+        ));
+        assert!(!p.sync, "UPTODATE ends the sync");
+    }
+}
