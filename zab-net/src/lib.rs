@@ -11,6 +11,8 @@
 //! - [`transport`]: listeners, lazy dialing with backoff, one connection per pair and channel,
 //!   per-peer bounded outboxes, inbound messages and `ConnectionLost` events on one channel;
 //!   with TLS, the TLS handshake precedes the hello on both ends.
+//! - [`admission`]: the intake limit on client requests (backpressure), a pure function of
+//!   the peers' backlogs that the node's driver and the deterministic simulation both run.
 //! - [`node`]: the running node — [`Node::start`] with a [`StateMachine`], [`Node::submit`],
 //!   [`Node::sync`], [`Node::watch`], membership changes ([`Node::add_member`],
 //!   [`Node::remove_member`], [`Node::change_membership`]; joining with
@@ -68,6 +70,7 @@
 //! `cargo test -p zab-net --test sync_and_snapshots -- --nocapture` the catch-up rate of a
 //! restarted follower (`ZAB_CATCHUP_TXNS=50000` for a longer run).
 
+pub mod admission;
 pub mod config;
 pub mod frame;
 pub mod handshake;

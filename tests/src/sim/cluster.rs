@@ -130,6 +130,8 @@ pub struct Cluster {
     pub membership_commits: u64,
     /// Servers added and started.
     pub added: u64,
+    /// Times a node began holding client requests or deferring learners' ones (`admit`).
+    pub holds: u64,
     pub(crate) transfers: super::transfer::TransferLog,
 }
 
@@ -142,7 +144,7 @@ impl Cluster {
             now_ms: 0,
             step_no: 0,
             nodes: BTreeMap::new(),
-            net: Network::default(),
+            net: Network::with_outbox_len(opts.effective_outbox_len()),
             checker: Checker::default(),
             hash: 0xcbf2_9ce4_8422_2325,
             next_request: 0,
@@ -164,13 +166,14 @@ impl Cluster {
             membership_requests: 0,
             membership_commits: 0,
             added: 0,
+            holds: 0,
             transfers: Default::default(),
             opts,
         };
         c.next_sid = c.opts.members().len() as u64 + 1;
         c.first_added_sid = c.next_sid;
         for sid in c.opts.members().into_keys() {
-            let node = SimNode::new(sid, c.opts.config(sid), None);
+            let node = SimNode::new(sid, c.opts.config(sid), None, c.net.outbox_len());
             c.nodes.insert(sid, node);
             c.net.crash(sid, &[]);
         }
@@ -282,6 +285,7 @@ impl Cluster {
     pub fn step_with(&mut self, w: Weights) -> StepKind {
         self.step_no += 1;
         self.scheduled_disk_faults();
+        self.release_waiting();
         let c = self.candidates();
         let kind = self.choose_step(w, &c);
         self.mix(kind as u64);
@@ -413,7 +417,7 @@ impl Cluster {
         self.mix(from.0 << 8 | to.0);
         if let Some(d) = self.net.pop(key) {
             self.trace(format_args!("deliver {from}->{to}: {d:?}"));
-            self.feed(to, d.into_input(from));
+            self.deliver_to(to, from, d);
         }
     }
 
@@ -421,7 +425,7 @@ impl Cluster {
         if let Some((peer, d)) = self.net.pop_notice(id) {
             self.mix(id.0 << 16 | peer.0);
             self.trace(format_args!("{id} hears from {peer}: {d:?}"));
-            self.feed(id, d.into_input(peer));
+            self.deliver_to(id, peer, d);
         }
     }
 
@@ -451,6 +455,7 @@ impl Cluster {
             n.last_tick_ms = now_ms;
         }
         self.feed(id, Input::Tick { now_ms });
+        self.refresh_on_tick(id);
     }
 
     fn after_step(&mut self) {

@@ -13,7 +13,7 @@ use zab_core::{Action, Input, Membership, Message, Role, ServerId, StepError, Tx
 use super::cluster::Cluster;
 use super::core::Peer;
 use super::disk::Snapshot;
-use super::net::LinkKey;
+use super::net::{LinkKey, Sent};
 use super::node::SimNode;
 use super::record::{EpochWrite, Event};
 
@@ -83,6 +83,12 @@ impl Cluster {
     }
 
     fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
+        self.send_as(from, to, msg, false);
+    }
+
+    /// Sends `msg`, as part of a stream when `streamed` (which a full link does not refuse:
+    /// `net` INV-N5); a send that overflows its link breaks the connection.
+    fn send_as(&mut self, from: ServerId, to: ServerId, msg: Message, streamed: bool) {
         self.syncs.on_send(from, to, &msg, self.step_no);
         if self.opts.record_events {
             self.events.push(Event {
@@ -92,7 +98,15 @@ impl Cluster {
                 msg: msg.clone(),
             });
         }
-        self.net.send(from, to, msg);
+        let sent = if streamed {
+            self.net.send_streamed(from, to, msg)
+        } else {
+            self.net.send(from, to, msg)
+        };
+        if sent == Sent::Overflow {
+            self.mix(0x0f10 ^ from.0 << 8 ^ to.0);
+            self.trace(format_args!("OVERFLOW {from}->{to}: connection dropped"));
+        }
     }
 
     fn execute(&mut self, id: ServerId, action: Action) {
@@ -110,7 +124,10 @@ impl Cluster {
         }
         match action {
             Action::Send { to, msg } => self.send(id, to, msg),
-            Action::Disconnect { peer } => self.net.disconnect(id, peer),
+            Action::Disconnect { peer } => {
+                self.net.disconnect(id, peer);
+                self.forget_deferred(id, peer);
+            }
             Action::SendLogRange { to, after, upto } => self.send_log_range(id, to, after, upto),
             Action::SendSnapshot {
                 to,
@@ -184,8 +201,8 @@ impl Cluster {
                 self.syncs.on_log_range(id, to);
                 for t in txns {
                     let zxid = t.zxid;
-                    self.send(id, to, Message::Proposal(t));
-                    self.send(id, to, Message::Commit { zxid });
+                    self.send_as(id, to, Message::Proposal(t), true);
+                    self.send_as(id, to, Message::Commit { zxid }, true);
                 }
             }
             None => {
@@ -220,12 +237,12 @@ impl Cluster {
         let chunks = self.rng.gen_range(1..=3usize);
         let size = bytes.len().div_ceil(chunks).max(1);
         self.syncs.on_snapshot(id, to);
-        self.send(id, to, Message::Snap { zxid, membership });
+        self.send_as(id, to, Message::Snap { zxid, membership }, true);
         let mut rest = bytes;
         loop {
             let data = rest.split_to(size.min(rest.len()));
             let last = rest.is_empty();
-            self.send(id, to, Message::SnapChunk { data, last });
+            self.send_as(id, to, Message::SnapChunk { data, last }, true);
             if last {
                 break;
             }

@@ -1,4 +1,5 @@
-//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions, slow disks.
+//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions, slow disks, bursts
+//! of client writes.
 //!
 //! INV-F1: a crash loses what is not durable (a SNAP not yet durable, the state machine,
 //! every connection, and the pending appends, of which a random prefix survives when
@@ -44,6 +45,14 @@ pub const STALL_ONE_IN: u32 = 10;
 /// are on.
 pub const MEMBERSHIP_ONE_IN: u32 = 6;
 
+/// How many client writes a burst issues at once on one node (when `SimOptions::bursts` is
+/// on): up to more than a leader with the sweep's outboxes takes at once (a quarter of the
+/// outbox, 20–216 messages), so a burst meets the intake limit (`admit`).
+pub const BURST_WRITES: RangeInclusive<usize> = 10..=100;
+
+/// One random fault in this many is a burst of writes, when bursts are on.
+pub const BURST_ONE_IN: u32 = 3;
+
 /// How long after its power loss a stalled node restarts, in virtual ms.
 const RESTART_AFTER_MS: RangeInclusive<u64> = 0..=1_500;
 
@@ -68,6 +77,7 @@ impl Cluster {
         node.paused = false;
         node.crashes += 1;
         self.net.crash(id, &ids);
+        self.reset_intake(id);
         self.checker.on_crash(id);
         self.transfers.forget(id);
         self.mix(0xc0 ^ id.0 ^ (keep as u64) << 8);
@@ -262,6 +272,24 @@ impl Cluster {
         }
     }
 
+    /// A burst of [`BURST_WRITES`] client writes on the leader (half the time, when there is
+    /// one) or on a random live node.
+    fn random_burst(&mut self) {
+        let live = self.live();
+        if live.is_empty() {
+            return;
+        }
+        let id = match self.leader() {
+            Some(l) if self.rng.gen_ratio(1, 2) && live.contains(&l) => l,
+            _ => live[self.rng.gen_range(0..live.len())],
+        };
+        let n = self.rng.gen_range(BURST_WRITES);
+        self.trace(format_args!("BURST of {n} writes on {id}"));
+        for _ in 0..n {
+            self.write(id);
+        }
+    }
+
     /// INV-F3: wiping `id` keeps the participants wiped and not resynced a minority, in the
     /// committed configuration and in the one in force.
     fn may_wipe(&self, id: ServerId) -> bool {
@@ -280,6 +308,8 @@ impl Cluster {
             self.random_transfer();
         } else if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
             self.random_stall();
+        } else if self.opts.bursts && self.rng.gen_ratio(1, BURST_ONE_IN) {
+            self.random_burst();
         } else {
             return false;
         }

@@ -164,7 +164,8 @@ impl Cluster {
             self.trace(format_args!(
                 "START ADDED {sid} with helper configuration {helper}"
             ));
-            let node = SimNode::new(sid, self.opts.config(sid), Some(helper));
+            let outbox_len = self.net.outbox_len();
+            let node = SimNode::new(sid, self.opts.config(sid), Some(helper), outbox_len);
             self.nodes.insert(sid, node);
             let ids = self.ids();
             self.net.crash(sid, &ids);

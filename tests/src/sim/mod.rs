@@ -7,7 +7,8 @@
 //! ([`disk`]), a driver that executes actions exactly as `zab_core::io` prescribes ([`exec`]),
 //! faults ([`faults`], wipes included, bounded so a quorum of initialized voters remains, and slow
 //! disks that stall one node's fsyncs across elections), membership changes ([`members`]), a
-//! scripting API and the liveness phase ([`script`]), and safety checkers named after `Zab.tla`
+//! scripting API and the liveness phase ([`script`]), bounded links that overflow like zab-net's
+//! outboxes ([`net`] INV-N5) and the drivers' intake limit, zab-net's own ([`admit`]), and safety checkers named after `Zab.tla`
 //! that run after every step ([`checker`]).
 //!
 //! A failing run panics with its seed, its step and the command that replays it:
@@ -16,6 +17,7 @@
 //! drives the scheduler, the cluster's shape and knobs, and the peers' election jitter
 //! (`SimOptions::jitter_seed`, zab-core's `Config::jitter_seed`).
 
+pub mod admit;
 pub mod checker;
 pub mod cluster;
 pub mod core;
@@ -67,6 +69,10 @@ pub struct RunReport {
     pub transfers: u64,
     /// Leader transfers answered as completed (the old leader follows the target).
     pub transfers_completed: u64,
+    /// Times a node began holding client requests or deferring learners' ones (`admit`).
+    pub holds: u64,
+    /// Connections broken by a full link (`net` INV-N5).
+    pub overflows: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -100,5 +106,7 @@ pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
         removed: c.checker().membership.removed().len() as u64,
         transfers: c.transfer_log().total,
         transfers_completed: c.transfer_log().completed() as u64,
+        holds: c.holds,
+        overflows: c.net().overflows,
     }
 }

@@ -15,6 +15,16 @@
 //! peer is down breaks the sender's connection the same way. A new connection is opened
 //! implicitly by the next send after the notice was consumed.
 //!
+//! Each ordered quorum link holds at most `outbox_len` *plain* messages, like zab-net's
+//! bounded per-peer outbox (`TransportConfig::outbox_len`): a send that finds the link full
+//! *overflows*, exactly as `Transport::send` returns `SendError::Overflow` and its link drops
+//! the connection: the message and everything in flight both ways are dropped, and both ends
+//! get a pending `ConnectionLost` notice, as for a `Disconnect` from the far end. Messages of a
+//! stream ([`Network::send_streamed`]: a `SendLogRange` or `SendSnapshot`) do not count: the
+//! node's driver writes them with a sender that waits for room instead of overflowing, and
+//! queues later messages behind the stream, so only plain messages can overflow a link. The
+//! election channel is not bounded (a handful of notifications per election).
+//!
 //! INV-N1: per ordered pair and channel, messages are delivered in send order, without
 //! duplicates, and never across a break: a message sent before a break is never delivered after
 //! it.
@@ -23,6 +33,9 @@
 //! INV-N3: nothing is queued to or from a node that is down.
 //! INV-N4: a node consumes `PeerUnreachable { peer }` before any message `peer` sent after it
 //! was reported (the old connection's end is seen before the new one's messages).
+//! INV-N5: a quorum link never holds more than `outbox_len` plain messages; the send that
+//! would exceed it breaks the connection (both ends' notices, both directions emptied) and
+//! is itself dropped ([`Sent::Overflow`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -72,10 +85,38 @@ impl Delivery {
 /// Key of one FIFO queue: (from, to, channel).
 pub type LinkKey = (ServerId, ServerId, Channel);
 
-/// All links of the cluster.
+/// What became of a send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// Queued on the link.
+    Queued,
+    /// Dropped: the receiver is down or cut off, or the sender's connection is broken and its
+    /// notice not consumed yet.
+    Dropped,
+    /// Dropped because the link was full: the connection broke (INV-N5).
+    Overflow,
+}
+
+/// One FIFO queue: its messages (each marked when part of a stream) and how many of them are
+/// stream messages, which the capacity does not count.
 #[derive(Debug, Default)]
+struct Queue {
+    messages: VecDeque<(Message, bool)>,
+    streamed: usize,
+}
+
+impl Queue {
+    fn plain(&self) -> usize {
+        self.messages.len() - self.streamed
+    }
+}
+
+/// All links of the cluster.
+#[derive(Debug)]
 pub struct Network {
-    queues: BTreeMap<LinkKey, VecDeque<Message>>,
+    queues: BTreeMap<LinkKey, Queue>,
+    /// Most plain messages one quorum link holds (INV-N5).
+    outbox_len: usize,
     /// Unordered pairs (low, high) whose link is cut.
     cut: BTreeSet<(ServerId, ServerId)>,
     /// (holder, peer): `holder` has a pending, unconsumed `ConnectionLost { peer }`.
@@ -87,6 +128,15 @@ pub struct Network {
     down: BTreeSet<ServerId>,
     /// Messages dropped so far (statistics).
     pub dropped: u64,
+    /// Connections broken by a full link so far (INV-N5).
+    pub overflows: u64,
+}
+
+impl Default for Network {
+    /// Unbounded links.
+    fn default() -> Network {
+        Network::with_outbox_len(usize::MAX)
+    }
 }
 
 fn pair(a: ServerId, b: ServerId) -> (ServerId, ServerId) {
@@ -98,6 +148,26 @@ fn pair(a: ServerId, b: ServerId) -> (ServerId, ServerId) {
 }
 
 impl Network {
+    /// A network whose quorum links hold at most `outbox_len` plain messages (INV-N5).
+    pub fn with_outbox_len(outbox_len: usize) -> Network {
+        Network {
+            queues: BTreeMap::new(),
+            outbox_len: outbox_len.max(1),
+            cut: BTreeSet::new(),
+            broken: BTreeSet::new(),
+            notices: BTreeMap::new(),
+            gone: BTreeMap::new(),
+            down: BTreeSet::new(),
+            dropped: 0,
+            overflows: 0,
+        }
+    }
+
+    /// Most plain messages one quorum link holds.
+    pub fn outbox_len(&self) -> usize {
+        self.outbox_len
+    }
+
     /// True when the link between `a` and `b` is cut.
     pub fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
         self.cut.contains(&pair(a, b))
@@ -129,34 +199,64 @@ impl Network {
 
     fn clear_queue(&mut self, key: LinkKey) {
         if let Some(q) = self.queues.get_mut(&key) {
-            self.dropped += q.len() as u64;
-            q.clear();
+            self.dropped += q.messages.len() as u64;
+            q.messages.clear();
+            q.streamed = 0;
         }
     }
 
-    /// Queues `msg` from `from` to `to`, or drops it as described in the module docs.
-    pub fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
+    /// Queues `msg` from `from` to `to`, or drops it as described in the module docs (a full
+    /// quorum link overflows: INV-N5).
+    pub fn send(&mut self, from: ServerId, to: ServerId, msg: Message) -> Sent {
+        self.enqueue(from, to, msg, false)
+    }
+
+    /// Like [`Network::send`] for a message of a stream, which the capacity does not count.
+    pub fn send_streamed(&mut self, from: ServerId, to: ServerId, msg: Message) -> Sent {
+        self.enqueue(from, to, msg, true)
+    }
+
+    fn enqueue(&mut self, from: ServerId, to: ServerId, msg: Message, streamed: bool) -> Sent {
         let channel = Channel::of(&msg);
         let unreachable = self.down.contains(&to) || self.is_cut(from, to) || from == to;
         if channel == Channel::Quorum {
             if self.broken.contains(&(from, to)) {
                 self.dropped += 1;
-                return;
+                return Sent::Dropped;
             }
             if unreachable {
                 self.dropped += 1;
                 self.break_end(from, to);
-                return;
+                return Sent::Dropped;
+            }
+            let full = self
+                .queues
+                .get(&(from, to, channel))
+                .is_some_and(|q| q.plain() >= self.outbox_len);
+            if full && !streamed {
+                self.overflow(from, to);
+                return Sent::Overflow;
             }
         } else if unreachable {
             self.dropped += 1;
             self.unreachable_to(from, to);
-            return;
+            return Sent::Dropped;
         }
-        self.queues
-            .entry((from, to, channel))
-            .or_default()
-            .push_back(msg);
+        let q = self.queues.entry((from, to, channel)).or_default();
+        q.messages.push_back((msg, streamed));
+        q.streamed += usize::from(streamed);
+        Sent::Queued
+    }
+
+    /// A send from `from` found its link to `to` full (INV-N5): the connection breaks as the
+    /// transport drops it, both directions emptied, both ends told.
+    fn overflow(&mut self, from: ServerId, to: ServerId) {
+        self.overflows += 1;
+        self.dropped += 1;
+        self.clear_queue((from, to, Channel::Quorum));
+        self.clear_queue((to, from, Channel::Quorum));
+        self.break_end(from, to);
+        self.break_end(to, from);
     }
 
     /// `from` closed its quorum connection to `peer` (`Action::Disconnect`).
@@ -225,7 +325,7 @@ impl Network {
     pub fn ready_links(&self) -> impl Iterator<Item = LinkKey> + '_ {
         self.queues
             .iter()
-            .filter(|(_, q)| !q.is_empty())
+            .filter(|(_, q)| !q.messages.is_empty())
             .map(|(k, _)| *k)
     }
 
@@ -240,12 +340,12 @@ impl Network {
 
     /// Messages queued on one link.
     pub fn queue_len(&self, key: LinkKey) -> usize {
-        self.queues.get(&key).map_or(0, VecDeque::len)
+        self.queues.get(&key).map_or(0, |q| q.messages.len())
     }
 
     /// Total messages in flight.
     pub fn in_flight(&self) -> usize {
-        self.queues.values().map(VecDeque::len).sum()
+        self.queues.values().map(|q| q.messages.len()).sum()
     }
 
     /// Takes the head of a link, or the receiver's pending notice for the sender first.
@@ -255,17 +355,20 @@ impl Network {
             self.consume_notice(to, from);
             return Some(Delivery::Lost);
         }
-        let has_message = self.queues.get(&key).is_some_and(|q| !q.is_empty());
+        let has_message = self
+            .queues
+            .get(&key)
+            .is_some_and(|q| !q.messages.is_empty());
         if let Some(q) = self.gone.get_mut(&to).filter(|_| has_message) {
             if let Some(at) = q.iter().position(|p| *p == from) {
                 q.remove(at);
                 return Some(Delivery::Unreachable);
             }
         }
-        self.queues
-            .get_mut(&key)?
-            .pop_front()
-            .map(Delivery::Message)
+        let q = self.queues.get_mut(&key)?;
+        let (msg, streamed) = q.messages.pop_front()?;
+        q.streamed -= usize::from(streamed);
+        Some(Delivery::Message(msg))
     }
 
     /// Takes the oldest pending notice of `id`: the peer whose connection it lost, else one

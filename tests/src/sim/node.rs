@@ -5,7 +5,11 @@
 //! INV-SN2: `committed` is the committed configuration of the peer's last
 //! `Action::MembershipChanged`: what a snapshot taken now carries.
 
-use zab_core::{Config, MemberRole, Membership, ServerId, Txn};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use zab_core::{Config, Input, MemberRole, Membership, ServerId, Txn};
+use zab_net::admission::Intake;
 
 use super::checker::{NodeView, PeerView};
 use super::core::Peer;
@@ -45,6 +49,11 @@ pub struct SimNode {
     pub power_loss_at_ms: Option<u64>,
     /// The restart scheduled after that power loss, at this virtual time.
     pub restart_at_ms: Option<u64>,
+    /// Its driver's intake limit and learners' deferred requests (`admit` INV-A1), at
+    /// virtual time.
+    pub intake: Intake<Duration>,
+    /// Client requests its driver has not taken yet, in order (`admit` INV-A2).
+    pub held: VecDeque<Input>,
 }
 
 impl SimNode {
@@ -64,8 +73,14 @@ impl SimNode {
     }
 
     /// A node that never ran, on an empty disk: a bootstrap member (`helper` `None`), or one
-    /// that joins with the configuration `helper` a member gave it.
-    pub fn new(id: ServerId, config: Config, helper: Option<Membership>) -> SimNode {
+    /// that joins with the configuration `helper` a member gave it; its links hold
+    /// `outbox_len` messages.
+    pub fn new(
+        id: ServerId,
+        config: Config,
+        helper: Option<Membership>,
+        outbox_len: usize,
+    ) -> SimNode {
         let mut disk = Disk::default();
         if helper.is_some() {
             disk.wipe(helper);
@@ -85,6 +100,8 @@ impl SimNode {
             fsync_stalled_until_ms: 0,
             power_loss_at_ms: None,
             restart_at_ms: None,
+            intake: Intake::new(outbox_len),
+            held: VecDeque::new(),
         }
     }
 

@@ -120,11 +120,28 @@ pub struct SimOptions {
     /// one link per step, as the sweep did before INV-C4 (to replay old failures as they
     /// failed).
     pub links_per_deliver: Option<usize>,
+    /// Most plain messages one quorum link holds (`net` INV-N5), zab-net's
+    /// `TransportConfig::outbox_len`. `None` scales the real default to the simulation's
+    /// window ([`SimOptions::scaled_outbox_len`]: a few dozen to a couple of hundred, small
+    /// enough that the sweep's bursts of writes and a paused follower reach it). A given
+    /// value is raised to [`SimOptions::min_outbox_len`], below which a node refuses to start.
+    pub outbox_len: Option<usize>,
+    /// The nodes' drivers limit their intake (`admit`, zab-net's `admission`). On by default;
+    /// a test-only switch to show what the limit prevents: off, every request is taken at once.
+    pub admission: bool,
+    /// Random faults include bursts of client writes ([`super::faults::BURST_WRITES`] at once
+    /// on one node).
+    pub bursts: bool,
     /// Print every step to stderr.
     pub trace: bool,
     /// Keep a log of every message sent (for scenario assertions).
     pub record_events: bool,
 }
+
+/// One seed in this many of the sweep runs with bursts of writes and a `syncLimit` longer
+/// than `SLOW_GRACE` (so a paused follower stays connected past the grace and its link can
+/// overflow): see [`SimOptions::for_seed`].
+pub const SMALL_OUTBOX_ONE_IN: u64 = 4;
 
 /// Whether the random sweep mixes membership changes in: on unless `ZAB_MEMBERSHIP=0`, which
 /// explores past a membership-related failure (the even seeds run without changes either way).
@@ -161,6 +178,9 @@ impl SimOptions {
             transfers: false,
             max_membership_changes: 8,
             links_per_deliver: Some(super::cluster::LINKS_PER_DELIVER),
+            outbox_len: None,
+            admission: true,
+            bursts: false,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),
@@ -202,7 +222,73 @@ impl SimOptions {
         // leads, and the liveness phase cannot end).
         o.membership_changes = membership_sweep() && seed % 2 == 1 && !o.wipes;
         o.transfers = std::env::var_os("ZAB_NO_TRANSFERS").is_none();
+        o.backpressure_knobs(seed);
         (o, steps)
+    }
+
+    /// The sweep's backpressure knobs for `seed`, from a generator of their own (so the draws
+    /// above are unchanged). Three seeds in four run with unbounded links, as before bounded
+    /// links existed: a leader sends a DIFF from memory (its committed-log window *and* every
+    /// logged txn it has not seen committed, after a restart its whole log since the newest
+    /// snapshot) as plain messages, which overflow any outbox once that history is long
+    /// enough, at every resync (a known limit of zab-core's sync with zab-net's outboxes:
+    /// with `ZAB_BOUNDED_LINKS=1`, which gives every seed the scaled outbox, seed 139 elects
+    /// forever). One seed in
+    /// [`SMALL_OUTBOX_ONE_IN`] gets bounded links ([`SimOptions::sweep_outbox_len`]), local
+    /// snapshots every 7 or 15 applies (which bound that history), bursts of writes, and a
+    /// `syncLimit` of 1.5–2.5 s: longer than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s)
+    /// is, so a paused follower stays connected past the grace, stops limiting the intake and
+    /// overflows; the shorter default `syncLimit` (0.5 s) would always drop it first.
+    /// `ZAB_NO_BURSTS=1` turns this off to explore past a failure that needs it;
+    /// `ZAB_MIN_OUTBOXES=1` runs the bounded seeds with the smallest outboxes zab-net starts
+    /// with (plus 0–8).
+    fn backpressure_knobs(&mut self, seed: u64) {
+        use rand::{Rng, SeedableRng};
+        if seed % SMALL_OUTBOX_ONE_IN != 2 || std::env::var_os("ZAB_NO_BURSTS").is_some() {
+            if std::env::var_os("ZAB_BOUNDED_LINKS").is_none() {
+                self.outbox_len = Some(usize::MAX);
+            }
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c_0b0c_0b0c_0b0c);
+        let above_min = rng.gen_range(0..=8);
+        self.outbox_len = Some(self.sweep_outbox_len());
+        if std::env::var_os("ZAB_MIN_OUTBOXES").is_some() {
+            self.outbox_len = Some(self.min_outbox_len() + above_min);
+        }
+        self.bursts = true;
+        self.sync_limit_ticks = rng.gen_range(15..=25);
+        self.snap_every = [7, 15][rng.gen_range(0..2)];
+    }
+
+    /// The bounded seeds' outbox: the scaled default plus room for a DIFF of the history a
+    /// snapshot every 15 applies leaves in memory (2 × 60 messages).
+    pub fn sweep_outbox_len(&self) -> usize {
+        self.scaled_outbox_len() + 120
+    }
+
+    /// The smallest outbox a node of this configuration starts with: a DIFF of the committed
+    /// log window (2 × `committed_log_window` + 16 messages), as zab-net requires.
+    pub fn min_outbox_len(&self) -> usize {
+        2 * self.committed_log_window + 16
+    }
+
+    /// zab-net's default outbox scaled to this run's window: 4096 is about 8 × ZooKeeper's
+    /// default window (500) + 96, so 8 × `committed_log_window` + 64. That also holds, beside
+    /// the window, the uncommitted tail the intake admits (under 3/8 of the outbox in txns,
+    /// two messages each), which a new leader's DIFF from memory carries too: with outboxes
+    /// at [`SimOptions::min_outbox_len`] that DIFF may overflow at every resync (a known limit
+    /// of zab-net's start check, which counts the window only).
+    pub fn scaled_outbox_len(&self) -> usize {
+        8 * self.committed_log_window + 64
+    }
+
+    /// The outbox this run's links have: [`SimOptions::outbox_len`] or the scaled default,
+    /// at least [`SimOptions::min_outbox_len`].
+    pub fn effective_outbox_len(&self) -> usize {
+        self.outbox_len
+            .unwrap_or_else(|| self.scaled_outbox_len())
+            .max(self.min_outbox_len())
     }
 
     /// Every sid and its type.

@@ -132,7 +132,7 @@ impl Cluster {
         let request_id = self.next_request_id();
         let payload = Bytes::from(format!("w{}@{}", request_id.0, id.0));
         self.mix(0x77 ^ request_id.0);
-        self.feed(
+        self.submit(
             id,
             Input::ClientWrite {
                 request_id,
@@ -175,7 +175,7 @@ impl Cluster {
     pub fn sync_read(&mut self, id: ServerId) -> RequestId {
         let request_id = self.next_request_id();
         self.mix(0x55 ^ request_id.0);
-        self.feed(id, Input::ClientSync { request_id });
+        self.submit(id, Input::ClientSync { request_id });
         request_id
     }
 

@@ -11,6 +11,7 @@
 // Test code: a failed expectation aborts the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod backpressure;
 mod broadcast;
 mod durability_bugs;
 mod election;

@@ -382,6 +382,17 @@ impl Peer {
         self.core.last_applied
     }
 
+    /// Client requests (and, at a leader, learners' forwarded ones) held until the role is
+    /// established: proposed or forwarded all at once then. A driver limiting its intake
+    /// counts them with what it already sent.
+    pub fn queued_requests(&self) -> usize {
+        match &self.role {
+            RoleState::Looking(_) => 0,
+            RoleState::Leading(l) => l.queued.len(),
+            RoleState::Learning(l) => l.queued.len(),
+        }
+    }
+
     /// True for an established leader, or a learner after UPTODATE.
     pub fn is_serving(&self) -> bool {
         match &self.role {

@@ -27,7 +27,8 @@
 //! and many writes cost one status notification instead of one each.
 //! INV-5 (backpressure): requests, the handle's and those learners forward, are taken only
 //! while `admission` gives room: never more in one wake-up than the members a quorum needs
-//! can absorb without overflowing their links (`admission` INV-1..INV-5).
+//! can absorb without overflowing their links (`crate::admission` INV-1..INV-6; the holds, INV-4,
+//! in `admission`).
 
 mod admission;
 mod execute;
@@ -243,6 +244,7 @@ impl Driver {
                 self.peer.last_logged_zxid(),
                 self.peer.last_committed_zxid(),
             ),
+            queued: self.peer.queued_requests(),
             backlog: |sid| {
                 transport.outbox_len(sid, Channel::Quorum).unwrap_or(0) + out.waiting(sid)
             },
