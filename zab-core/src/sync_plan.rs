@@ -14,7 +14,10 @@
 //! in-memory window (so every zxid of the DIFF is in the range or in memory, C16), holds at
 //! most `diff_from_log_limit` txns and, when the newest snapshot's size is known and
 //! `snapshot_size_factor` is not negative, at most that fraction of the snapshot's bytes
-//! (ZooKeeper's `snapshotSizeFactor`); otherwise SNAP. A DIFF from memory is never weighed.
+//! (ZooKeeper's `snapshotSizeFactor`); otherwise SNAP. A DIFF from memory is never weighed,
+//! and its length is not bounded by the committed-log window: right after a leader's restart
+//! it holds every txn above the snapshot. The driver sends every message of a sync with flow
+//! control (zab-net `node::out` INV-5), so no length of DIFF overflows a learner's link.
 
 use std::fmt;
 

@@ -291,3 +291,54 @@ async fn a_large_snap_streams_through_a_small_outbox() {
     assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
     c.shutdown().await;
 }
+
+/// A learner that lacks many times more txns than its outbox holds, all of them in the
+/// leader's memory (a restarted leader applies nothing before its NEWLEADER quorum, so it
+/// keeps every txn above its snapshot), and that the leader needs for that quorum: its sync
+/// waits for room in the outbox like a stream, and it catches up — instead of overflowing
+/// the outbox, being dropped and getting the same DIFF again, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diff_from_memory_longer_than_the_outbox_is_flow_controlled() {
+    const OUTBOX: usize = 32;
+    const TXNS: usize = 64 * OUTBOX;
+    let mut c = Cluster::new(3, 0);
+    // The smallest outbox the start check allows for this window (2 × 8 + 16).
+    c.opts.committed_log_window = Some(8);
+    c.opts.outbox_len = Some(OUTBOX);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let (lag, other) = (c.followers(leader)[0], c.followers(leader)[1]);
+    c.stop(lag).await;
+    let value = "v".repeat(1024);
+    let mut last = Zxid::ZERO;
+    for round in 0..TXNS / 32 {
+        let keys: Vec<String> = (0..32).map(|i| format!("k{round}-{i}")).collect();
+        for r in futures::future::join_all(keys.iter().map(|k| c.put(leader, k, &value))).await {
+            last = last.max(r.unwrap());
+        }
+    }
+    c.wait_applied(other, last, STABLE).await;
+    c.stop(leader).await;
+    c.stop(other).await;
+    // Only the old leader (longest log: it leads again) and the lagging follower: the
+    // leader's NEWLEADER quorum needs the follower, whose DIFF from memory is 128 × the outbox
+    // (messages) and megabytes long.
+    c.start(leader).await;
+    c.start(lag).await;
+    let t0 = Instant::now();
+    c.wait_applied(lag, last, Duration::from_secs(30)).await;
+    let st = c.status(lag);
+    println!(
+        "lagging follower caught up {} txns in {:?} (DIFFs received: {})",
+        TXNS,
+        t0.elapsed(),
+        st.syncs_received.diff
+    );
+    assert_eq!(c.kvs[&lag].state().map, c.kvs[&leader].state().map);
+    // Without flow control each attempt delivers about one outbox of the DIFF before the
+    // overflow drops the follower (it keeps what it logged and asks again from there): some
+    // hundred syncs instead of one.
+    let s = st.syncs_received;
+    assert_eq!(s.diff + s.snap, 1, "synced more than once: {s:?}");
+    c.shutdown().await;
+}

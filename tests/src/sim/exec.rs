@@ -13,7 +13,7 @@ use zab_core::{Action, Input, Membership, Message, Role, ServerId, StepError, Tx
 use super::cluster::Cluster;
 use super::core::Peer;
 use super::disk::Snapshot;
-use super::net::{LinkKey, Sent};
+use super::net::{Channel, LinkKey, Sent};
 use super::node::SimNode;
 use super::record::{EpochWrite, Event};
 
@@ -43,6 +43,7 @@ impl Cluster {
         node.paused = false;
         node.last_tick_ms = now_ms;
         node.since_snapshot = 0;
+        node.syncing.clear();
         let old = std::mem::replace(&mut node.applied, state);
         let v = self.checker.on_state_loaded(id, &old, &node.applied, false);
         self.check(v);
@@ -58,7 +59,14 @@ impl Cluster {
         };
         let verdict = self.checker.on_input(node.view(), &input);
         self.check(verdict);
-        let Some(peer) = self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()) else {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if let Input::ConnectionLost { peer } = &input {
+            // The driver's sync to it ends with the connection (zab-net `node::out` INV-2).
+            node.syncing.remove(peer);
+        }
+        let Some(peer) = node.peer.as_mut() else {
             return;
         };
         if let Err(e) = peer.step(input) {
@@ -82,8 +90,38 @@ impl Cluster {
         }
     }
 
+    /// Sends `msg`, streamed while `from`'s driver syncs `to` (zab-net `node::out` INV-5:
+    /// from a DIFF or TRUNC header, a log range or a SNAP, through UPTODATE).
     fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
-        self.send_as(from, to, msg, false);
+        let quorum = Channel::of(&msg) == Channel::Quorum;
+        let streamed = quorum
+            && self.nodes.get_mut(&from).is_some_and(|n| {
+                if matches!(msg, Message::Diff { .. } | Message::Trunc { .. }) {
+                    n.syncing.insert(to);
+                }
+                let syncing = n.syncing.contains(&to);
+                if matches!(msg, Message::UpToDate) {
+                    n.syncing.remove(&to);
+                }
+                syncing
+            });
+        self.send_as(from, to, msg, streamed);
+    }
+
+    /// `from`'s driver starts (or goes on with) a sync of `to` (zab-net `node::out` INV-5).
+    fn syncing(&mut self, from: ServerId, to: ServerId) {
+        if let Some(n) = self.nodes.get_mut(&from) {
+            n.syncing.insert(to);
+        }
+    }
+
+    /// `Disconnect`: the connection, and any sync on it, ends.
+    fn disconnect(&mut self, id: ServerId, peer: ServerId) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.syncing.remove(&peer);
+        }
+        self.net.disconnect(id, peer);
+        self.forget_deferred(id, peer);
     }
 
     /// Sends `msg`, as part of a stream when `streamed` (which a full link does not refuse:
@@ -124,10 +162,7 @@ impl Cluster {
         }
         match action {
             Action::Send { to, msg } => self.send(id, to, msg),
-            Action::Disconnect { peer } => {
-                self.net.disconnect(id, peer);
-                self.forget_deferred(id, peer);
-            }
+            Action::Disconnect { peer } => self.disconnect(id, peer),
             Action::SendLogRange { to, after, upto } => self.send_log_range(id, to, after, upto),
             Action::SendSnapshot {
                 to,
@@ -195,6 +230,7 @@ impl Cluster {
     /// `SendLogRange`: streams `(after, upto]` from `id`'s log to `to` as PROPOSAL + COMMIT
     /// pairs; a range the log does not hold contiguously is a failure of the core.
     fn send_log_range(&mut self, id: ServerId, to: ServerId, after: Zxid, upto: Zxid) {
+        self.syncing(id, to);
         let disk = &self.nodes[&id].disk;
         match disk.read_range(after, upto) {
             Some(txns) => {
@@ -223,6 +259,7 @@ impl Cluster {
     /// run's rng). The snapshot carries the configuration the action names, which must be the
     /// one the node last reported committed.
     fn send_snapshot(&mut self, id: ServerId, to: ServerId, zxid: Zxid, membership: Membership) {
+        self.syncing(id, to);
         let node = &self.nodes[&id];
         if node.committed.as_ref() != Some(&membership) {
             self.fail(&format!(

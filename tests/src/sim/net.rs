@@ -20,9 +20,11 @@
 //! *overflows*, exactly as `Transport::send` returns `SendError::Overflow` and its link drops
 //! the connection: the message and everything in flight both ways are dropped, and both ends
 //! get a pending `ConnectionLost` notice, as for a `Disconnect` from the far end. Messages of a
-//! stream ([`Network::send_streamed`]: a `SendLogRange` or `SendSnapshot`) do not count: the
-//! node's driver writes them with a sender that waits for room instead of overflowing, and
-//! queues later messages behind the stream, so only plain messages can overflow a link. The
+//! stream ([`Network::send_streamed`]: a `SendLogRange` or `SendSnapshot`, and every message
+//! of a learner's sync, from its DIFF/TRUNC header, log range or SNAP through UPTODATE, as
+//! `exec` marks them) do not count: the node's driver writes them with a sender that waits
+//! for room instead of overflowing (zab-net `node::out` INV-5), and queues later messages
+//! behind the stream, so only plain messages can overflow a link. The
 //! election channel is not bounded (a handful of notifications per election).
 //!
 //! INV-N1: per ordered pair and channel, messages are delivered in send order, without

@@ -5,7 +5,7 @@
 //! INV-SN2: `committed` is the committed configuration of the peer's last
 //! `Action::MembershipChanged`: what a snapshot taken now carries.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use zab_core::{Config, Input, MemberRole, Membership, ServerId, Txn};
@@ -54,6 +54,9 @@ pub struct SimNode {
     pub intake: Intake<Duration>,
     /// Client requests its driver has not taken yet, in order (`admit` INV-A2).
     pub held: VecDeque<Input>,
+    /// The learners its driver is syncing: every quorum message to them is streamed, which
+    /// a full link does not refuse (zab-net `node::out` INV-5; `exec`).
+    pub syncing: BTreeSet<ServerId>,
 }
 
 impl SimNode {
@@ -102,6 +105,7 @@ impl SimNode {
             restart_at_ms: None,
             intake: Intake::new(outbox_len),
             held: VecDeque::new(),
+            syncing: BTreeSet::new(),
         }
     }
 

@@ -228,12 +228,12 @@ impl SimOptions {
 
     /// The sweep's backpressure knobs for `seed`, from a generator of their own (so the draws
     /// above are unchanged). Three seeds in four run with unbounded links, as before bounded
-    /// links existed: a leader sends a DIFF from memory (its committed-log window *and* every
-    /// logged txn it has not seen committed, after a restart its whole log since the newest
-    /// snapshot) as plain messages, which overflow any outbox once that history is long
-    /// enough, at every resync (a known limit of zab-core's sync with zab-net's outboxes:
-    /// with `ZAB_BOUNDED_LINKS=1`, which gives every seed the scaled outbox, seed 139 elects
-    /// forever). One seed in
+    /// links existed (`ZAB_BOUNDED_LINKS=1` gives every seed the scaled outbox). A leader's
+    /// DIFF from memory (its committed-log window *and* every logged txn it has not seen
+    /// committed, after a restart its whole log since the newest snapshot) is longer than
+    /// any outbox once that history is long enough; it used to go as plain messages and
+    /// overflow at every resync (seed 139 with bounded links elected forever), and is now
+    /// streamed like the rest of the sync (zab-net `node::out` INV-5, `exec`). One seed in
     /// [`SMALL_OUTBOX_ONE_IN`] gets bounded links ([`SimOptions::sweep_outbox_len`]), local
     /// snapshots every 7 or 15 applies (which bound that history), bursts of writes, and a
     /// `syncLimit` of 1.5–2.5 s: longer than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s)

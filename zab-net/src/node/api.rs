@@ -328,6 +328,7 @@ pub struct NodeOptions {
     /// Overrides the transport's per-link outbox capacity, in messages (default 4096). It must
     /// hold a DIFF of the committed-log window, 2 × `committed_log_window` + 16 messages, or
     /// the start is refused ([`NetError::OutboxTooSmall`](crate::NetError::OutboxTooSmall)).
+    /// (A learner's sync itself waits for room in the outbox, whatever its length.)
     pub outbox_len: Option<usize>,
     /// A stream (SNAP, DIFF from log) to a peer that makes no progress this long is abandoned
     /// and the peer disconnected.

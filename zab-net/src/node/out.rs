@@ -18,6 +18,14 @@
 //! written into the outbox being discarded; that `ConnectionLost` is not fed to the core,
 //! which already dropped the connection (it would otherwise end a newer session with the
 //! same peer).
+//! INV-5: a learner's sync is flow-controlled from end to end: from the first message of a
+//! sync to a peer (a DIFF or TRUNC header, a log range, a SNAP) until its UPTODATE is handed
+//! to the transport, every quorum message to that peer leaves through a stream (consecutive
+//! messages batched as [`Stream::Messages`]), which waits for room in the outbox instead of
+//! overflowing it. A DIFF from memory can be far longer than the outbox (a restarted leader
+//! holds every txn above its snapshot until its NEWLEADER quorum), and so can what queued
+//! behind a SNAP or a log range; sent at once, they would drop the learner on every attempt.
+//! Outside a sync a full outbox drops the connection, as before (admission relies on it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -49,6 +57,8 @@ pub(super) enum Stream {
         /// Inclusive upper bound.
         upto: Zxid,
     },
+    /// Messages already made (a sync's, INV-5), sent in order, each waiting for room.
+    Messages(Vec<Message>),
     /// `Snap { zxid }` then the configuration and the view's bytes as `SnapChunk`s.
     Snapshot {
         /// The view's zxid.
@@ -72,6 +82,8 @@ struct PeerOut {
     queue: VecDeque<Item>,
     /// The running stream's task; `Some` exactly while `state` is `Streaming`.
     task: Option<AbortHandle>,
+    /// A sync to this peer is under way: its messages leave through streams (INV-5).
+    sync: bool,
 }
 
 /// A stream task's end.
@@ -119,9 +131,18 @@ impl OutQueues {
             return;
         }
         let p = self.peers.entry(to).or_default();
-        match p.state.delivery() {
+        let delivery = p.state.delivery();
+        if delivery != Delivery::Drop && matches!(msg, Message::Diff { .. } | Message::Trunc { .. })
+        {
+            p.sync = true;
+        }
+        match delivery {
             Delivery::Drop => {}
             Delivery::Queue => p.queue.push_back(Item::Msg(msg)),
+            Delivery::Now if p.sync => {
+                p.queue.push_back(Item::Msg(msg));
+                self.pump(t, to);
+            }
             Delivery::Now => {
                 if let Err(e) = t.send(to, msg) {
                     self.sever(t, to, &e.to_string());
@@ -133,7 +154,10 @@ impl OutQueues {
     /// Starts (or queues, or drops while muted) a stream to `to`.
     pub(super) fn stream(&mut self, t: &Transport, to: ServerId, s: Stream) {
         let p = self.peers.entry(to).or_default();
-        match p.state.delivery() {
+        let delivery = p.state.delivery();
+        // A log range or a SNAP is only ever part of a sync (INV-5).
+        p.sync |= delivery != Delivery::Drop;
+        match delivery {
             Delivery::Drop => {}
             Delivery::Queue => p.queue.push_back(Item::Stream(s)),
             Delivery::Now => self.start(t, to, s),
@@ -236,6 +260,10 @@ impl OutQueues {
             if p.state.delivery() != Delivery::Now {
                 return;
             }
+            if let Some(batch) = sync_batch(p) {
+                self.start(t, to, Stream::Messages(batch));
+                continue;
+            }
             let Some(item) = p.queue.pop_front() else {
                 return;
             };
@@ -269,10 +297,14 @@ impl OutQueues {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let max_queued = match &s {
-            Stream::Range { .. } => RANGE_QUEUED,
+            Stream::Range { .. } | Stream::Messages(_) => RANGE_QUEUED,
             Stream::Snapshot { .. } => SNAP_QUEUED,
         };
         match s {
+            Stream::Messages(batch) => {
+                // The whole batch is made: the sender task ends when it is forwarded.
+                let _ = tx.try_send(Ok(batch));
+            }
             Stream::Range { after, upto } => {
                 let reader = self.reader.clone();
                 tokio::task::spawn_blocking(move || produce_range(&reader, after, upto, &tx));
@@ -306,12 +338,30 @@ impl OutQueues {
     }
 }
 
-/// Drops a peer's queue and aborts its stream (INV-2).
+/// Drops a peer's queue and aborts its stream (INV-2); a sync ends with its connection.
 fn clear(p: &mut PeerOut) {
     if let Some(h) = p.task.take() {
         h.abort();
     }
     p.queue.clear();
+    p.sync = false;
+}
+
+/// During a sync, the messages at the front of `p`'s queue, taken as one batch to stream
+/// (INV-5); the sync ends with the batch that holds its UPTODATE.
+fn sync_batch(p: &mut PeerOut) -> Option<Vec<Message>> {
+    if !p.sync {
+        return None;
+    }
+    let mut batch = Vec::new();
+    // Bounded by the queue's length.
+    while let Some(Item::Msg(_)) = p.queue.front() {
+        if let Some(Item::Msg(m)) = p.queue.pop_front() {
+            p.sync &= !matches!(m, Message::UpToDate);
+            batch.push(m);
+        }
+    }
+    (!batch.is_empty()).then_some(batch)
 }
 
 fn warn_sever(to: ServerId, why: &str) {
@@ -320,4 +370,42 @@ fn warn_sever(to: ServerId, why: &str) {
         error = why,
         "send to peer failed; dropping its connection"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(p: &PeerOut) -> usize {
+        p.queue.len()
+    }
+
+    #[test]
+    fn a_sync_batch_takes_the_messages_before_a_stream_and_ends_with_uptodate() {
+        let mut p = PeerOut::default();
+        p.queue.push_back(Item::Msg(Message::UpToDate));
+        assert!(sync_batch(&mut p).is_none(), "no sync: nothing is batched");
+        assert_eq!(msgs(&p), 1);
+        p.queue.clear();
+        p.sync = true;
+        p.queue.push_back(Item::Msg(Message::Diff {
+            last_zxid: Zxid::ZERO,
+        }));
+        p.queue.push_back(Item::Stream(Stream::Range {
+            after: Zxid::ZERO,
+            upto: Zxid::ZERO,
+        }));
+        p.queue.push_back(Item::Msg(Message::UpToDate));
+        p.queue.push_back(Item::Msg(Message::Ping { round: 1 }));
+        let first = sync_batch(&mut p).unwrap();
+        assert!(matches!(first[..], [Message::Diff { .. }]));
+        assert!(sync_batch(&mut p).is_none(), "a stream is next");
+        p.queue.pop_front();
+        let second = sync_batch(&mut p).unwrap();
+        assert!(matches!(
+            second[..],
+            [Message::UpToDate, Message::Ping { .. }]
+        ));
+        assert!(!p.sync, "UPTODATE ends the sync");
+    }
 }

@@ -79,8 +79,10 @@ pub enum NetError {
     /// given in `NodeOptions::metrics_registry` already holds another node's.
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
-    /// The peer outbox cannot hold a sync from the committed-log window (a node's start): every
-    /// learner resync by DIFF would overflow it, drop the learner and start over.
+    /// The peer outbox cannot hold a sync from the committed-log window (a node's start). The
+    /// floor dates from when a DIFF from memory was sent at once, so that a shorter outbox
+    /// overflowed at every resync; a sync now waits for room in the outbox (`node::out`
+    /// INV-5), and the floor is kept as a conservative minimum.
     #[error(
         "refusing to start: the peer outbox holds {outbox_len} messages, but a DIFF of the \
          committed-log window ({window} txns) sends up to {needed}; raise outbox_len to at \
