@@ -164,9 +164,9 @@ fn uncommitted_counts_within_the_epoch() {
 #[test]
 fn requests_the_core_holds_count_as_sent() {
     let voters = [sid(1), sid(2), sid(3)];
-    let leader = |queued: usize| Demand {
-        me: sid(1),
-        role: Role::Leading,
+    let demand = |me: u64, role: Role, queued: usize| Demand {
+        me: sid(me),
+        role,
         leader: Some(sid(1)),
         voters: &voters,
         uncommitted: 0,
@@ -174,20 +174,12 @@ fn requests_the_core_holds_count_as_sent() {
         backlog: |_: ServerId| 0,
         now: Instant::ZERO,
     };
+    let leader = |queued: usize| demand(1, Role::Leading, queued);
     // High water 300, three messages per write: 100 writes, less those the core holds.
     assert_eq!(Intake::<Instant>::new(400).room_for(&leader(0)), 100);
     assert_eq!(Intake::<Instant>::new(400).room_for(&leader(60)), 40);
     assert_eq!(Intake::<Instant>::new(400).room_for(&leader(100)), 0);
-    let learner = |queued: usize| Demand {
-        me: sid(2),
-        role: Role::Following,
-        leader: Some(sid(1)),
-        voters: &voters,
-        uncommitted: 0,
-        queued,
-        backlog: |_: ServerId| 0,
-        now: Instant::ZERO,
-    };
+    let learner = |queued: usize| demand(2, Role::Following, queued);
     assert_eq!(Intake::<Instant>::new(400).room_for(&learner(100)), 50);
     assert_eq!(Intake::<Instant>::new(400).room_for(&learner(150)), 0);
 }
