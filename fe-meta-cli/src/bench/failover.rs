@@ -13,6 +13,11 @@
 //!   so neither alone means established. Polled every millisecond,
 //! * `fresh_client_first_write_ms`: kill → the first write committed by a client connecting
 //!   afresh to each survivor in turn (100 ms to connect),
+//! * `killed_exit_ms`: kill → the killed process reaped (polled every millisecond). The kernel
+//!   frees a killed process's memory before it closes its sockets (about 100 ms per GiB of
+//!   RSS here), so the survivors cannot learn of the kill sooner; with a large catalog this,
+//!   not the election, is most of `new_leader_reported_ms`. `new_leader_after_exit_ms` is the
+//!   rest: what the election, discovery and sync took once the connections had closed,
 //!
 //! then restart the killed node and wait until it is synced and serving again.
 //!
@@ -153,6 +158,8 @@ struct Trial {
     new_leader_ms: f64,
     /// NaN if no fresh client's write succeeded within the phase.
     probe_ms: f64,
+    /// Kill → the killed process reaped (its memory freed and its sockets closed).
+    exit_ms: f64,
     ops_before: usize,
     ops_after: usize,
 }
@@ -184,6 +191,8 @@ impl Trial {
                     format!("{:.1}", self.probe_ms)
                 },
             )
+            .set("killed_exit_ms", format!("{:.1}", self.exit_ms))
+            .set("new_leader_after_exit_ms", after_exit(self))
             .set("ops_before", self.ops_before)
             .set("ops_after", self.ops_after);
         l
@@ -212,6 +221,7 @@ async fn kill_the_leader(
     let ops_before = rec.ok_times().len();
     let t_kill = Instant::now();
     cluster.stop_node(leader, Signal::SIGKILL).await?;
+    let exit_ms = t_kill.elapsed().as_secs_f64() * 1e3;
     let survivors: Vec<String> = cluster
         .sids
         .iter()
@@ -237,6 +247,7 @@ async fn kill_the_leader(
         first_ok_after_kill_ms: signed_ms(t_kill, gap_end),
         new_leader_ms: elected.map_or(-1.0, |e| (e - t_kill).as_secs_f64() * 1e3),
         probe_ms: probed.map_or(f64::NAN, |e| (e - t_kill).as_secs_f64() * 1e3),
+        exit_ms,
         ops_before,
         ops_after: rec.ok_times().len(),
     })
@@ -301,10 +312,20 @@ fn summary(trials: &[Trial], rec: &Record) -> Line {
             "mean_fresh_client_first_write_ms",
             format!("{:.1}", mean(|t| t.probe_ms)),
         )
+        .set("mean_killed_exit_ms", format!("{:.1}", mean(|t| t.exit_ms)))
         .set("conn_loss_errors", rec.conn_loss.load(Ordering::Relaxed))
         .set("session_expired", 0)
         .set("other_errors", rec.other.load(Ordering::Relaxed));
     s
+}
+
+/// New leader reported − killed process reaped, ms; `-1` when no new leader was reported.
+fn after_exit(t: &Trial) -> String {
+    if t.new_leader_ms < 0.0 {
+        "-1".to_owned()
+    } else {
+        format!("{:.1}", t.new_leader_ms - t.exit_ms)
+    }
 }
 
 /// `b - a` in ms, negative when `b` is before `a`.

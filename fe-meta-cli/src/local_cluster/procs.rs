@@ -195,7 +195,7 @@ impl Children {
                 let _ = child.wait();
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         p.child = None;
         true

@@ -85,8 +85,12 @@ async fn observer_down_does_not_slow_writes_and_catches_up() {
         down_p99.as_secs_f64() * 1e3,
     );
     assert!(restarted.elapsed() < Duration::from_secs(30));
+    // A leader that waited for the dead observer (an ack counted, an outbox it held writes
+    // for) stalls writes to a trickle; a quarter of the rate keeps that visible while the
+    // noise of a loaded machine between two 2 s windows (a half failed once at load 10) does
+    // not trip it.
     assert!(
-        down_rate > 0.5 * up_rate,
+        down_rate > 0.25 * up_rate,
         "writes slowed while the observer was down: {down_rate:.0}/s vs {up_rate:.0}/s"
     );
     let done = c.finish().await.unwrap();
