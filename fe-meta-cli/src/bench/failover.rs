@@ -49,10 +49,17 @@ struct Record {
     ok: Mutex<Vec<Instant>>,
     conn_loss: AtomicU64,
     other: AtomicU64,
+    /// The first error that was not a lost or refused connection.
+    first_other: Mutex<Option<String>>,
     stop: AtomicBool,
 }
 
 impl Record {
+    fn note_other(&self, e: &ClientError) {
+        let mut first = self.first_other.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| format!("{}: {e}", e.name()));
+    }
+
     fn ok_times(&self) -> std::sync::MutexGuard<'_, Vec<Instant>> {
         self.ok.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -84,8 +91,9 @@ async fn writer(endpoints: Vec<String>, p: Params, rec: Arc<Record>, deadline: I
                 at += 1;
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            Err(_) => {
+            Err(e) => {
                 rec.other.fetch_add(1, Ordering::Relaxed);
+                rec.note_other(&e);
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
@@ -315,7 +323,8 @@ fn summary(trials: &[Trial], rec: &Record) -> Line {
         .set("mean_killed_exit_ms", format!("{:.1}", mean(|t| t.exit_ms)))
         .set("conn_loss_errors", rec.conn_loss.load(Ordering::Relaxed))
         .set("session_expired", 0)
-        .set("other_errors", rec.other.load(Ordering::Relaxed));
+        .set("other_errors", rec.other.load(Ordering::Relaxed))
+        .set("first_other_error", first_other(rec));
     s
 }
 
@@ -326,6 +335,12 @@ fn after_exit(t: &Trial) -> String {
     } else {
         format!("{:.1}", t.new_leader_ms - t.exit_ms)
     }
+}
+
+/// The writer's first error other than a lost connection; `none` when there was none.
+fn first_other(rec: &Record) -> String {
+    let first = rec.first_other.lock().unwrap_or_else(|e| e.into_inner());
+    first.clone().unwrap_or_else(|| "none".to_owned())
 }
 
 /// `b - a` in ms, negative when `b` is before `a`.
