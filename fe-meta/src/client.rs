@@ -29,7 +29,9 @@
 //! status code, with their fields.
 //!
 //! INV-1: every call ends — with its answer, its server error, [`ClientError::Timeout`] after
-//! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded.
+//! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded (a
+//! write of [`Client::call`] that first waited for room in its session's window, INV-5, has
+//! the rest of the timeout, or fails unsent with [`ClientError::WindowFull`]).
 //! [`ClientError::Connect`] comes only from dialling: no request was sent. With several
 //! endpoints a call that moved on and still failed everywhere ends with
 //! [`ClientError::AllEndpointsFailed`].
@@ -222,12 +224,22 @@ impl Client {
             };
             return self.call_with(body, meta).await;
         }
+        // The wait for room in the session's window counts against the request timeout, so
+        // the call still ends within it (INV-1).
+        let started = std::time::Instant::now();
         let write = self.begin_write(body.kind()).await?;
+        let limit = self
+            .options
+            .request_timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
         let meta = RequestMeta {
-            budget_ms: Some(budget_ms),
+            budget_ms: Some(u32::try_from(limit.as_millis()).unwrap_or(u32::MAX)),
             session: Some(write.tag()),
         };
-        self.call_with(body, meta).await
+        self.exchange(body, meta, limit)
+            .await?
+            .map_err(ClientError::from)
     }
 
     /// Starts a session write (INV-5): waits at most the request timeout for room in the
