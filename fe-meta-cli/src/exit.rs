@@ -70,7 +70,9 @@ impl From<&ClientError> for ExitCode {
             ClientError::Connect { .. }
             | ClientError::Closed { .. }
             | ClientError::AllEndpointsFailed { .. } => ExitCode::Connection,
-            ClientError::Timeout { .. } => ExitCode::Status(Status::Timeout),
+            ClientError::Timeout { .. } | ClientError::WindowFull { .. } => {
+                ExitCode::Status(Status::Timeout)
+            }
             ClientError::Protocol(_) => ExitCode::Protocol,
             ClientError::Server(reply) => ExitCode::Status(reply.status),
         }

@@ -29,7 +29,9 @@
 //! status code, with their fields.
 //!
 //! INV-1: every call ends — with its answer, its server error, [`ClientError::Timeout`] after
-//! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded.
+//! its timeout, or [`ClientError::Closed`] as soon as the connection is lost or discarded (a
+//! write of [`Client::call`] that first waited for room in its session's window, INV-5, has
+//! the rest of the timeout, or fails unsent with [`ClientError::WindowFull`]).
 //! [`ClientError::Connect`] comes only from dialling: no request was sent. With several
 //! endpoints a call that moved on and still failed everywhere ends with
 //! [`ClientError::AllEndpointsFailed`].
@@ -45,7 +47,10 @@
 //! and the session's floor — the lowest sequence number among its writes still waiting (on any
 //! connection sharing the session). A write that ended (answered, timed out, dropped) leaves
 //! the in-flight set at once, so a later write's floor fences it: if its bytes reach a leader
-//! after that later write applied, it is refused (STALE_REQUEST), never applied.
+//! after that later write applied, it is refused (STALE_REQUEST), never applied. A write still
+//! awaited is never refused so: a write starts only within [`SEQ_SPAN_MAX`] sequence numbers
+//! of the oldest one in flight (the cluster keeps that many outcomes per client), waiting for
+//! it at most the request timeout, then failing with [`ClientError::WindowFull`], unsent.
 //! INV-6 (no late delivery, [`OnTimeout::DiscardConnection`]): a call that times out after its
 //! bytes may have been queued discards the connection at once: every call on it fails, later
 //! ones too, and both socket tasks stop, so the socket (SO_LINGER 0) is reset and the kernel
@@ -76,10 +81,10 @@ pub use api::{Members, Read, Reconfigured, Transferred, Written, TRANSFER_WAIT};
 pub use credentials::{Credentials, CredentialsError};
 pub use error::ClientError;
 pub use options::{ClientOptions, OnTimeout};
-pub use session::ClientSession;
+pub use session::{ClientSession, InFlightWrite, SEQ_SPAN_MAX};
 pub use tls::ClientTls;
 
-use crate::protocol::{ErrorReply, RequestBody, RequestMeta, ResponseBody};
+use crate::protocol::{ErrorReply, RequestBody, RequestKind, RequestMeta, ResponseBody};
 use link::Link;
 
 /// A client of an fe-meta cluster: one connection at a time, to one of its endpoints (see the
@@ -219,12 +224,36 @@ impl Client {
             };
             return self.call_with(body, meta).await;
         }
-        let write = self.session.begin();
+        // The wait for room in the session's window counts against the request timeout, so
+        // the call still ends within it (INV-1).
+        let started = std::time::Instant::now();
+        let write = self.begin_write(body.kind()).await?;
+        let limit = self
+            .options
+            .request_timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
         let meta = RequestMeta {
-            budget_ms: Some(budget_ms),
+            budget_ms: Some(u32::try_from(limit.as_millis()).unwrap_or(u32::MAX)),
             session: Some(write.tag()),
         };
-        self.call_with(body, meta).await
+        self.exchange(body, meta, limit)
+            .await?
+            .map_err(ClientError::from)
+    }
+
+    /// Starts a session write (INV-5): waits at most the request timeout for room in the
+    /// session's window; [`ClientError::WindowFull`] (nothing sent) when none came.
+    async fn begin_write(&self, kind: RequestKind) -> Result<InFlightWrite, ClientError> {
+        let after = self.options.request_timeout;
+        match tokio::time::timeout(after, self.session.begin()).await {
+            Ok(write) => Ok(write),
+            Err(_) => {
+                let oldest = self.session.oldest_in_flight().unwrap_or(0);
+                tracing::debug!(%kind, oldest, "session window full: write not sent");
+                Err(ClientError::WindowFull { oldest, after })
+            }
+        }
     }
 
     /// Sends one request with the given deadline and session fields as they are (a retry of a

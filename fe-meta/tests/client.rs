@@ -1,6 +1,6 @@
 //! The client library against a scripted in-process server (the protocol codec on a loopback
 //! socket): pipelined calls answered out of order, typed error replies, the request timeout,
-//! a lost connection failing every call in flight, and the fatal id-0 error.
+//! a lost connection failing every call in flight, the fatal id-0 error, and the session window.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
@@ -236,4 +236,63 @@ async fn connect_errors_name_the_address() {
     assert!(matches!(e, ClientError::Connect { .. }), "{e:?}");
     assert!(e.to_string().contains(&addr), "{e}");
     let _ = TcpStream::connect(&addr).await.unwrap_err();
+}
+
+/// A write answered `Written` with the request id as journal id.
+fn written_answer(req: &Request) -> Response {
+    Response {
+        id: req.id,
+        kind: req.body.kind(),
+        result: Ok(ResponseBody::Written {
+            journal_id: Zxid(req.id),
+            created_id: None,
+        }),
+    }
+}
+
+/// The session window (`ClientSession` INV-3): with the session's oldest write still in
+/// flight and 1023 after it, a write waits instead of being sent 1024 past the floor; it is
+/// sent, with the next floor, once the oldest ends, and fails unsent (WINDOW_FULL, not
+/// applied) when the oldest outlasts its timeout.
+#[tokio::test]
+async fn a_write_past_the_session_window_waits_for_the_oldest_one() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let addr = serve(move |req| {
+        log.lock().unwrap().push(req.meta.session.unwrap());
+        vec![written_answer(&req)]
+    })
+    .await;
+    let session = std::sync::Arc::new(fe_meta::client::ClientSession::with_id(0x5e55));
+    let options = ClientOptions {
+        request_timeout: Duration::from_millis(300),
+        ..ClientOptions::DEFAULT
+    };
+    let client = Client::connect_in_session(&addr, options, session.clone())
+        .await
+        .unwrap();
+    let oldest = session.begin().await;
+    let mut others = Vec::new();
+    for _ in 1..fe_meta::client::SEQ_SPAN_MAX {
+        others.push(session.begin().await);
+    }
+    let e = client.set_var("v", "1").await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::WindowFull { oldest: 1, .. }),
+        "{e:?}"
+    );
+    assert!(!e.may_be_applied(), "{e}");
+    assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+
+    let pending = tokio::spawn({
+        let client = std::sync::Arc::new(client);
+        async move { client.set_var("v", "2").await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(seen.lock().unwrap().is_empty(), "still waiting for seq 1");
+    drop(oldest);
+    pending.await.unwrap().unwrap();
+    let tag = seen.lock().unwrap()[0];
+    assert_eq!((tag.seq, tag.floor), (1025, 2));
+    drop(others);
 }

@@ -14,7 +14,7 @@ use fe_meta::protocol::{
     Response, ResponseBody, Role, Secret, Status, StatusInfo, BACKUP_CHUNK_MAX,
 };
 use fe_meta::state::backup::BackupHeader;
-use fe_meta::state::catalog::{Database, SessionTag};
+use fe_meta::state::catalog::{Database, SessionTag, SEQ_SPAN_MAX};
 use fe_meta::Zxid;
 use proptest::prelude::*;
 
@@ -96,13 +96,13 @@ fn request() -> impl Strategy<Value = Request> {
         proptest::option::of((any::<u64>(), 1u64..u64::MAX, any::<u64>())),
     );
     (any::<u64>(), request_body(), meta).prop_map(|(id, body, (budget_ms, session))| {
-        // INV-3 of the codec: a session only on a write, with floor <= seq.
+        // INV-3 of the codec: a session only on a write, with floor <= seq < floor + 1024.
         let session = session
             .filter(|_| body.kind().is_write())
             .map(|(client_id, seq, floor)| SessionTag {
                 client_id,
                 seq,
-                floor: floor % (seq + 1),
+                floor: seq - floor % (seq.min(SEQ_SPAN_MAX - 1) + 1),
             });
         Request {
             id,

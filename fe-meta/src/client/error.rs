@@ -40,6 +40,21 @@ pub enum ClientError {
         /// The timeout.
         after: Duration,
     },
+    /// A session write was not sent: the session's oldest write in flight stayed unanswered
+    /// for the whole request timeout, and a write may start only within
+    /// [`super::session::SEQ_SPAN_MAX`] sequence numbers of it (`ClientSession` INV-3). Nothing
+    /// was sent; send it again once that write ended.
+    #[error(
+        "write not sent: the client's oldest write in flight (seq {oldest}) got no answer \
+         within {after:?}, and a write may start only within 1024 sequence numbers of it; \
+         nothing was sent, so send it again later"
+    )]
+    WindowFull {
+        /// The oldest write in flight when the wait ended.
+        oldest: u64,
+        /// How long the write waited.
+        after: Duration,
+    },
     /// The server's answer does not decode, or answers another kind.
     #[error("malformed answer: {0}")]
     Protocol(String),
@@ -80,8 +95,8 @@ impl ClientError {
     }
 
     /// A short upper-case name: the protocol's status name for server errors (`NOT_FOUND`…),
-    /// else `CONNECT`, `CLOSED`, `TIMEOUT`, `PROTOCOL` or `UNREACHABLE` (every endpoint
-    /// failed).
+    /// else `CONNECT`, `CLOSED`, `TIMEOUT`, `PROTOCOL`, `UNREACHABLE` (every endpoint
+    /// failed) or `WINDOW_FULL` (a session write not sent).
     pub fn name(&self) -> &'static str {
         match self {
             ClientError::Connect { .. } => "CONNECT",
@@ -89,6 +104,7 @@ impl ClientError {
             ClientError::Timeout { .. } => Status::Timeout.name(),
             ClientError::Protocol(_) => "PROTOCOL",
             ClientError::AllEndpointsFailed { .. } => "UNREACHABLE",
+            ClientError::WindowFull { .. } => "WINDOW_FULL",
             ClientError::Server(reply) => reply.status.name(),
         }
     }
@@ -106,6 +122,7 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } | ClientError::Closed { .. } => true,
             ClientError::Timeout { .. } | ClientError::AllEndpointsFailed { .. } => true,
+            ClientError::WindowFull { .. } => true,
             ClientError::Protocol(_) => false,
             ClientError::Server(reply) => reply.status.is_retryable(),
         }
@@ -117,6 +134,7 @@ impl ClientError {
         match self {
             ClientError::Closed { .. } | ClientError::Timeout { .. } => true,
             ClientError::Connect { .. } | ClientError::Protocol(_) => false,
+            ClientError::WindowFull { .. } => false,
             ClientError::AllEndpointsFailed { attempts } => {
                 attempts.iter().any(ClientError::may_be_applied)
             }

@@ -7,7 +7,8 @@
 //! request with no meta is encoded as version 1, byte for byte as before version 2 existed.
 //! INV-2: decoding never panics; an error carries the request id and kind whenever the header
 //! was readable, so the server can answer it with an error frame for that id.
-//! INV-3: a decoded session tag is on a write and has `floor <= seq`.
+//! INV-3: a decoded session tag is on a write and has `floor <= seq < floor + SEQ_SPAN_MAX`
+//! (`catalog::sessions`).
 
 use bytes::BufMut;
 
@@ -294,6 +295,13 @@ fn get_meta(kind: RequestKind, r: &mut Reader<'_>) -> Result<RequestMeta, WireEr
                 value: tag.floor,
             });
         }
+        if !tag.is_within_window() {
+            return Err(WireError::BadValue {
+                field: "seq (at or above floor + 1024: a client starts a write only within 1024 \
+                        sequence numbers of its oldest write in flight)",
+                value: tag.seq,
+            });
+        }
     }
     Ok(RequestMeta { budget_ms, session })
 }
@@ -343,5 +351,34 @@ fn get_opts(r: &mut Reader<'_>) -> Result<ReadOptions, WireError> {
             field: "read flags",
             value: u64::from(v),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::catalog::SEQ_SPAN_MAX;
+
+    /// INV-3: a session tag 1024 or more above its floor is refused for the request's id
+    /// (the server answers it INVALID_ARGUMENT); one within the window decodes.
+    #[test]
+    fn a_session_tag_outside_the_window_is_refused() {
+        let write = |seq, floor| Request {
+            id: 7,
+            meta: RequestMeta {
+                budget_ms: None,
+                session: Some(SessionTag {
+                    client_id: 1,
+                    seq,
+                    floor,
+                }),
+            },
+            body: RequestBody::Write(Command::CreateDb { name: "d".into() }),
+        };
+        let inside = write(SEQ_SPAN_MAX + 4, 5);
+        assert_eq!(decode_request(&encode_request(&inside)).unwrap(), inside);
+        let e = decode_request(&encode_request(&write(SEQ_SPAN_MAX + 5, 5))).unwrap_err();
+        assert!(e.to_string().contains("floor + 1024"), "{e}");
+        assert_eq!(e.request_id(), Some(7), "answered for its id");
     }
 }

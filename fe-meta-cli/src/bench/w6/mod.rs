@@ -86,7 +86,7 @@ fn rc_text(e: &ClientError) -> String {
         ClientError::Connect { .. } | ClientError::AllEndpointsFailed { .. } => {
             "ConnectFailed".to_owned()
         }
-        ClientError::Timeout { .. } => "Timeout".to_owned(),
+        ClientError::Timeout { .. } | ClientError::WindowFull { .. } => "Timeout".to_owned(),
         ClientError::Protocol(_) => "Protocol".to_owned(),
         ClientError::Server(r) => r.status.name().to_owned(),
     }

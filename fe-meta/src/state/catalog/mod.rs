@@ -38,7 +38,8 @@ use index::{Addr, ByAddr, ByName};
 pub use codec::Codec;
 pub use columns::{Columns, ColumnsIter};
 pub use sessions::{
-    Admission, Outcome, SessionRecord, SessionTag, Sessions, OUTCOMES_MAX, SESSIONS_MAX,
+    Admission, Outcome, SessionRecord, SessionTag, Sessions, OUTCOMES_MAX, SEQ_SPAN_MAX,
+    SESSIONS_MAX,
 };
 pub use shared::SharedCatalog;
 pub use types::{

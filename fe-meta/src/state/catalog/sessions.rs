@@ -23,7 +23,11 @@
 //! INV-2 (floor): a record's floor never decreases, and every recorded outcome has
 //! `seq >= floor`; an outcome is dropped only when the floor passes it.
 //! INV-3 (bounded): a record keeps at most [`OUTCOMES_MAX`] outcomes (when over, the lowest is
-//! dropped and the floor raised past it: that write becomes stale, never applied twice); the
+//! dropped and the floor raised past it: that write becomes stale, never applied twice). A
+//! client whose every write has `seq - floor <` [`SEQ_SPAN_MAX`] (the request codec refuses
+//! others) never has a write it still waits for dropped this way: all its later writes lie in
+//! `[w, w + SEQ_SPAN_MAX)` for its oldest awaited write `w`, so an outcome is dropped only while
+//! one below `w` is kept, and the floor stays at or below `w`. The
 //! table keeps at most [`SESSIONS_MAX`] clients (when over, the least recently active one is
 //! evicted, ties broken by the lowest client id).
 //! INV-4 (index): `by_activity` holds exactly one `(last_active_ms, client_id)` per record
@@ -36,6 +40,12 @@ use imbl::{OrdMap, OrdSet};
 
 /// Most outcomes one client's record keeps (its writes in flight at once).
 pub const OUTCOMES_MAX: usize = 1024;
+/// How far above its floor a write's sequence number may be (`seq - floor <`
+/// [`SEQ_SPAN_MAX`]): the outcomes of that many sequence numbers fit in a record, so while a
+/// client waits for a write (its floor at most that write's `seq`), the writes it starts after
+/// it cannot push that write's outcome out and make it stale (INV-3). The request codec
+/// refuses a tag outside this window; the client library waits instead of sending one.
+pub const SEQ_SPAN_MAX: u64 = OUTCOMES_MAX as u64;
 /// Most clients the table keeps.
 pub const SESSIONS_MAX: usize = 65_536;
 
@@ -54,6 +64,11 @@ impl SessionTag {
     /// Whether the fields are consistent (`floor <= seq`).
     pub fn is_valid(&self) -> bool {
         self.floor <= self.seq
+    }
+
+    /// Whether `seq` is within [`SEQ_SPAN_MAX`] of the floor, as a request's tag must be.
+    pub fn is_within_window(&self) -> bool {
+        self.seq.saturating_sub(self.floor) < SEQ_SPAN_MAX
     }
 }
 
