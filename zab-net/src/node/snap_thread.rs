@@ -124,10 +124,6 @@ fn set_niceness() -> io::Result<()> {
 /// Puts the calling thread under `SCHED_IDLE` (pid 0 names the calling thread on Linux).
 #[cfg(target_os = "linux")]
 fn set_idle_policy() -> io::Result<()> {
-    // SCRATCH-AB: to be removed before merging.
-    if std::env::var("ZAB_SNAP_AB").is_ok_and(|v| !v.contains("idle") && v != "all") {
-        return Err(io::Error::other("SCHED_IDLE off for the A/B runs"));
-    }
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid sched_param that outlives the call.
     let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };

@@ -45,9 +45,6 @@ pub(crate) struct WritebackFile {
 impl WritebackFile {
     /// Wraps `file`, written from offset 0; `enabled = false` leaves writeback to the kernel.
     pub(crate) fn new(file: File, enabled: bool) -> WritebackFile {
-        // SCRATCH-AB: to be removed before merging.
-        let enabled = enabled
-            && std::env::var("ZAB_SNAP_AB").map_or(true, |v| v.contains("wb") || v == "all");
         WritebackFile {
             file,
             enabled,
@@ -66,9 +63,8 @@ impl WritebackFile {
     /// window before it (INV-2, INV-4).
     fn write_back(&mut self) -> io::Result<()> {
         let end = self.written;
-        let outcome = range(&self.file, self.started, end - self.started, START).and_then(|()| {
-            range(&self.file, self.waited, self.started - self.waited, WAIT)
-        });
+        let outcome = range(&self.file, self.started, end - self.started, START)
+            .and_then(|()| range(&self.file, self.waited, self.started - self.waited, WAIT));
         match outcome {
             Ok(()) => {
                 self.waited = self.started;
