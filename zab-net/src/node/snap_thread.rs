@@ -150,9 +150,10 @@ fn set_idle_policy() -> io::Result<()> {
 mod tests {
     use super::*;
 
-    /// INV-1: the job runs at the lowered niceness, and the caller's thread keeps its own.
+    /// INV-1: the job runs under SCHED_IDLE at the lowered niceness, and the caller's thread keeps
+    /// its own.
     #[tokio::test]
-    async fn the_job_runs_niced_on_its_own_thread() {
+    async fn the_job_runs_idle_and_niced_on_its_own_thread() {
         // SAFETY: getpriority takes no pointers; errno is not consulted (nice values of a
         // test thread are never -1 here).
         let nice_of = |tid: libc::pid_t| unsafe {
