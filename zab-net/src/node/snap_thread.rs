@@ -10,7 +10,7 @@
 //! runs as fast as before; on busy ones it yields to the write path.
 //!
 //! Not `SCHED_IDLE`: tried (2M entries, 2 cores busy with other work), it starved the
-//! snapshot (5.6 and 8.8 s instead of 1.0-1.8 s at niceness 10) without raising W2 during it,
+//! snapshot (5.6 and 8.8 s instead of 1.0-2.8 s at niceness 10) without raising W2 during it,
 //! and an idle-policy thread has no progress guarantee at all on cores that stay busy (the log
 //! and restart replay would grow without bound); nor can an unprivileged thread leave it.
 //!
