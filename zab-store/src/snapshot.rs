@@ -33,6 +33,10 @@
 //! whole-file CRC only, so the configuration in [`SnapshotReader::info`] is known intact once
 //! the reader reached the end ([`SnapshotReader::finish`], as `SnapDir::load_newest` does).
 //!
+//! INV-5: the temp file is written back to the disk window by window while it grows
+//! (`writeback`), so the final fsync of INV-1 does not flush the whole image at once in front
+//! of the txn log's syncs; that fsync still makes it durable.
+//!
 //! The configuration section's encoding and its bounds are `membership_section`'s job.
 
 use std::fs::{File, OpenOptions};
@@ -46,11 +50,13 @@ use crate::error::{Result, StoreError};
 use crate::fsutil;
 
 mod membership_section;
+mod writeback;
 
 pub use membership_section::MAX_MEMBERSHIP_SECTION_LEN;
 use membership_section::{
     decode_membership, encode_membership, read_membership_section, MEMBERSHIP_LEN_FIELD,
 };
+use writeback::WritebackFile;
 
 const MAGIC: &[u8; 4] = b"ZSNP";
 const END_MAGIC: &[u8; 4] = b"ZEND";
@@ -93,7 +99,7 @@ pub struct SnapshotInfo {
 pub struct SnapshotWriter {
     info: SnapshotInfo,
     tmp: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<BufWriter<WritebackFile>>,
     crc: u32,
     body_len: u64,
     force_sync: bool,
@@ -140,7 +146,7 @@ impl SnapshotWriter {
             .truncate(true)
             .open(&tmp)
             .map_err(|e| StoreError::io("create", &tmp, e))?;
-        let mut out = BufWriter::with_capacity(BUF_LEN, file);
+        let mut out = BufWriter::with_capacity(BUF_LEN, WritebackFile::new(file, force_sync));
         let mut header = [0u8; SNAP_HEADER_LEN];
         header[0..4].copy_from_slice(MAGIC);
         BigEndian::write_u32(&mut header[4..8], VERSION);
@@ -198,7 +204,7 @@ impl SnapshotWriter {
         done
     }
 
-    fn complete(&self, mut out: BufWriter<File>) -> Result<SnapshotInfo> {
+    fn complete(&self, mut out: BufWriter<WritebackFile>) -> Result<SnapshotInfo> {
         let mut trailer = [0u8; SNAP_TRAILER_LEN];
         BigEndian::write_u64(&mut trailer[0..8], self.body_len);
         BigEndian::write_u32(&mut trailer[8..12], self.crc);
@@ -207,7 +213,8 @@ impl SnapshotWriter {
             .map_err(|e| StoreError::io("write trailer", &self.tmp, e))?;
         let file = out
             .into_inner()
-            .map_err(|e| StoreError::io("flush", &self.tmp, e.into_error()))?;
+            .map_err(|e| StoreError::io("flush", &self.tmp, e.into_error()))?
+            .into_file();
         fsutil::sync_file(&file, &self.tmp, self.force_sync)?;
         drop(file);
         fsutil::rename_durably(&self.tmp, &self.info.path, self.force_sync)?;
@@ -440,7 +447,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = SnapshotWriter::create(dir.path(), Zxid(7), 1, None, true).unwrap();
         let tmp = w.tmp.clone();
-        w.out = Some(BufWriter::with_capacity(BUF_LEN, full));
+        w.out = Some(BufWriter::with_capacity(
+            BUF_LEN,
+            WritebackFile::new(full, true),
+        ));
         let e = w
             .write_all(&vec![0u8; BUF_LEN + 1])
             .and_then(|()| w.flush())
@@ -464,7 +474,10 @@ mod tests {
         let mut w = SnapshotWriter::create(dir.path(), Zxid(7), 1, None, true).unwrap();
         let (tmp, path) = (w.tmp.clone(), w.info.path.clone());
         assert!(tmp.exists());
-        w.out = Some(BufWriter::with_capacity(BUF_LEN, full));
+        w.out = Some(BufWriter::with_capacity(
+            BUF_LEN,
+            WritebackFile::new(full, true),
+        ));
         let e = w.finish().unwrap_err();
         assert!(e.to_string().contains("No space left on device"), "{e}");
         assert!(!tmp.exists(), "{} left behind", tmp.display());

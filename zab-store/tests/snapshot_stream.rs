@@ -1,7 +1,9 @@
 //! A 256 MiB snapshot streamed through `SnapshotWriter` and back through `SnapshotReader` with
 //! bounded memory: a counting global allocator records the peak of live heap bytes, which must
 //! stay far below the snapshot's size. This is the only test in this binary, so nothing else
-//! allocates concurrently.
+//! allocates concurrently. With real syncs, the writer hands the file to the disk window by
+//! window while it grows (32 windows of 8 MiB here) before its final fsync: the image read
+//! back must be the one written, byte for byte.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
 use std::alloc::{GlobalAlloc, Layout, System};

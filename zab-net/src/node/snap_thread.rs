@@ -9,6 +9,11 @@
 //! thread alone (`setpriority(PRIO_PROCESS, tid)` names one thread there). With idle cores it
 //! runs as fast as before; on busy ones it yields to the write path.
 //!
+//! Not `SCHED_IDLE`: tried (2M entries, 2 cores busy with other work), it starved the
+//! snapshot (5.6 and 8.8 s instead of 1.0-2.8 s at niceness 10) without raising W2 during it,
+//! and an idle-policy thread has no progress guarantee at all on cores that stay busy (the log
+//! and restart replay would grow without bound); nor can an unprivileged thread leave it.
+//!
 //! INV-1: the niceness applies to the snapshot's own thread only, which ends with the
 //! snapshot; no pooled thread is ever lowered (a lowered thread cannot be raised back without
 //! privileges).
