@@ -6,6 +6,9 @@
 //! - Replay one seed: `ZAB_SEED=<n> cargo test -p tests --release --test random -- --nocapture`
 //!   (`ZAB_TRACE=1` prints every step).
 //! - Longer soaks: `cargo run --release -p tests --bin soak -- --secs 600`.
+//! - Bounded links (`net` INV-N5): one seed in two runs with them (`options::BURST_SEEDS`,
+//!   `options::SCALED_OUTBOX_SEEDS`); `ZAB_BOUNDED_LINKS=1` gives every seed the scaled
+//!   outbox, `ZAB_MIN_OUTBOXES=1` the burst seeds the smallest outbox a node starts with.
 
 // Test code: a failed expectation aborts the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -240,26 +240,25 @@ impl SimOptions {
     /// above are unchanged). One seed in two runs with unbounded links, as before bounded
     /// links existed (`ZAB_BOUNDED_LINKS=1` gives every seed the scaled outbox); one in
     /// [`SMALL_OUTBOX_ONE_IN`] ([`SCALED_OUTBOX_SEEDS`]) gets the scaled outbox and nothing
-    /// else of what follows. A leader's
-    /// DIFF from memory (its committed-log window *and* every logged txn it has not seen
-    /// committed, after a restart its whole log since the newest snapshot) is longer than
-    /// any outbox once that history is long enough; it used to go as plain messages and
-    /// overflow at every resync (seed 139 with bounded links elected forever), and is now
-    /// streamed like the rest of the sync (zab-net `node::out` INV-5, `exec`). One seed in
-    /// [`SMALL_OUTBOX_ONE_IN`] ([`BURST_SEEDS`]) gets bounded links ([`SimOptions::sweep_outbox_len`]), local
-    /// snapshots every 7 or 15 applies (which bound that history), bursts of writes, and a
-    /// `syncLimit` of 1.5–2.5 s: longer than `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s)
-    /// is, so a paused follower stays connected past the grace, stops limiting the intake and
-    /// overflows; the shorter default `syncLimit` (0.5 s) would always drop it first.
-    /// `ZAB_NO_BURSTS=1` turns this off to explore past a failure that needs it;
-    /// `ZAB_MIN_OUTBOXES=1` runs the bounded seeds with the smallest outboxes zab-net starts
-    /// with (plus 0–8).
+    /// else of what follows. A leader's DIFF from memory (its committed-log window *and* every
+    /// logged txn it has not seen committed, after a restart its whole log since the newest
+    /// snapshot) is longer than any outbox once that history is long enough; it used to go as
+    /// plain messages and overflow at every resync (seed 139 with bounded links elected
+    /// forever), and is now streamed like the rest of the sync (zab-net `node::out` INV-5,
+    /// `exec`). One seed in [`SMALL_OUTBOX_ONE_IN`] ([`BURST_SEEDS`]) gets bounded links
+    /// ([`SimOptions::sweep_outbox_len`]), local snapshots every 7 or 15 applies (which bound
+    /// that history), bursts of writes, and a `syncLimit` of 1.5–2.5 s: longer than
+    /// `SLOW_GRACE`, as ZooKeeper's (5 ticks of 2 s) is, so a paused follower stays connected
+    /// past the grace, stops limiting the intake and overflows; the shorter default
+    /// `syncLimit` (0.5 s) would always drop it first. `ZAB_NO_BURSTS=1` turns this off to
+    /// explore past a failure that needs it; `ZAB_MIN_OUTBOXES=1` runs the burst seeds with
+    /// the smallest outboxes zab-net starts with (plus 0–8).
     fn backpressure_knobs(&mut self, seed: u64) {
         use rand::{Rng, SeedableRng};
         let residue = seed % SMALL_OUTBOX_ONE_IN;
         if residue != BURST_SEEDS || std::env::var_os("ZAB_NO_BURSTS").is_some() {
-            let bounded = residue == SCALED_OUTBOX_SEEDS
-                || std::env::var_os("ZAB_BOUNDED_LINKS").is_some();
+            let bounded =
+                residue == SCALED_OUTBOX_SEEDS || std::env::var_os("ZAB_BOUNDED_LINKS").is_some();
             if !bounded {
                 self.outbox_len = Some(usize::MAX);
             }
