@@ -14,7 +14,7 @@
 //! * `fresh_client_first_write_ms`: kill → the first write committed by a client connecting
 //!   afresh to each survivor in turn (100 ms to connect),
 //! * `killed_exit_ms`: kill → the killed process reaped (polled every millisecond). The kernel
-//!   frees a killed process's memory before it closes its sockets (about 100 ms per GiB of
+//!   frees a killed process's memory before it closes its sockets (60–70 ms per GiB of
 //!   RSS here), so the survivors cannot learn of the kill sooner; with a large catalog this,
 //!   not the election, is most of `new_leader_reported_ms`. `new_leader_after_exit_ms` is the
 //!   rest: what the election, discovery and sync took once the connections had closed,
