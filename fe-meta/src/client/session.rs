@@ -89,19 +89,19 @@ impl ClientSession {
     pub fn try_begin(self: &Arc<Self>) -> Option<InFlightWrite> {
         let mut st = self.lock();
         let seq = st.next_seq;
-        let floor = st.in_flight.first().copied().unwrap_or(seq);
-        if seq.saturating_sub(floor) >= SEQ_SPAN_MAX {
+        let tag = SessionTag {
+            client_id: self.client_id,
+            seq,
+            floor: st.in_flight.first().copied().unwrap_or(seq),
+        };
+        if !tag.is_within_window() {
             return None;
         }
         st.next_seq = seq.saturating_add(1);
         st.in_flight.insert(seq);
         Some(InFlightWrite {
             session: Arc::clone(self),
-            tag: SessionTag {
-                client_id: self.client_id,
-                seq,
-                floor,
-            },
+            tag,
         })
     }
 

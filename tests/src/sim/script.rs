@@ -277,9 +277,10 @@ impl Cluster {
             "every member applies the same history",
             |c| c.converged_leader(fresh).is_some(),
         );
-        let leader = self
-            .converged_leader(fresh)
-            .unwrap_or_else(|| unreachable!());
+        let Some(leader) = self.converged_leader(fresh) else {
+            let msg = format!("liveness: no converged leader; {}", self.describe());
+            self.fail(&msg)
+        };
         let applied = &self.nodes[&leader].applied;
         for (z, payload) in self.checker.durability.acked() {
             let ok = applied
