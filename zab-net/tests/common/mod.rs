@@ -6,10 +6,10 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod kv;
+pub mod ports;
 pub mod transport;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,11 +42,6 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
-
-const ANY: PeerAddrs = PeerAddrs {
-    quorum: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-    election: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-};
 
 pub struct Cluster {
     pub root: tempfile::TempDir,
@@ -113,7 +108,7 @@ impl Cluster {
         if let Some(f) = self.snapshot_size_factor {
             t += &format!("snapshotSizeFactor={f}\n");
         }
-        // Placeholder ports, never bound: the nodes listen on ephemeral ports (NodeOptions).
+        // Placeholder ports, never bound: the nodes listen where `ports` puts them (NodeOptions).
         for s in self.sids() {
             let obs = if s.0 > self.voters { ":observer" } else { "" };
             t += &format!(
@@ -126,15 +121,9 @@ impl Cluster {
         t
     }
 
-    /// Two free loopback ports (bound, read, released) for a node whose address text must be
-    /// real.
+    /// Two free loopback ports for a node whose address text must be real (see `ports`).
     pub fn free_addrs() -> PeerAddrs {
-        let port = || {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap()
-        };
-        let (quorum, election) = (port(), port());
-        PeerAddrs { quorum, election }
+        ports::free_addrs()
     }
 
     pub async fn start_all(&mut self) {
@@ -153,7 +142,13 @@ impl Cluster {
         let cfg = parse(&self.config_text(sid)).unwrap();
         let kv = Kv::default();
         let mut opts = self.opts.clone();
-        opts.listen = Some(self.addrs.get(&sid).copied().unwrap_or(ANY));
+        // Fixed ports from the first start on, so a restart binds the same ones (`ports`).
+        opts.listen = Some(
+            self.addrs
+                .get(&sid)
+                .copied()
+                .unwrap_or_else(ports::free_addrs),
+        );
         opts.peer_addrs = self
             .sids()
             .into_iter()
