@@ -349,6 +349,22 @@ impl Client {
         None
     }
 
+    /// [`Client::exchange`] on the current connection only (no failover: for a node's
+    /// forwarding clients, which have one endpoint), calling `sent` once the request is queued
+    /// on it; requests queued on one connection are written in that order.
+    pub(crate) async fn exchange_noting_sent(
+        &self,
+        body: RequestBody,
+        meta: RequestMeta,
+        limit: Duration,
+        sent: impl FnOnce(),
+    ) -> Result<Result<ResponseBody, ErrorReply>, ClientError> {
+        self.current()
+            .exchange_noting_sent(body, meta, limit, sent)
+            .await
+            .map_err(|f| f.error)
+    }
+
     fn current(&self) -> Arc<Link> {
         Arc::clone(&self.lock_link())
     }

@@ -139,27 +139,40 @@ impl Link {
         meta: RequestMeta,
         limit: Duration,
     ) -> Result<Result<ResponseBody, ErrorReply>, Failed> {
+        self.exchange_noting_sent(body, meta, limit, || {}).await
+    }
+
+    /// [`Link::exchange`], calling `sent` once the request's frame is queued for the writer
+    /// task (frames are written in the order queued); not called when it is not queued.
+    pub(super) async fn exchange_noting_sent(
+        &self,
+        body: RequestBody,
+        meta: RequestMeta,
+        limit: Duration,
+        sent: impl FnOnce(),
+    ) -> Result<Result<ResponseBody, ErrorReply>, Failed> {
         let kind = body.kind();
         let id = self.next_request_id();
         let not_sent = |error| Failed { error, sent: false };
-        let sent = |error| Failed { error, sent: true };
+        let was_sent = |error| Failed { error, sent: true };
         let (_guard, answer) = self.shared.register(id).map_err(not_sent)?;
         let mut frame = Vec::new();
         encode_frame(&encode_request(&Request { id, meta, body }), &mut frame);
         if self.frames.send(frame).await.is_err() {
             return Err(not_sent(self.shared.closed("the writer stopped")));
         }
+        sent();
         let resp = match tokio::time::timeout(limit, Self::wait(&self.shared, answer)).await {
-            Ok(resp) => resp.map_err(sent)?,
+            Ok(resp) => resp.map_err(was_sent)?,
             Err(_) => {
                 self.on_timeout(limit);
-                return Err(sent(ClientError::Timeout { kind, after: limit }));
+                return Err(was_sent(ClientError::Timeout { kind, after: limit }));
             }
         };
         match resp.result {
             Err(reply) => Ok(Err(reply)),
             Ok(body) if resp.kind == kind && body.answers(kind) => Ok(Ok(body)),
-            Ok(_) => Err(sent(ClientError::Protocol(format!(
+            Ok(_) => Err(was_sent(ClientError::Protocol(format!(
                 "request {id} ({kind}) was answered as {}",
                 resp.kind
             )))),

@@ -6,6 +6,8 @@
 //! In a framed session the reader decodes frames and spawns one task per request (at most
 //! [`IN_FLIGHT_MAX`] per connection: the reader waits for a slot, so a client cannot make the
 //! server queue unboundedly); answers go through one writer task in the order they complete.
+//! Each write takes a turn in the connection's write order as it is read (`order`), so the
+//! writes are handed to the leader's planner in the order they were sent.
 //!
 //! INV-1: no input crashes the server. A frame whose request id is readable but whose kind or
 //! body is not gets an INVALID_ARGUMENT answer for that id and the session goes on; an oversized
@@ -45,6 +47,7 @@ use zab_net::tls::{Stream, WriteHalf};
 
 use super::auth::{Decision, Refusal, SessionAuth};
 use super::metrics::RequestClass;
+use super::order::{Turn, WriteOrder};
 use super::session::RequestContext;
 use super::stats::ConnStats;
 use super::Shared;
@@ -158,6 +161,7 @@ async fn session(
     let (tx, rx) = mpsc::unbounded_channel::<Answer>();
     let writing = tokio::spawn(write_answers(writer, rx));
     let slots = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    let order = WriteOrder::new();
     let decoder = FrameDecoder::default();
     let mut buf = BytesMut::with_capacity(4096);
     buf.extend_from_slice(&first);
@@ -196,14 +200,14 @@ async fn session(
                 break 'session;
             };
             shared.stats.request(conn);
-            spawn_answer(
-                shared.clone(),
-                conn.clone(),
-                tx.clone(),
-                req,
-                received,
+            let turn = is_write(&req.body).then(|| order.ticket());
+            let task = Task {
+                conn: conn.clone(),
+                tx: tx.clone(),
+                turn,
                 permit,
-            );
+            };
+            spawn_answer(shared.clone(), req, received, task);
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -214,20 +218,34 @@ async fn session(
     let _ = writing.await;
 }
 
-/// Answers `req` in a task of its own, which holds its in-flight slot until it is answered.
-fn spawn_answer(
-    shared: Arc<Shared>,
+/// What a request's task holds besides the request: its connection's stats and answer queue,
+/// its place in the connection's write order (writes only, `order`) and its in-flight slot.
+struct Task {
     conn: Arc<ConnStats>,
     tx: mpsc::UnboundedSender<Answer>,
-    req: Request,
-    received: Instant,
+    turn: Option<Turn>,
     permit: OwnedSemaphorePermit,
-) {
+}
+
+/// Whether `body` takes a place in its connection's write order (`order` INV-4): catalog
+/// writes do; a membership change is proposed by the node itself, not planned, and takes none.
+fn is_write(body: &RequestBody) -> bool {
+    matches!(body, RequestBody::Write(_))
+}
+
+/// Answers `req` in a task of its own, which holds its in-flight slot until it is answered.
+fn spawn_answer(shared: Arc<Shared>, req: Request, received: Instant, task: Task) {
     tokio::spawn(
         async move {
+            let Task {
+                conn,
+                tx,
+                turn,
+                permit,
+            } = task;
             let started = Instant::now();
             let class = RequestClass::of(&req.body);
-            let status = answer(&shared, req, received, &tx).await;
+            let status = answer(&shared, req, received, turn, &tx).await;
             shared
                 .stats
                 .answered(&conn, class, status, started.elapsed());
@@ -320,6 +338,7 @@ async fn answer(
     shared: &Arc<Shared>,
     req: Request,
     received: Instant,
+    turn: Option<Turn>,
     tx: &mpsc::UnboundedSender<Answer>,
 ) -> Option<Status> {
     if let RequestBody::Backup(opts) = req.body {
@@ -327,6 +346,10 @@ async fn answer(
     }
     let forwarded = req.id & FORWARDED_BIT != 0;
     let ctx = RequestContext::new(received, &req.meta);
+    let ctx = match turn {
+        Some(turn) => ctx.in_turn(turn),
+        None => ctx,
+    };
     let result = shared.handle(&ctx, &req.body, forwarded).await;
     let status = result.as_ref().err().map(|e| e.status);
     let resp = Response {

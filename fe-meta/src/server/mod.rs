@@ -51,6 +51,7 @@ pub mod machine;
 mod membership;
 pub mod meta_dir;
 pub mod metrics;
+pub mod order;
 mod peer;
 mod pending;
 mod recovery_info;

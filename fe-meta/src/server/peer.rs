@@ -78,9 +78,23 @@ impl PeerPool {
         body: RequestBody,
         limit: Duration,
     ) -> Result<Result<ResponseBody, ErrorReply>, CallError> {
+        self.call_noting_sent(addr, meta, body, limit, || {}).await
+    }
+
+    /// [`PeerPool::call`], calling `sent` once the request is queued on the connection to
+    /// `addr` (requests queued on one connection are written in that order); not called when
+    /// it is not queued.
+    pub async fn call_noting_sent(
+        &self,
+        addr: &str,
+        meta: RequestMeta,
+        body: RequestBody,
+        limit: Duration,
+        sent: impl FnOnce(),
+    ) -> Result<Result<ResponseBody, ErrorReply>, CallError> {
         let client = self.client(addr, limit).await.map_err(CallError::Connect)?;
         client
-            .exchange(body, meta, limit)
+            .exchange_noting_sent(body, meta, limit, sent)
             .await
             .map_err(CallError::Unanswered)
     }

@@ -18,21 +18,26 @@
 //! client's floor (STALE_REQUEST), and a retry of a write already applied (answered with the
 //! first outcome without logging anything).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zab_net::Zxid;
 
+use super::order::Turn;
 use crate::command::{Command, CommandError, Planned, Planner, Ticket, Write};
 use crate::protocol::{ErrorReply, RequestMeta, Status};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 
 /// What the server knows about a request beyond its body: its deadline and session.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct RequestContext {
     /// When the client stops waiting (by this server's monotonic clock).
     pub deadline: Option<Instant>,
     /// The client's session fields (writes only).
     pub session: Option<SessionTag>,
+    /// A client's write: its place in its connection's order (`order`); `None` for reads and
+    /// the server's own writes.
+    pub turn: Option<Arc<Turn>>,
 }
 
 /// A write's answer: `(journal_id, created_id)` or the error reply.
@@ -55,6 +60,29 @@ impl RequestContext {
                 .budget_ms
                 .map(|ms| received + Duration::from_millis(u64::from(ms))),
             session: meta.session,
+            turn: None,
+        }
+    }
+
+    /// The same context for a write that takes `turn` in its connection's order.
+    pub fn in_turn(self, turn: Turn) -> RequestContext {
+        RequestContext {
+            turn: Some(Arc::new(turn)),
+            ..self
+        }
+    }
+
+    /// Waits until the connection's earlier writes were handed on (`order` INV-1).
+    pub async fn wait_turn(&self) {
+        if let Some(turn) = &self.turn {
+            turn.wait().await;
+        }
+    }
+
+    /// This write was handed on: the connection's next write may go (`order` INV-3).
+    pub fn pass_turn(&self) {
+        if let Some(turn) = &self.turn {
+            turn.pass();
         }
     }
 

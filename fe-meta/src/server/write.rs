@@ -205,6 +205,8 @@ impl Shared {
         plan: impl FnOnce(&mut Planner, &Catalog) -> Planning,
     ) -> Result<(Zxid, Option<u64>), ErrorReply> {
         let limit = self.cfg.write_timeout;
+        // Planned in the order the connection sent its writes (`order`).
+        ctx.wait_turn().await;
         let submitted = self
             .writer
             .submit(&self.node, st.epoch, limit, |planner, applied| {
@@ -225,6 +227,7 @@ impl Shared {
                     ),
                 )),
             });
+        ctx.pass_turn();
         let submitted = match submitted {
             Ok(s) => s,
             Err(answer) => return answer,
@@ -284,13 +287,17 @@ impl Shared {
             return Err(Retry::Final(self.not_leader(leader, why)));
         };
         let started = Instant::now();
+        // Sent on the link to the leader in the order the connection sent its writes
+        // (`order`): the leader plans them in the order it reads them.
+        ctx.wait_turn().await;
         let answer = self
             .peers
-            .call(
+            .call_noting_sent(
                 &addr,
                 ctx.forward_meta(),
                 body.clone(),
                 ctx.limit(self.cfg.write_timeout),
+                || ctx.pass_turn(),
             )
             .await
             .map_err(|e| {
