@@ -15,14 +15,21 @@ use crate::{a_follower, last_incarnation, ms, with_shim};
 
 /// zab-store's writeback window: an image must be larger for `sync_file_range` to run.
 const WINDOW: u64 = 8 * 1024 * 1024;
-/// Bytes per value of the fill that grows the state past a window (~140 values).
+/// Bytes per value of the fill that grows the state past a window.
 const BIG_VALUE: usize = 60_000;
-/// Values per round of a fill.
+/// Values of [`BIG_VALUE`] bytes written first: an image of 9 MB, more than a window.
+const BIG_VALUES: usize = 150;
+/// `snapCount`: a node snapshots after 50 to 100 txns.
+const SNAP_COUNT: u64 = 100;
+/// Small values per round of a fill that waits for a snapshot (a snapshot is due within
+/// three rounds).
 const ROUND: usize = 40;
-/// Rounds of a fill at most before the snapshot it waits for must have been logged.
-const MAX_ROUNDS: usize = 12;
+/// Rounds at most before the snapshot waited for must have been logged.
+const MAX_ROUNDS: usize = 10;
 /// How long after a round the node's log is watched before the next round is written.
-const WATCH: Duration = Duration::from_secs(5);
+const WATCH: Duration = Duration::from_secs(1);
+/// How long the node's log is watched after the last round.
+const LAST_WATCH: Duration = Duration::from_secs(30);
 /// What a node logs when a background snapshot fails (zab-net's driver).
 const FAILED: &str = "background snapshot failed";
 /// What a node logs when a snapshot was written durably under its final name (zab-net).
@@ -39,7 +46,7 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     let Some((df, mut spec)) = with_shim(name, 4096) else {
         return;
     };
-    spec.snap_count = Some(60);
+    spec.snap_count = Some(SNAP_COUNT);
     let started = Instant::now();
     let mut c = ProcCluster::start(name, spec).await.unwrap();
     let leader = c.leader(Duration::from_secs(20)).await.unwrap();
@@ -48,8 +55,12 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     df.set(faulty, "eio-writeback match=/snapshot.").unwrap();
 
     // Snapshots smaller than a window do not reach sync_file_range and succeed: grow the
-    // state until one fails.
-    let (line, big) = fill_until(&c, leader, faulty, ("big-", BIG_VALUE), FAILED, 0).await;
+    // state past a window, then write until a snapshot fails.
+    let big = fill(&c, leader, "big-", BIG_VALUES, BIG_VALUE, 8, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(big, BIG_VALUES, "the big values were not acknowledged");
+    let (line, small_before) = fill_until(&c, leader, faulty, "small-a-", FAILED, 0).await;
     let tmp = abandoned_snapshot(&c, faulty, &dir, &line);
     assert!(
         c.node_mut(faulty).unwrap().is_running(),
@@ -68,7 +79,7 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     df.set(faulty, "ok").unwrap();
     let injected_before = injected(&last_incarnation(&c, faulty)).len();
     let written = last_incarnation(&c, faulty).matches(WRITTEN).count();
-    let (line, small) = fill_until(&c, leader, faulty, ("small-", 64), WRITTEN, written).await;
+    let (line, small_after) = fill_until(&c, leader, faulty, "small-b-", WRITTEN, written).await;
     let (file, size) = valid_snapshot(&c, faulty, &line);
     assert_eq!(
         injected(&last_incarnation(&c, faulty)).len(),
@@ -79,8 +90,9 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     let end = c.finish().await.unwrap();
     println!(
         "RESULT scenario={name} faulty={faulty} leader={leader} big_values={big} \
-         small_values={small} abandoned={} next_snapshot={} bytes={size} journal_id={:#x} \
-         acked_checked={} total_ms={}",
+         small_values_to_failure={small_before} small_values_to_success={small_after} \
+         abandoned={} next_snapshot={} bytes={size} journal_id={:#x} acked_checked={} \
+         total_ms={}",
         tmp.display(),
         file.display(),
         end.journal_id,
@@ -89,27 +101,28 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     );
 }
 
-/// Writes rounds of [`ROUND`] values (`prefix` and a number, `value_len` bytes each) through
-/// `leader` until node `sid`'s last incarnation logged `text` more than `seen` times (each
-/// round is watched for [`WATCH`], at most [`MAX_ROUNDS`] rounds); returns the first new line
-/// with `text` and how many values were written.
+/// Writes rounds of [`ROUND`] small values (`prefix`, the round, a number) through `leader`
+/// until node `sid`'s last incarnation logged `text` more than `seen` times (each round is
+/// watched for [`WATCH`], at most [`MAX_ROUNDS`] rounds, the last for [`LAST_WATCH`]);
+/// returns the first new line with `text` and how many values were written.
 async fn fill_until(
     c: &ProcCluster,
     leader: u64,
     sid: u64,
-    (prefix, value_len): (&str, usize),
+    prefix: &str,
     text: &str,
     seen: usize,
 ) -> (String, usize) {
     let mut written = 0;
     for round in 0..MAX_ROUNDS {
         let round_prefix = format!("{prefix}{round}-");
-        let n = fill(c, leader, &round_prefix, ROUND, value_len, 8, Duration::from_secs(60))
+        let n = fill(c, leader, &round_prefix, ROUND, 64, 8, Duration::from_secs(60))
             .await
             .unwrap();
         assert_eq!(n, ROUND, "round {round} of {prefix} values was not acknowledged");
         written += n;
-        let watch_until = Instant::now() + WATCH;
+        let watch = if round + 1 == MAX_ROUNDS { LAST_WATCH } else { WATCH };
+        let watch_until = Instant::now() + watch;
         while Instant::now() < watch_until {
             let log = last_incarnation(c, sid);
             if let Some(line) = log.lines().filter(|l| l.contains(text)).nth(seen) {
@@ -118,10 +131,7 @@ async fn fill_until(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    panic!(
-        "node {sid} never logged {text:?} (seen {seen} before) after {written} values of \
-         {value_len} bytes ({prefix})"
-    );
+    panic!("node {sid} never logged {text:?} (seen {seen} before) after {written} values ({prefix})");
 }
 
 /// The `snapshot.<16 hex>` name in `line`, with what follows it (`.tmp` or nothing).
