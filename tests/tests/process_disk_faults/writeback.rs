@@ -56,24 +56,21 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
 
     // Snapshots smaller than a window do not reach sync_file_range and succeed: grow the
     // state past a window, then write until a snapshot fails.
-    let big = fill(&c, leader, "big-", BIG_VALUES, BIG_VALUE, 8, Duration::from_secs(60))
-        .await
-        .unwrap();
+    let big = fill(
+        &c,
+        leader,
+        "big-",
+        BIG_VALUES,
+        BIG_VALUE,
+        8,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
     assert_eq!(big, BIG_VALUES, "the big values were not acknowledged");
     let (line, small_before) = fill_until(&c, leader, faulty, "small-a-", FAILED, 0).await;
     let tmp = abandoned_snapshot(&c, faulty, &dir, &line);
-    assert!(
-        c.node_mut(faulty).unwrap().is_running(),
-        "a failed writeback stopped node {faulty}"
-    );
-    let last = format!("big-{}", big - 1);
-    let read = c.client(faulty, None).await.unwrap();
-    let read = read.get_var(&last, true).await.unwrap();
-    assert!(read.value.is_some(), "node {faulty} must still serve reads");
-    let via = fill(&c, faulty, "via-faulty-", 20, 64, 4, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(via, 20, "writes through node {faulty} must still commit");
+    still_serves(&mut c, faulty, &format!("big-{}", big - 1)).await;
 
     // The disk works again: the next snapshot is written back, synced and valid.
     df.set(faulty, "ok").unwrap();
@@ -101,6 +98,21 @@ async fn a_follower_whose_snapshot_writeback_fails_abandons_that_snapshot_and_go
     );
 }
 
+/// Node `sid` runs, reads `key` (which must be there) and takes writes.
+async fn still_serves(c: &mut ProcCluster, sid: u64, key: &str) {
+    assert!(
+        c.node_mut(sid).unwrap().is_running(),
+        "a failed writeback stopped node {sid}"
+    );
+    let read = c.client(sid, None).await.unwrap();
+    let read = read.get_var(key, true).await.unwrap();
+    assert!(read.value.is_some(), "node {sid} must still serve reads");
+    let via = fill(c, sid, "via-faulty-", 20, 64, 4, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(via, 20, "writes through node {sid} must still commit");
+}
+
 /// Writes rounds of [`ROUND`] small values (`prefix`, the round, a number) through `leader`
 /// until node `sid`'s last incarnation logged `text` more than `seen` times (each round is
 /// watched for [`WATCH`], at most [`MAX_ROUNDS`] rounds, the last for [`LAST_WATCH`]);
@@ -116,12 +128,27 @@ async fn fill_until(
     let mut written = 0;
     for round in 0..MAX_ROUNDS {
         let round_prefix = format!("{prefix}{round}-");
-        let n = fill(c, leader, &round_prefix, ROUND, 64, 8, Duration::from_secs(60))
-            .await
-            .unwrap();
-        assert_eq!(n, ROUND, "round {round} of {prefix} values was not acknowledged");
+        let n = fill(
+            c,
+            leader,
+            &round_prefix,
+            ROUND,
+            64,
+            8,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            n, ROUND,
+            "round {round} of {prefix} values was not acknowledged"
+        );
         written += n;
-        let watch = if round + 1 == MAX_ROUNDS { LAST_WATCH } else { WATCH };
+        let watch = if round + 1 == MAX_ROUNDS {
+            LAST_WATCH
+        } else {
+            WATCH
+        };
         let watch_until = Instant::now() + watch;
         while Instant::now() < watch_until {
             let log = last_incarnation(c, sid);
@@ -131,7 +158,9 @@ async fn fill_until(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    panic!("node {sid} never logged {text:?} (seen {seen} before) after {written} values ({prefix})");
+    panic!(
+        "node {sid} never logged {text:?} (seen {seen} before) after {written} values ({prefix})"
+    );
 }
 
 /// The `snapshot.<16 hex>` name in `line`, with what follows it (`.tmp` or nothing).
@@ -166,10 +195,17 @@ fn abandoned_snapshot(c: &ProcCluster, sid: u64, dir: &Path, line: &str) -> Path
         tmp.display()
     );
     let retried = retries(&log);
-    assert!(retried.is_empty(), "a failed snapshot was synced again: {retried:?}");
+    assert!(
+        retried.is_empty(),
+        "a failed snapshot was synced again: {retried:?}"
+    );
     let published = tmp.with_extension("");
     for f in [&tmp, &published] {
-        assert!(!f.exists(), "{} left after the failed writeback", f.display());
+        assert!(
+            !f.exists(),
+            "{} left after the failed writeback",
+            f.display()
+        );
     }
     tmp
 }

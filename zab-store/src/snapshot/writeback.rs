@@ -269,8 +269,15 @@ mod failure_tests {
         let later = w.write(&[2u8; 10]).unwrap_err().to_string();
         assert!(later.contains("writeback failed earlier"), "{later}");
         assert!(w.flush().is_err());
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "written after a failure");
-        assert!(w.into_file().is_err(), "a failed file must not be handed on for its fsync");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            len,
+            "written after a failure"
+        );
+        assert!(
+            w.into_file().is_err(),
+            "a failed file must not be handed on for its fsync"
+        );
 
         let mut w = WritebackFile::new(File::create(&path).unwrap(), true);
         INJECT.with(|i| i.set(Some(libc::EINVAL)));
