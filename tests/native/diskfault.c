@@ -3,14 +3,15 @@
  * multi-process fault tests (tests/src/proc/disk_fault.rs compiles and loads it).
  *
  * It is a fault-injecting layer between the program and libc, NOT the kernel's block layer:
- * it changes what fsync, fdatasync, msync, write, writev, pwrite and pwrite64 return (or how
- * long they take) for files under one directory. It cannot model what a real failing disk
+ * it changes what fsync, fdatasync, msync, sync_file_range, write, writev, pwrite and pwrite64
+ * return (or how long they take) for files under one directory. It cannot model what a real failing disk
  * also does: writeback errors the kernel reports later (an fsync failing for data a write
  * already "completed", pages marked clean after a failed writeback, so a retried fsync
  * "succeeds" without the data: the fsyncgate problem), torn or reordered writes, reads
  * returning errors, or data silently lost on power loss. Those are what the product's rule
  * "never go on after a failed sync" is for; this shim checks the rule is kept: it logs a
- * RETRY line when a sync of a file is attempted again after it injected a failure into it.
+ * RETRY line when a sync of a file (any of the sync calls, sync_file_range included) is
+ * attempted again after it injected a failure into one of them for that file.
  *
  * Environment:
  *   DISKFAULT_PREFIX   a directory: only files at or under it are affected (path of the fd,
@@ -21,11 +22,17 @@
  *                      change the fault while the process runs (write a temp file, rename it
  *                      over). Tokens, separated by blanks or newlines:
  *     ok                  no fault (also: a missing or empty file)
- *     eio-sync            fsync, fdatasync and msync fail with EIO
- *     eio-sync-once       the next one such sync fails with EIO, later ones succeed
+ *     eio-sync            fsync, fdatasync, msync and sync_file_range fail with EIO (a disk
+ *                         that fails syncs fails the writeback they wait for, too)
+ *     eio-sync-once       the next fsync, fdatasync or msync fails with EIO, later ones
+ *                         succeed (sync_file_range is not counted: "once" aims at the next
+ *                         real sync, not at a snapshot's writeback running meanwhile)
+ *     eio-writeback       sync_file_range fails with EIO (a snapshot's incremental writeback,
+ *                         zab-store's snapshot/writeback.rs); fsync and the others work
  *     eio-write           write, writev, pwrite, pwrite64 fail with EIO
  *     eio-write-once      the next one such write fails with EIO
- *     delay-sync-ms=N     every sync first sleeps N milliseconds
+ *     delay-sync-ms=N     every fsync, fdatasync and msync first sleeps N milliseconds
+ *                         (sync_file_range is not delayed)
  *     match=TEXT          only paths that also contain TEXT (e.g. match=/log. or match=Epoch)
  * Without both variables every call goes straight to libc.
  *
@@ -61,6 +68,7 @@ static ssize_t (*real_pwrite64)(int, const void *, size_t, off64_t);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
 static int (*real_msync)(void *, size_t, int);
+static int (*real_sync_file_range)(int, off64_t, off64_t, unsigned int);
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 static void *(*real_mmap64)(void *, size_t, int, int, int, off64_t);
 static int (*real_munmap)(void *, size_t);
@@ -75,7 +83,7 @@ static struct timespec last_check;
 static dev_t ctl_dev;
 static ino_t ctl_ino;
 static struct timespec ctl_mtime;
-static int eio_sync, eio_write, once_sync, once_write, delay_told;
+static int eio_sync, eio_write, eio_writeback, once_sync, once_write, delay_told;
 static long delay_ms;
 static char match_text[128];
 /* The last file an injected sync error was about (RETRY detection). */
@@ -125,7 +133,7 @@ static void read_env(void) {
 }
 
 static void parse_control(const char *text) {
-    eio_sync = eio_write = once_sync = once_write = delay_told = 0;
+    eio_sync = eio_write = eio_writeback = once_sync = once_write = delay_told = 0;
     delay_ms = 0;
     match_text[0] = '\0';
     char buf[512];
@@ -136,6 +144,8 @@ static void parse_control(const char *text) {
             eio_sync = 1;
         else if (strcmp(t, "eio-sync-once") == 0)
             once_sync = 1;
+        else if (strcmp(t, "eio-writeback") == 0)
+            eio_writeback = 1;
         else if (strcmp(t, "eio-write") == 0)
             eio_write = 1;
         else if (strcmp(t, "eio-write-once") == 0)
@@ -189,7 +199,8 @@ static int armed(enum op op) {
     int on = 0;
     if (enabled) {
         refresh();
-        on = op == OP_SYNC ? (eio_sync || once_sync || delay_ms > 0 || failed_sync_path[0])
+        on = op == OP_SYNC ? (eio_sync || once_sync || eio_writeback || delay_ms > 0 ||
+                              failed_sync_path[0])
                            : (eio_write || once_write);
     }
     pthread_mutex_unlock(&mu);
@@ -228,8 +239,9 @@ static int path_of_addr(const void *addr, char *out) {
     return found;
 }
 
-/* The fault for one sync of `path` by `call`: 0 to go on, or EIO. Sleeps for a delay. */
-static int sync_fault(const char *path, const char *call) {
+/* The fault for one sync of `path` by `call` (`writeback`: sync_file_range): 0 to go on, or
+ * EIO. Sleeps for a delay. */
+static int sync_fault(const char *path, const char *call, int writeback) {
     long sleep_ms = 0;
     int fail = 0;
     pthread_mutex_lock(&mu);
@@ -237,11 +249,12 @@ static int sync_fault(const char *path, const char *call) {
     if (match && failed_sync_path[0] && strcmp(failed_sync_path, path) == 0)
         say("diskfault: RETRY: %s of %s again after an injected failure of it\n", call, path);
     if (match) {
-        if (eio_sync || once_sync) {
+        if (writeback ? (eio_sync || eio_writeback) : (eio_sync || once_sync)) {
             fail = EIO;
-            once_sync = 0;
+            if (!writeback)
+                once_sync = 0;
             snprintf(failed_sync_path, sizeof failed_sync_path, "%s", path);
-        } else if (delay_ms > 0) {
+        } else if (delay_ms > 0 && !writeback) {
             sleep_ms = delay_ms;
             if (!delay_told)
                 say("diskfault: delaying every sync under %s by %ld ms (first: %s of %s)\n",
@@ -278,18 +291,18 @@ static int write_fault(int fd, const char *call) {
     return fail;
 }
 
-static int fd_sync_fault(int fd, const char *call) {
+static int fd_sync_fault(int fd, const char *call, int writeback) {
     if (!armed(OP_SYNC))
         return 0;
     char path[PATH_MAX_LEN];
     if (!path_of_fd(fd, path))
         return 0;
-    return sync_fault(path, call);
+    return sync_fault(path, call, writeback);
 }
 
 int fsync(int fd) {
     RESOLVE(fsync);
-    int e = fd_sync_fault(fd, "fsync");
+    int e = fd_sync_fault(fd, "fsync", 0);
     if (e) {
         errno = e;
         return -1;
@@ -299,7 +312,7 @@ int fsync(int fd) {
 
 int fdatasync(int fd) {
     RESOLVE(fdatasync);
-    int e = fd_sync_fault(fd, "fdatasync");
+    int e = fd_sync_fault(fd, "fdatasync", 0);
     if (e) {
         errno = e;
         return -1;
@@ -312,7 +325,7 @@ int msync(void *addr, size_t len, int flags) {
     if (armed(OP_SYNC)) {
         char path[PATH_MAX_LEN];
         if (path_of_addr(addr, path)) {
-            int e = sync_fault(path, "msync");
+            int e = sync_fault(path, "msync", 0);
             if (e) {
                 errno = e;
                 return -1;
@@ -320,6 +333,16 @@ int msync(void *addr, size_t len, int flags) {
         }
     }
     return real_msync(addr, len, flags);
+}
+
+int sync_file_range(int fd, off64_t off, off64_t n, unsigned int flags) {
+    RESOLVE(sync_file_range);
+    int e = fd_sync_fault(fd, "sync_file_range", 1);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    return real_sync_file_range(fd, off, n, flags);
 }
 
 ssize_t write(int fd, const void *buf, size_t n) {

@@ -13,6 +13,10 @@
 //!   never sync that file again (the shim's RETRY line), and the others go on; after the
 //!   fault is cleared the node starts again and the end checks hold (equal digests at the
 //!   same journal id, every acknowledged write on every node).
+//! - `writeback`: `sync_file_range`, the incremental writeback of a snapshot larger than one
+//!   8 MiB window, fails with EIO on a follower: the snapshot is abandoned (no file left for
+//!   it, its file never synced again), the node goes on serving and committing, and its next
+//!   snapshot once the disk works is valid (`fe-meta verify-image`).
 //! - `slow`: every sync of one node takes 300 ms longer; the write rate through each node is
 //!   measured without the delay, with a slow follower and with a slow leader, and printed as
 //!   `SLOWDISK` lines (run with `-- --nocapture`); the slow node catches up once the delay
@@ -27,6 +31,7 @@
 mod process_disk_faults {
     pub mod eio;
     pub mod slow;
+    pub mod writeback;
 }
 
 use std::time::Duration;

@@ -214,7 +214,8 @@ impl SnapshotWriter {
         let file = out
             .into_inner()
             .map_err(|e| StoreError::io("flush", &self.tmp, e.into_error()))?
-            .into_file();
+            .into_file()
+            .map_err(|e| StoreError::io("write", &self.tmp, e))?;
         fsutil::sync_file(&file, &self.tmp, self.force_sync)?;
         drop(file);
         fsutil::rename_durably(&self.tmp, &self.info.path, self.force_sync)?;

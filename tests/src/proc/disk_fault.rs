@@ -8,29 +8,35 @@
 //! df.apply(&mut spec, &[1, 2, 3]);        // their dataDirs under df, the shim preloaded
 //! let c = ProcCluster::start("eio", spec).await?;
 //! df.set(1, "eio-sync")?;                 // node 1: fsync/fdatasync/msync fail with EIO
+//! df.set(1, "eio-writeback")?;            // or: only sync_file_range (snapshot writeback)
 //! df.set(1, "delay-sync-ms=300")?;        // or: every sync takes 300 ms longer
 //! df.set(1, "ok")?;                       // the disk is healthy again
 //! ```
 //!
 //! This is a fault-injecting layer between the server and libc, **not** the kernel's: the
 //! shim makes `fsync`, `fdatasync`, `msync` (of mappings of the node's files, recorded by an
-//! interposed `mmap`), `write`, `writev`, `pwrite` and `pwrite64` on files under the node's
-//! dataDir fail with `EIO` or sleep first; the kernel and the page cache never see a fault.
+//! interposed `mmap`), `sync_file_range`, `write`, `writev`, `pwrite` and `pwrite64` on files
+//! under the node's dataDir fail with `EIO` or sleep first; the kernel and the page cache
+//! never see a fault. `sync_file_range` (a snapshot's incremental writeback, zab-store's
+//! `snapshot/writeback.rs`) fails under `eio-sync` (a disk that fails syncs fails the
+//! writeback they wait for) and alone under `eio-writeback`; `eio-sync-once` and
+//! `delay-sync-ms` leave it alone, so they still aim at the next real sync.
 //! What it cannot model: a write-back error the kernel reports later, on a sync of data an
 //! earlier `write` or store to the mapping "completed" (the page cache then holds pages
 //! marked clean that are not on disk, so a retried fsync succeeds without the data: the
 //! fsyncgate problem), reads failing, torn or reordered writes, or a power loss. The product's
 //! rule "a failed sync ends the process, it is never retried" is what covers those; the shim
 //! checks the rule is kept by logging a `diskfault: RETRY` line (see [`retries`]) when a file
-//! whose sync it failed is synced again.
+//! whose sync (or writeback) it failed is synced or written back again.
 //!
 //! Which calls: `nm -D` of the `fe-meta` binary lists `write`, `writev`, `pwrite64`, `mmap64`,
-//! `fsync` and `fdatasync` from glibc (Rust's `write_all_at` is `pwrite64`,
+//! `fsync`, `fdatasync` and `sync_file_range` from glibc (Rust's `write_all_at` is `pwrite64`,
 //! `sync_data`/`sync_all` are `fdatasync`/`fsync`); the shim also covers `pwrite`, `msync` and
 //! `mmap`. Which files: the txn log's records are written with `pwrite64` (its mapping is
 //! read-only) and synced with `fdatasync`; a log segment is preallocated with `write` (the
 //! spare's zero fill) and adopted with `pwrite64` (its header); epoch files, the initial-sync
-//! marker, snapshots and a SNAP being received use `write`.
+//! marker, snapshots and a SNAP being received use `write`, and a snapshot (background or
+//! received) larger than 8 MiB is written back with `sync_file_range` while it grows.
 //!
 //! The control file of each node (its content is the fault, see the shim's header) is
 //! replaced atomically by [`DiskFault::set`]; the shim notices within 10 ms of its next call.
@@ -121,7 +127,7 @@ impl DiskFault {
     }
 
     /// Sets node `sid`'s fault (`ok`, `eio-sync`, `eio-sync-once`, `eio-write`,
-    /// `delay-sync-ms=N`, optionally with `match=TEXT`), replacing the control file atomically,
+    /// `eio-writeback`, `delay-sync-ms=N`, optionally with `match=TEXT`), replacing the control file atomically,
     /// and returns once the shim is bound to see it: the shim re-reads the file at most every
     /// [`SHIM_CHECK_EVERY`], so a call within that time of its last check (an election now
     /// writes its epoch files a few ms after a kill) could still run under the old fault.
