@@ -19,30 +19,37 @@
 //! INV-4: only catalog writes take a ticket: a read may overtake a write (docs/PROTOCOL.md
 //! §2.1), and a membership change is not planned.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 
 /// One connection's write order (module docs).
 #[derive(Debug)]
 pub struct WriteOrder {
-    /// The ticket whose turn it is: every ticket below it was passed.
-    turn: watch::Sender<u64>,
-    /// Tickets passed out of order (above `turn`).
-    passed_early: Mutex<BTreeSet<u64>>,
+    state: Mutex<State>,
     /// The next ticket to give.
     next: AtomicU64,
+}
+
+/// Whose turn it is, and who waits for theirs.
+#[derive(Debug, Default)]
+struct State {
+    /// The ticket whose turn it is: every ticket below it was passed.
+    turn: u64,
+    /// Tickets passed out of order (above `turn`).
+    passed_early: BTreeSet<u64>,
+    /// Tasks waiting for their ticket's turn: only the one whose turn comes is woken.
+    waiting: BTreeMap<u64, oneshot::Sender<()>>,
 }
 
 impl WriteOrder {
     /// A new connection's order: the first ticket's turn.
     pub fn new() -> Arc<WriteOrder> {
         Arc::new(WriteOrder {
-            turn: watch::Sender::new(0),
-            passed_early: Mutex::new(BTreeSet::new()),
+            state: Mutex::default(),
             next: AtomicU64::new(0),
         })
     }
@@ -56,17 +63,41 @@ impl WriteOrder {
         }
     }
 
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means a holder panicked between two map operations.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `None` when it is `ticket`'s turn, else what wakes it when it comes.
+    fn wait_for(&self, ticket: u64) -> Option<oneshot::Receiver<()>> {
+        let mut st = self.lock();
+        if st.turn >= ticket {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        st.waiting.insert(ticket, tx);
+        Some(rx)
+    }
+
     fn pass(&self, ticket: u64) {
-        // A poisoned lock only means a holder panicked between two set operations.
-        let mut early = self.passed_early.lock().unwrap_or_else(|e| e.into_inner());
-        early.insert(ticket);
-        self.turn.send_if_modified(|turn| {
-            let before = *turn;
-            while early.remove(turn) {
-                *turn += 1;
+        let mut st = self.lock();
+        // A task whose wait was cancelled leaves its sender: it will never be woken.
+        st.waiting.remove(&ticket);
+        st.passed_early.insert(ticket);
+        let before = st.turn;
+        loop {
+            let turn = st.turn;
+            if !st.passed_early.remove(&turn) {
+                break;
             }
-            *turn != before
-        });
+            st.turn += 1;
+        }
+        let turn = st.turn;
+        if turn != before {
+            if let Some(next) = st.waiting.remove(&turn) {
+                let _ = next.send(());
+            }
+        }
     }
 }
 
@@ -83,9 +114,11 @@ impl Turn {
         if self.passed.load(Ordering::Acquire) {
             return;
         }
-        let mut turn = self.order.turn.subscribe();
-        // The sender lives in `self.order`, so the wait cannot end by its drop.
-        let _ = turn.wait_for(|t| *t >= self.ticket).await;
+        if let Some(woken) = self.order.wait_for(self.ticket) {
+            // The sender is dropped only after it sent, or with the order itself, which this
+            // turn holds.
+            let _ = woken.await;
+        }
     }
 
     /// This write was handed on (or will not be): the next one's turn may come (INV-3).
