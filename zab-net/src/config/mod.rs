@@ -419,9 +419,7 @@ impl Builder {
             purge_interval_hours: self.purge_interval_hours.unwrap_or(0),
             pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,
             force_sync: self.force_sync.unwrap_or(true),
-            snap_cpu_percent: self
-                .snap_cpu_percent
-                .unwrap_or(DEFAULT_SNAP_CPU_PERCENT),
+            snap_cpu_percent: self.snap_cpu_percent.unwrap_or(DEFAULT_SNAP_CPU_PERCENT),
             cluster_id: self.cluster_id,
             tls: self.tls.finish()?,
             extra: self.extra,

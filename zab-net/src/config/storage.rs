@@ -57,7 +57,9 @@ impl Builder {
                     .ok()
                     .filter(|p| (1..=100).contains(p))
                     .ok_or_else(|| {
-                        e.bad("expected an integer percentage of one core, 1 to 100 (100 = no limit)")
+                        e.bad(
+                            "expected an integer percentage of one core, 1 to 100 (100 = no limit)",
+                        )
                     })?;
                 self.snap_cpu_percent = Some(percent);
             }

@@ -86,7 +86,8 @@ fn snap_size_limit_in_kb_parses_and_non_positive_disables() {
 /// absent; anything else is an error naming the key, its line and the range.
 #[test]
 fn snap_cpu_percent_parses_in_range() {
-    let percent = |v: &str| parse(&with(&format!("snapCpuPercent={v}"))).map(|c| c.snap_cpu_percent);
+    let percent =
+        |v: &str| parse(&with(&format!("snapCpuPercent={v}"))).map(|c| c.snap_cpu_percent);
     assert_eq!(
         parse(BASE).unwrap().snap_cpu_percent,
         DEFAULT_SNAP_CPU_PERCENT

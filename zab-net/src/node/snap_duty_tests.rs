@@ -11,7 +11,11 @@ fn pause_keeps_cpu_over_wall_at_the_share() {
     assert_eq!(pause(10 * MS, 10 * MS, 25), 30 * MS);
     assert_eq!(pause(10 * MS, 20 * MS, 50), Duration::ZERO, "20 ms is 50%");
     assert_eq!(pause(10 * MS, 15 * MS, 50), 5 * MS);
-    assert_eq!(pause(10 * MS, 100 * MS, 25), Duration::ZERO, "already below");
+    assert_eq!(
+        pause(10 * MS, 100 * MS, 25),
+        Duration::ZERO,
+        "already below"
+    );
     assert_eq!(pause(Duration::ZERO, Duration::ZERO, 30), Duration::ZERO);
 }
 
