@@ -431,7 +431,7 @@ impl Builder {
 pub const DEFAULT_SNAP_SIZE_LIMIT_KIB: i64 = 4_194_304;
 
 /// The default `snapCpuPercent` (docs/BENCHMARKS.md, "Pacing background snapshots").
-pub const DEFAULT_SNAP_CPU_PERCENT: u8 = 100;
+pub const DEFAULT_SNAP_CPU_PERCENT: u8 = 25;
 
 const POSITIVE: &str = "expected an integer > 0";
 const PATH: &str = "expected a non-empty path";

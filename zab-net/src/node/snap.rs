@@ -34,7 +34,7 @@ use zab_store::{LogWriter, SnapDir, SnapshotWriter, StoreError};
 
 use super::api::SnapshotSource;
 use super::fatal::Fatal;
-use super::snap_duty::{DutyWriter, ThreadClock};
+use super::snap_duty::{DutyWriter, Pace, ThreadClock};
 
 /// The size of a txn log record's header (zab-store's record format), counted with the
 /// payload towards `snapSizeLimitInKb`.
@@ -89,6 +89,8 @@ pub(super) struct Snapper {
     snaps: SnapDir,
     /// `snapCpuPercent`: the share of one core a background snapshot may use.
     cpu_percent: u8,
+    /// The running background snapshot's hurry flag (`snap_duty` INV-4).
+    hurry: std::sync::Arc<std::sync::atomic::AtomicBool>,
     running: Option<JoinHandle<()>>,
     done_tx: mpsc::UnboundedSender<SnapDone>,
     /// The configuration committed at the last applied txn: what a snapshot carries.
@@ -130,6 +132,7 @@ impl Snapper {
             cluster_id: target.cluster_id,
             snaps: target.snaps,
             cpu_percent: target.cpu_percent,
+            hurry: Default::default(),
             running: None,
             done_tx,
             committed: target.committed,
@@ -192,14 +195,18 @@ impl Snapper {
             return;
         }
         let (snaps, cluster_id, retain) = (self.snaps.clone(), self.cluster_id, self.retain);
-        let percent = self.cpu_percent;
+        let pace = Pace {
+            percent: self.cpu_percent,
+            hurry: Default::default(),
+        };
+        self.hurry = pace.hurry.clone();
         let membership = self.committed.clone();
         let done = self.done_tx.clone();
         let span = tracing::Span::current();
         self.running = Some(super::snap_thread::spawn_low_priority(move || {
             let _enter = span.enter();
             let target = (&snaps, cluster_id, &membership);
-            let r = write_and_purge(target, &log, (zxid, percent), source, retain);
+            let r = write_and_purge(target, &log, (zxid, pace), source, retain);
             let _ = done.send(r.map(|bytes| (zxid, bytes)));
         }));
     }
@@ -209,9 +216,11 @@ impl Snapper {
         self.running = None;
     }
 
-    /// Waits for a running background snapshot (INV-2; bounded by the disk).
+    /// Waits for a running background snapshot (INV-2; bounded by the disk), which stops
+    /// pacing itself for it (`snap_duty` INV-4).
     pub(super) async fn wait_idle(&mut self) {
         if let Some(h) = self.running.take() {
+            self.hurry.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = h.await;
         }
     }
@@ -267,17 +276,18 @@ impl Snapper {
 }
 
 /// Writes `source` as the durable `snapshot.<zxid>` carrying `membership` (blocking), its
-/// encoding paced to `percent` % of one core (`snap_duty`); returns its size on disk.
+/// encoding paced as `pace` says (`snap_duty`); returns its size on disk.
 fn write_snapshot(
     (snaps, cluster_id, membership): (&SnapDir, u64, &Membership),
-    (zxid, percent): (Zxid, u8),
+    (zxid, pace): (Zxid, Pace),
     source: Box<dyn SnapshotSource>,
 ) -> Result<u64, SnapshotError> {
     let started = std::time::Instant::now();
     let mut w = snaps
         .create(zxid, cluster_id, Some(membership))
         .map_err(|source| SnapshotError::Create { zxid, source })?;
-    let mut paced = DutyWriter::new(&mut w, ThreadClock::new(), percent);
+    let percent = pace.percent;
+    let mut paced = DutyWriter::new(&mut w, ThreadClock::new(), pace);
     source
         .write_to(&mut paced)
         .map_err(|source| SnapshotError::Write { zxid, source })?;
@@ -298,7 +308,7 @@ fn write_snapshot(
 fn write_and_purge(
     target: (&SnapDir, u64, &Membership),
     log: &LogWriter,
-    paced: (Zxid, u8),
+    paced: (Zxid, Pace),
     source: Box<dyn SnapshotSource>,
     retain: usize,
 ) -> Result<u64, SnapshotError> {

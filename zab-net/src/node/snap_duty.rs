@@ -17,10 +17,14 @@
 //! whatever is still owed after that is forgiven, never carried over.
 //! INV-2: 100% (or a thread CPU clock that cannot be read) never sleeps and never reads a
 //! clock again: the bytes pass through unchanged either way.
+//! INV-4: once [`Pace::hurry`] is set (someone waits for the snapshot: a shutdown, a SNAP to
+//! receive, a removal to persist), no further sleep starts; the rest is written at full speed.
 //! INV-3: the wrapper changes no byte: what it is given is written to the inner writer as is,
 //! and errors are the inner writer's.
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The least share a snapshot may be given (INV-1).
@@ -101,12 +105,22 @@ impl DutyClock for ThreadClock {
     }
 }
 
+/// How one snapshot is paced.
+#[derive(Clone, Debug)]
+pub(super) struct Pace {
+    /// The share of one core, in % (100 = no limit).
+    pub(super) percent: u8,
+    /// Set when someone waits for the snapshot: pacing stops (INV-4).
+    pub(super) hurry: Arc<AtomicBool>,
+}
+
 /// A [`Write`] that paces the thread writing through it to `percent` % of one core (module
 /// docs; INV-1..3).
 pub(super) struct DutyWriter<W: Write, C: DutyClock> {
     inner: W,
     clock: C,
     percent: u8,
+    hurry: Arc<AtomicBool>,
     /// Bytes written since the last check.
     unchecked: u64,
     /// CPU and wall time at the last check; `None` when not pacing (INV-2).
@@ -115,8 +129,9 @@ pub(super) struct DutyWriter<W: Write, C: DutyClock> {
 }
 
 impl<W: Write, C: DutyClock> DutyWriter<W, C> {
-    /// Paces writes to `inner` to `percent` % of one core (100 = no limit).
-    pub(super) fn new(inner: W, mut clock: C, percent: u8) -> DutyWriter<W, C> {
+    /// Paces writes to `inner` to `pace.percent` % of one core (100 = no limit).
+    pub(super) fn new(inner: W, mut clock: C, pace: Pace) -> DutyWriter<W, C> {
+        let percent = pace.percent;
         let mark = match percent >= FULL_PERCENT {
             true => None,
             false => clock.cpu().map(|cpu| (cpu, clock.wall())),
@@ -125,6 +140,7 @@ impl<W: Write, C: DutyClock> DutyWriter<W, C> {
             inner,
             clock,
             percent: percent.max(MIN_PERCENT),
+            hurry: pace.hurry,
             unchecked: 0,
             mark,
             slept: Duration::ZERO,
@@ -143,6 +159,10 @@ impl<W: Write, C: DutyClock> DutyWriter<W, C> {
             return;
         };
         for _ in 0..MAX_PAUSES_PER_CHECK {
+            if self.hurry.load(Ordering::Relaxed) {
+                self.mark = None;
+                return;
+            }
             let Some(cpu) = self.clock.cpu() else {
                 self.mark = None;
                 return;

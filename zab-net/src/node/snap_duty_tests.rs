@@ -5,6 +5,13 @@ use super::*;
 
 const MS: Duration = Duration::from_millis(1);
 
+fn pace(percent: u8) -> Pace {
+    Pace {
+        percent,
+        hurry: Arc::default(),
+    }
+}
+
 #[test]
 fn pause_keeps_cpu_over_wall_at_the_share() {
     // 10 ms of CPU in 10 ms of wall at 25%: 40 ms of wall are needed, 30 ms more.
@@ -77,7 +84,7 @@ const MIB: usize = CHECK_BYTES as usize;
 #[test]
 fn the_writer_sleeps_after_each_chunk_to_keep_the_share() {
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 25);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(25));
     // Half a chunk: no check yet.
     clock.work(10 * MS, 10 * MS);
     w.write_all(&vec![1u8; MIB / 2]).unwrap();
@@ -101,7 +108,7 @@ fn the_writer_sleeps_after_each_chunk_to_keep_the_share() {
 #[test]
 fn a_long_debt_is_slept_in_bounded_pieces_and_then_forgiven() {
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 1);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(1));
     // 50 ms of CPU at 1% owe 4.95 s: at most MAX_PAUSES_PER_CHECK sleeps of ≤ MAX_PAUSE.
     clock.work(50 * MS, 50 * MS);
     w.write_all(&vec![0u8; MIB]).unwrap();
@@ -119,7 +126,7 @@ fn a_long_debt_is_slept_in_bounded_pieces_and_then_forgiven() {
 fn time_spent_off_cpu_counts_as_wall() {
     // Waiting for the disk or for a core is not CPU: 5 ms of CPU over 30 ms is under 25%.
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 25);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(25));
     clock.work(5 * MS, 30 * MS);
     w.write_all(&vec![0u8; MIB]).unwrap();
     assert_eq!(clock.slept(), Duration::ZERO);
@@ -128,21 +135,21 @@ fn time_spent_off_cpu_counts_as_wall() {
 #[test]
 fn full_share_or_no_cpu_clock_never_sleeps() {
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 100);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(100));
     clock.work(MS * 500, MS);
     w.write_all(&vec![0u8; 3 * MIB]).unwrap();
     assert_eq!(clock.slept(), Duration::ZERO);
 
     let clock = FakeClock::default();
     clock.0.borrow_mut().broken = true;
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 10);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(10));
     clock.work(MS * 500, MS);
     w.write_all(&vec![0u8; 3 * MIB]).unwrap();
     assert_eq!(clock.slept(), Duration::ZERO);
 
     // A clock that fails later stops the pacing (INV-2).
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Vec::new(), clock.clone(), 10);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), pace(10));
     clock.0.borrow_mut().broken = true;
     clock.work(MS * 500, MS);
     w.write_all(&vec![0u8; 3 * MIB]).unwrap();
@@ -163,7 +170,7 @@ fn inner_errors_pass_through() {
         }
     }
     let clock = FakeClock::default();
-    let mut w = DutyWriter::new(Full, clock.clone(), 10);
+    let mut w = DutyWriter::new(Full, clock.clone(), pace(10));
     clock.work(MS * 50, MS);
     let e = w.write_all(&vec![0u8; MIB]).unwrap_err();
     assert_eq!(e.to_string(), "disk full");
@@ -184,4 +191,19 @@ fn the_thread_cpu_clock_reads_and_grows() {
     std::hint::black_box(x);
     assert!(c.cpu().unwrap() > before);
     assert!(c.wall() >= 20 * MS);
+}
+
+/// INV-4: once someone waits for the snapshot, no further sleep starts.
+#[test]
+fn a_hurried_writer_stops_pacing() {
+    let clock = FakeClock::default();
+    let p = pace(10);
+    let mut w = DutyWriter::new(Vec::new(), clock.clone(), p.clone());
+    clock.work(10 * MS, 10 * MS);
+    w.write_all(&vec![0u8; MIB]).unwrap();
+    assert_eq!(clock.slept(), 90 * MS);
+    p.hurry.store(true, Ordering::Relaxed);
+    clock.work(10 * MS, 10 * MS);
+    w.write_all(&vec![0u8; 2 * MIB]).unwrap();
+    assert_eq!(clock.slept(), 90 * MS, "no sleep after the hurry");
 }
