@@ -297,6 +297,40 @@ async fn a_small_snap_size_limit_snapshots_long_before_snap_count() {
     }
 }
 
+/// `snapCpuPercent` paces background snapshots but never stops them: with the least share
+/// (1% of a core) and `snapSizeLimitInKb=2048`, ~4 KiB writes to distinct keys make every
+/// node take and finish background snapshots of 2 MiB and more (so the pacing checks its
+/// clocks at least twice in each), and the files are there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_the_least_snap_cpu_share_still_snapshots() {
+    let big = "s".repeat(4000);
+    let mut c = Cluster::new(3, 0);
+    c.snap_size_limit_kib = Some(2048);
+    c.snap_cpu_percent = Some(1);
+    c.start_all().await;
+    let leader = c.wait_stable(STABLE).await;
+    let snapshotted = |c: &Cluster| c.sids().iter().all(|s| c.status(*s).snapshots_taken >= 1);
+    let mut last = Zxid::ZERO;
+    let mut i = 0;
+    while i < 600 || (i < 2000 && !snapshotted(&c)) {
+        last = c.put(leader, &format!("k{i}"), &big).await.unwrap();
+        i += 1;
+    }
+    for sid in c.sids() {
+        c.wait_applied(sid, last, STABLE).await;
+    }
+    let t0 = Instant::now();
+    while !snapshotted(&c) && t0.elapsed() < STABLE {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for sid in c.sids() {
+        let st = c.status(sid);
+        assert!(st.snapshots_taken >= 1, "snapCpuPercent=1: {st:?}");
+        assert!(snapshot_files(&c, sid) >= 1, "snapCpuPercent=1 on {sid}");
+    }
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_snap_streams_through_a_small_outbox() {
     let mut c = Cluster::new(3, 0);

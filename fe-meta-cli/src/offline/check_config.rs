@@ -231,6 +231,7 @@ fn node_keys(n: &NodeConfig) -> Vec<(String, String)> {
             "forceSync".to_string(),
             if n.force_sync { "yes" } else { "no" }.to_string(),
         ),
+        ("snapCpuPercent".to_string(), n.snap_cpu_percent.to_string()),
     ]);
     v
 }

@@ -18,6 +18,7 @@
 //! | `autopurge.purgeInterval` | hours, 0 = off | 0 |
 //! | `preAllocSize` | KiB, > 0 (as ZooKeeper) | 65536 (64 MiB) |
 //! | `forceSync` | `yes` \| `no` | `yes` |
+//! | `snapCpuPercent` | % of one core a background snapshot may use while it writes, 1..=100 (100 = no limit) | [`DEFAULT_SNAP_CPU_PERCENT`] |
 //! | `clusterId` | u64, decimal or `0x` hex | none |
 //! | `sslQuorum`, `ssl.*`, `client.secure` | TLS: see [`tls`](self::TlsSettings) | off |
 //!
@@ -36,6 +37,7 @@
 
 mod error;
 mod server;
+mod storage;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -96,6 +98,10 @@ pub struct NodeConfig {
     pub pre_alloc_bytes: u64,
     /// `forceSync`: fsync the txn log. `no` is for tests only: acknowledged writes can be lost.
     pub force_sync: bool,
+    /// `snapCpuPercent`: the share of one core (1..=100; 100 = no limit) a background snapshot
+    /// may use while it writes; the snapshot thread sleeps to keep its CPU time / wall time at
+    /// or below it. SNAPs sent to or received from a learner are not paced.
+    pub snap_cpu_percent: u8,
     /// `clusterId`, if given.
     pub cluster_id: Option<u64>,
     /// `sslQuorum`, `client.secure` and their `ssl.*` keys.
@@ -244,6 +250,7 @@ struct Builder {
     purge_interval_hours: Option<u32>,
     pre_alloc_kib: Option<u64>,
     force_sync: Option<bool>,
+    snap_cpu_percent: Option<u8>,
     cluster_id: Option<u64>,
     tls: tls::TlsKeys,
     extra: BTreeMap<String, ExtraValue>,
@@ -344,63 +351,6 @@ impl Builder {
         Ok(true)
     }
 
-    /// Snapshots, purging and the txn log's file handling; false when `e` is none of them.
-    fn set_storage(&mut self, e: &Entry<'_>) -> Result<bool, ConfigError> {
-        let value = e.value;
-        match e.key {
-            "snapCount" => self.snap_count = Some(e.positive()?),
-            "snapSizeLimitInKb" => {
-                let kib: i64 = value
-                    .parse()
-                    .map_err(|_| e.bad("expected a size in KiB (0 or less disables)"))?;
-                if kib > 0 && kib.unsigned_abs().checked_mul(1024).is_none() {
-                    return Err(e.bad("size too large"));
-                }
-                self.snap_size_limit_kib = Some(kib);
-            }
-            "snapshotSizeFactor" => {
-                let f: f64 = value
-                    .parse()
-                    .ok()
-                    .filter(|f: &f64| f.is_finite())
-                    .ok_or_else(|| e.bad("expected a number (a negative value disables)"))?;
-                self.snapshot_size_factor = Some(f);
-            }
-            "autopurge.snapRetainCount" => {
-                let n: u32 = value
-                    .parse()
-                    .map_err(|_| e.bad("expected an integer ≥ 3"))?;
-                if n < 3 {
-                    return Err(e.bad("expected an integer ≥ 3"));
-                }
-                self.snap_retain_count = Some(n);
-            }
-            "autopurge.purgeInterval" => {
-                let hours = value
-                    .parse()
-                    .map_err(|_| e.bad("expected a number of hours (0 disables purging)"))?;
-                self.purge_interval_hours = Some(hours);
-            }
-            "preAllocSize" => {
-                let kib: u64 =
-                    positive(value).ok_or_else(|| e.bad("expected a size in KiB > 0"))?;
-                if kib.checked_mul(1024).is_none() {
-                    return Err(e.bad("size too large"));
-                }
-                self.pre_alloc_kib = Some(kib);
-            }
-            "forceSync" => {
-                self.force_sync = Some(match value {
-                    "yes" => true,
-                    "no" => false,
-                    _ => return Err(e.bad("expected `yes` or `no`")),
-                })
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
     fn add_server(
         &mut self,
         sid: ServerId,
@@ -469,6 +419,7 @@ impl Builder {
             purge_interval_hours: self.purge_interval_hours.unwrap_or(0),
             pre_alloc_bytes: self.pre_alloc_kib.unwrap_or(65_536) * 1024,
             force_sync: self.force_sync.unwrap_or(true),
+            snap_cpu_percent: self.snap_cpu_percent.unwrap_or(DEFAULT_SNAP_CPU_PERCENT),
             cluster_id: self.cluster_id,
             tls: self.tls.finish()?,
             extra: self.extra,
@@ -478,6 +429,9 @@ impl Builder {
 
 /// ZooKeeper's default `snapSizeLimitInKb`: 4 GiB.
 pub const DEFAULT_SNAP_SIZE_LIMIT_KIB: i64 = 4_194_304;
+
+/// The default `snapCpuPercent` (docs/BENCHMARKS.md, "Pacing background snapshots").
+pub const DEFAULT_SNAP_CPU_PERCENT: u8 = 25;
 
 const POSITIVE: &str = "expected an integer > 0";
 const PATH: &str = "expected a non-empty path";

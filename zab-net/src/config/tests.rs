@@ -82,6 +82,30 @@ fn snap_size_limit_in_kb_parses_and_non_positive_disables() {
     assert!(e.to_string().contains("too large"), "{e}");
 }
 
+/// `snapCpuPercent`: an integer share of one core, 1 to 100, [`DEFAULT_SNAP_CPU_PERCENT`] when
+/// absent; anything else is an error naming the key, its line and the range.
+#[test]
+fn snap_cpu_percent_parses_in_range() {
+    let percent =
+        |v: &str| parse(&with(&format!("snapCpuPercent={v}"))).map(|c| c.snap_cpu_percent);
+    assert_eq!(
+        parse(BASE).unwrap().snap_cpu_percent,
+        DEFAULT_SNAP_CPU_PERCENT
+    );
+    assert_eq!(percent("30").unwrap(), 30);
+    assert_eq!(percent(" 1 ").unwrap(), 1);
+    assert_eq!(percent("100").unwrap(), 100);
+    for bad in ["0", "101", "-5", "255", "1000"] {
+        let e = percent(bad).unwrap_err();
+        assert_eq!(bad_value_key(&e), ("snapCpuPercent", 9), "{bad}");
+        assert!(e.to_string().contains("1 to 100"), "{e}");
+    }
+    for bad in ["thirty", "30%", "0.5", ""] {
+        let e = percent(bad).unwrap_err();
+        assert_eq!(bad_value_key(&e), ("snapCpuPercent", 9), "{bad:?}");
+    }
+}
+
 /// `snapshotSizeFactor` (ZooKeeper's `zookeeper.snapshotSizeFactor`): a number, 0.33 by
 /// default, negative disables; it reaches the core's sync plan.
 #[test]

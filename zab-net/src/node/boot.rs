@@ -355,6 +355,7 @@ pub(super) async fn launch(p: Parts<'_>) -> Result<Launched, NetError> {
         snaps: p.dd.snaps.clone(),
         cluster_id: p.cluster_id,
         committed: p.peer.committed_membership().clone(),
+        cpu_percent: p.config.snap_cpu_percent,
     };
     let (snapper, snaps) = Snapper::new(
         p.config.snap_count,

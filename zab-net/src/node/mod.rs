@@ -56,6 +56,7 @@ mod out_state;
 mod peers;
 mod pending;
 mod snap;
+mod snap_duty;
 mod snap_prefix;
 mod snap_thread;
 mod stream;

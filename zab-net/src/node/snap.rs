@@ -9,7 +9,8 @@
 //!
 //! INV-1: a background snapshot captures the state machine right after the `Apply` of the zxid
 //! it is named after, and is written on a thread of its own at a lower CPU priority
-//! (`snap_thread`); commits go on meanwhile.
+//! (`snap_thread`), paced to `snapCpuPercent` of one core (`snap_duty`); commits go on
+//! meanwhile. A received SNAP is not paced.
 //! INV-2: at most one background snapshot runs at a time, and none starts while a SNAP is
 //! being received; a SNAP's `BeginSnapshot` waits for a running one to end.
 //! INV-3: a received SNAP replaces the state only once complete: the temp file is fsynced and
@@ -33,6 +34,7 @@ use zab_store::{LogWriter, SnapDir, SnapshotWriter, StoreError};
 
 use super::api::SnapshotSource;
 use super::fatal::Fatal;
+use super::snap_duty::{DutyWriter, Pace, ThreadClock};
 
 /// The size of a txn log record's header (zab-store's record format), counted with the
 /// payload towards `snapSizeLimitInKb`.
@@ -85,6 +87,10 @@ pub(super) struct Snapper {
     retain: usize,
     cluster_id: u64,
     snaps: SnapDir,
+    /// `snapCpuPercent`: the share of one core a background snapshot may use.
+    cpu_percent: u8,
+    /// The running background snapshot's hurry flag (`snap_duty` INV-4).
+    hurry: std::sync::Arc<std::sync::atomic::AtomicBool>,
     running: Option<JoinHandle<()>>,
     done_tx: mpsc::UnboundedSender<SnapDone>,
     /// The configuration committed at the last applied txn: what a snapshot carries.
@@ -101,6 +107,8 @@ pub(super) struct SnapTarget {
     pub(super) cluster_id: u64,
     /// The committed configuration at start (the core's).
     pub(super) committed: Membership,
+    /// `snapCpuPercent` (`snap_duty`; 100 = no limit).
+    pub(super) cpu_percent: u8,
 }
 
 impl Snapper {
@@ -123,6 +131,8 @@ impl Snapper {
             retain,
             cluster_id: target.cluster_id,
             snaps: target.snaps,
+            cpu_percent: target.cpu_percent,
+            hurry: Default::default(),
             running: None,
             done_tx,
             committed: target.committed,
@@ -185,13 +195,18 @@ impl Snapper {
             return;
         }
         let (snaps, cluster_id, retain) = (self.snaps.clone(), self.cluster_id, self.retain);
+        let pace = Pace {
+            percent: self.cpu_percent,
+            hurry: Default::default(),
+        };
+        self.hurry = pace.hurry.clone();
         let membership = self.committed.clone();
         let done = self.done_tx.clone();
         let span = tracing::Span::current();
         self.running = Some(super::snap_thread::spawn_low_priority(move || {
             let _enter = span.enter();
             let target = (&snaps, cluster_id, &membership);
-            let r = write_and_purge(target, &log, zxid, source, retain);
+            let r = write_and_purge(target, &log, (zxid, pace), source, retain);
             let _ = done.send(r.map(|bytes| (zxid, bytes)));
         }));
     }
@@ -201,9 +216,11 @@ impl Snapper {
         self.running = None;
     }
 
-    /// Waits for a running background snapshot (INV-2; bounded by the disk).
+    /// Waits for a running background snapshot (INV-2; bounded by the disk), which stops
+    /// pacing itself for it (`snap_duty` INV-4).
     pub(super) async fn wait_idle(&mut self) {
         if let Some(h) = self.running.take() {
+            self.hurry.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = h.await;
         }
     }
@@ -258,35 +275,45 @@ impl Snapper {
     }
 }
 
-/// Writes `source` as the durable `snapshot.<zxid>` carrying `membership` (blocking); returns
-/// its size on disk.
+/// Writes `source` as the durable `snapshot.<zxid>` carrying `membership` (blocking), its
+/// encoding paced as `pace` says (`snap_duty`); returns its size on disk.
 fn write_snapshot(
     (snaps, cluster_id, membership): (&SnapDir, u64, &Membership),
-    zxid: Zxid,
+    (zxid, pace): (Zxid, Pace),
     source: Box<dyn SnapshotSource>,
 ) -> Result<u64, SnapshotError> {
+    let started = std::time::Instant::now();
     let mut w = snaps
         .create(zxid, cluster_id, Some(membership))
         .map_err(|source| SnapshotError::Create { zxid, source })?;
+    let percent = pace.percent;
+    let mut paced = DutyWriter::new(&mut w, ThreadClock::new(), pace);
     source
-        .write_to(&mut w)
+        .write_to(&mut paced)
         .map_err(|source| SnapshotError::Write { zxid, source })?;
+    let slept = paced.slept();
     let info = w
         .finish()
         .map_err(|source| SnapshotError::Finish { zxid, source })?;
-    info!(file = %info.path.display(), "snapshot written");
+    info!(
+        file = %info.path.display(),
+        ms = started.elapsed().as_millis() as u64,
+        paused_ms = slept.as_millis() as u64,
+        cpu_percent = percent,
+        "snapshot written"
+    );
     Ok(file_bytes(&info.path))
 }
 
 fn write_and_purge(
     target: (&SnapDir, u64, &Membership),
     log: &LogWriter,
-    zxid: Zxid,
+    paced: (Zxid, Pace),
     source: Box<dyn SnapshotSource>,
     retain: usize,
 ) -> Result<u64, SnapshotError> {
     let snaps = target.0;
-    let bytes = write_snapshot(target, zxid, source)?;
+    let bytes = write_snapshot(target, paced, source)?;
     if let Err(e) = zab_store::purge(snaps, log, retain) {
         warn!(error = %e, "purge after snapshot failed");
     }

@@ -8,6 +8,9 @@
 //! thread asks the kernel for less: on Linux a niceness of [`SNAPSHOT_NICENESS`] for that
 //! thread alone (`setpriority(PRIO_PROCESS, tid)` names one thread there). With idle cores it
 //! runs as fast as before; on busy ones it yields to the write path.
+//! Niceness alone does not keep the write path whole on 2 cores (its threads block on every
+//! fdatasync and round trip, and the snapshot fills those gaps), so what the job writes is
+//! also paced to `snapCpuPercent` of one core (`snap_duty`).
 //!
 //! Not `SCHED_IDLE`: tried (2M entries, 2 cores busy with other work), it starved the
 //! snapshot (5.6 and 8.8 s instead of 1.0-2.8 s at niceness 10) without raising W2 during it,

@@ -53,6 +53,8 @@ pub struct Cluster {
     pub snap_size_limit_kib: Option<i64>,
     /// `snapshotSizeFactor`; `None` leaves the key out (0.33).
     pub snapshot_size_factor: Option<f64>,
+    /// `snapCpuPercent`; `None` leaves the key out (the default).
+    pub snap_cpu_percent: Option<u8>,
     pub opts: NodeOptions,
     /// `clusterId`; `None` leaves the key out.
     pub cluster_id: Option<u64>,
@@ -79,6 +81,7 @@ impl Cluster {
             pre_alloc_kib: 1024,
             snap_size_limit_kib: None,
             snapshot_size_factor: None,
+            snap_cpu_percent: None,
             opts,
             cluster_id: None,
             nodes: BTreeMap::new(),
@@ -107,6 +110,9 @@ impl Cluster {
         }
         if let Some(f) = self.snapshot_size_factor {
             t += &format!("snapshotSizeFactor={f}\n");
+        }
+        if let Some(p) = self.snap_cpu_percent {
+            t += &format!("snapCpuPercent={p}\n");
         }
         // Placeholder ports, never bound: the nodes listen where `ports` puts them (NodeOptions).
         for s in self.sids() {

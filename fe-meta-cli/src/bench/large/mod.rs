@@ -7,9 +7,12 @@
 //!    million entries, and the leader's newest snapshot image;
 //! 4. `restart`: a follower SIGTERMed and restarted: → serving, → caught up, and its memory;
 //! 5. `w2-snapshot`: every node restarted with a larger `snapCount` ([`snap_count`], kept for
-//!    the later phases), then W2 while no node snapshots vs while the leader does ([`w2snap`]);
+//!    the later phases; and `snapCpuPercent` when `--snap-cpu-percent` is given), then W2
+//!    while no node snapshots vs while the leader does ([`w2snap`]);
 //! 6. `w4-large`: W4 with the catalog (`--trials`);
 //! 7. `snap-catchup`: a follower brought back by a SNAP ([`snap_catchup`]).
+//!
+//! With `--large-w2-only` only steps 2 and 5 run (the A/B of `--snap-cpu-percent`).
 //!
 //! INV-1: nothing is launched when the estimated footprint exceeds MemAvailable
 //! ([`mem::check_footprint`]); every phase is bounded (see each module); a failed phase after
@@ -52,6 +55,14 @@ pub struct LargeArgs {
     /// a --large-entries the machine's MemAvailable cannot hold.
     #[arg(long, default_value_t = 600)]
     pub large_mib_per_million: u64,
+    /// `snapCpuPercent` (1-100) written to every node's zoo.cfg before the W2 phase (the
+    /// share of one core a background snapshot may use); absent: the servers' default.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub snap_cpu_percent: Option<u8>,
+    /// Runs only the build and the W2-during-a-snapshot phases (skips W4, memory, restart and
+    /// the SNAP catch-up).
+    #[arg(long)]
+    pub large_w2_only: bool,
 }
 
 /// Refuses a run whose footprint does not fit (INV-1); else a note on the estimate.
@@ -92,8 +103,18 @@ pub async fn run(
     };
     progress(&format!("large ({} catalog entries)", a.large_entries));
     progress(&format!("large: {}", check(a)?));
-    keep(w4(cluster, p, "w4-empty").await, out, "w4-empty");
+    if !a.large_w2_only {
+        keep(w4(cluster, p, "w4-empty").await, out, "w4-empty");
+    }
     let entries = build(cluster, a, p, out).await?;
+    if a.large_w2_only {
+        let r = match snap_count::reset(cluster, a.snap_cpu_percent).await {
+            Ok(leader) => w2snap::run(cluster, leader, p).await.map(|l| vec![l]),
+            Err(e) => Err(e),
+        };
+        keep(r, out, "w2-snapshot");
+        return failed.map_or(Ok(()), Err);
+    }
     keep(
         memory(cluster, entries).await.map(|l| vec![l]),
         out,
@@ -104,7 +125,7 @@ pub async fn run(
         out,
         "restart",
     );
-    let r = match snap_count::reset(cluster).await {
+    let r = match snap_count::reset(cluster, a.snap_cpu_percent).await {
         Ok(leader) => w2snap::run(cluster, leader, p).await.map(|l| vec![l]),
         Err(e) => Err(e),
     };

@@ -3,6 +3,8 @@
 //! millions of entries takes (3-15 s with 5M), so every node snapshots back to back and
 //! there is no time without a snapshot to compare with.
 //!
+//! With a `snapCpuPercent` given (`--snap-cpu-percent`), that key is appended as well.
+//!
 //! INV: every node's zoo.cfg gets `snapCount=`[`W2_SNAP_COUNT`] appended and the node is
 //! restarted (SIGTERM) in turn, each back within 300 s before the next one stops: every node
 //! then counts its txns towards the next snapshot from zero, so W2 has at least
@@ -20,8 +22,12 @@ use crate::Failure;
 /// `snapCount` from the W2 phase on.
 pub const W2_SNAP_COUNT: u64 = 1_000_000;
 
-/// Appends the key to every node's zoo.cfg and restarts each in turn; the leader afterwards.
-pub async fn reset(cluster: &mut Cluster) -> Result<u64, Failure> {
+/// Appends the keys to every node's zoo.cfg and restarts each in turn; the leader afterwards.
+pub async fn reset(cluster: &mut Cluster, cpu_percent: Option<u8>) -> Result<u64, Failure> {
+    let mut keys = format!("snapCount={W2_SNAP_COUNT}\n");
+    if let Some(p) = cpu_percent {
+        keys += &format!("snapCpuPercent={p}\n");
+    }
     let wait = Duration::from_secs(300);
     cluster.wait_healthy(wait).await?;
     let dir = cluster
@@ -33,12 +39,13 @@ pub async fn reset(cluster: &mut Cluster) -> Result<u64, Failure> {
         std::fs::OpenOptions::new()
             .append(true)
             .open(&cfg)
-            .and_then(|mut f| f.write_all(format!("snapCount={W2_SNAP_COUNT}\n").as_bytes()))
+            .and_then(|mut f| f.write_all(keys.as_bytes()))
             .map_err(|e| {
                 Failure::other(format!("cannot set snapCount in {}: {e}", cfg.display()))
             })?;
         progress(&format!(
-            "large W2: restarting node {sid} with snapCount={W2_SNAP_COUNT}"
+            "large W2: restarting node {sid} with {}",
+            keys.trim_end().replace('\n', ", ")
         ));
         cluster.stop_node(sid, Signal::SIGTERM).await?;
         cluster.restart_node(sid)?;
