@@ -17,10 +17,10 @@
 //! whatever is still owed after that is forgiven, never carried over.
 //! INV-2: 100% (or a thread CPU clock that cannot be read) never sleeps and never reads a
 //! clock again: the bytes pass through unchanged either way.
-//! INV-4: once [`Pace::hurry`] is set (someone waits for the snapshot: a shutdown, a SNAP to
-//! receive, a removal to persist), no further sleep starts; the rest is written at full speed.
 //! INV-3: the wrapper changes no byte: what it is given is written to the inner writer as is,
 //! and errors are the inner writer's.
+//! INV-4: once [`Pace::hurry`] is set (someone waits for the snapshot: a shutdown, a SNAP to
+//! receive, a removal to persist), no further sleep starts; the rest is written at full speed.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
