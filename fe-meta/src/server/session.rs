@@ -18,7 +18,6 @@
 //! client's floor (STALE_REQUEST), and a retry of a write already applied (answered with the
 //! first outcome without logging anything).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zab_net::Zxid;
@@ -29,7 +28,7 @@ use crate::protocol::{ErrorReply, RequestMeta, Status};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
 
 /// What the server knows about a request beyond its body: its deadline and session.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct RequestContext {
     /// When the client stops waiting (by this server's monotonic clock).
     pub deadline: Option<Instant>,
@@ -37,7 +36,7 @@ pub struct RequestContext {
     pub session: Option<SessionTag>,
     /// A client's write: its place in its connection's order (`order`); `None` for reads and
     /// the server's own writes.
-    pub turn: Option<Arc<Turn>>,
+    pub turn: Option<Turn>,
 }
 
 /// A write's answer: `(journal_id, created_id)` or the error reply.
@@ -67,7 +66,7 @@ impl RequestContext {
     /// The same context for a write that takes `turn` in its connection's order.
     pub fn in_turn(self, turn: Turn) -> RequestContext {
         RequestContext {
-            turn: Some(Arc::new(turn)),
+            turn: Some(turn),
             ..self
         }
     }
