@@ -105,13 +105,15 @@ impl Progress {
         self.history.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn on_published(&self, catalog: &Catalog, last_ts: &mut u64) {
+    /// A version was published, `timestamps` TIMESTAMP entries applied since the last one.
+    fn on_published(&self, catalog: &Catalog, timestamps: u64, last_ts: &mut u64) {
         let now = self.mono_ms();
         self.history().record(now, catalog.journal_id());
+        self.timestamps_applied
+            .fetch_add(timestamps, Ordering::Relaxed);
         let ts = catalog.last_timestamp_ms();
         if ts != *last_ts && ts != 0 {
             *last_ts = ts;
-            self.timestamps_applied.fetch_add(1, Ordering::Relaxed);
             let epoch = u64::from(catalog.journal_id().epoch().0);
             self.guard().observe(ts, epoch, wall_ms(), now);
         }
@@ -131,7 +133,9 @@ pub fn state_machine(shared: Arc<SharedCatalog>, progress: Arc<Progress>) -> Met
     let mut state = MetaState::new(shared);
     state.set_outcomes(progress.outcomes.clone());
     let mut last_ts = 0;
-    state.set_on_applied(Box::new(move |c| progress.on_published(c, &mut last_ts)));
+    state.set_on_applied(Box::new(move |c, timestamps| {
+        progress.on_published(c, timestamps, &mut last_ts);
+    }));
     state
 }
 

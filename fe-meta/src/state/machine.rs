@@ -5,19 +5,26 @@
 //!
 //! INV-1: a txn's data is exactly one encoded journal entry; its zxid is its journal id.
 //! [`MetaState::apply`] decodes and applies it (`replay` INV-1..5) and then publishes the new
-//! version; on error nothing is published and the caller must stop the node. A configuration
+//! version; on error nothing is published and the caller must stop the node. Driven by a node
+//! (the [`StateMachine`] impl), applies are published once per driver batch instead
+//! ([`StateMachine::publish`], zab-net api INV-1): the node answers a batch's writes only after
+//! that publish, and each publish costs a version, a pointer swap, a wake-up of the
+//! read-your-writes waiters and the `on_applied` hook, and makes the next apply copy the paths
+//! it changes again. A configuration
 //! txn of the cluster ([`MetaState::apply_configuration`], zab-net's `apply_membership`) is no
 //! journal entry: the catalog is unchanged, but a version with its zxid as journal id is
 //! published, so the applied journal id — what reads report and read-your-writes waits on —
 //! follows every committed txn, configuration changes included.
-//! INV-2: [`MetaState::snapshot`] is O(1): it captures the current immutable version; the image
-//! is streamed later from that version by [`CatalogSnapshot::write_image`], on any thread.
+//! INV-2: [`MetaState::snapshot`] is O(1): it captures the current version, published or not
+//! (a clone of its roots); the image is streamed later from that version by
+//! [`CatalogSnapshot::write_image`], on any thread.
 //! INV-3: [`MetaState::restore`] replaces the state only with a completely read and verified
 //! image (`image` INV-3) whose journal id is not after the snapshot's zxid; a failed restore
 //! leaves the state unchanged.
-//! INV-4: the `on_applied` hook runs after every publish with the version just published, on
-//! the applying thread, holding no lock (PITFALLS E11); it is how the server wakes
-//! read-your-writes waiters and stamps the local clock when a TIMESTAMP lands (E14).
+//! INV-4: the `on_applied` hook runs after every publish with the version just published and
+//! the number of TIMESTAMP entries applied since the last publish, on the applying thread,
+//! holding no lock (PITFALLS E11); it is how the server stamps the local clock when a
+//! TIMESTAMP lands (E14).
 //! INV-5: an entry that replay ignored is recorded in the [`RecentOutcomes`] (if one is set)
 //! before the version that holds it is published (`outcomes` INV-1); a restore tells it which
 //! ids the image covers (`outcomes` INV-3).
@@ -39,13 +46,18 @@ use crate::state::journal::JournalEntry;
 use crate::state::outcomes::RecentOutcomes;
 use crate::state::replay::{apply_entry, pass_over, Outcome, ReplayError};
 
-/// A hook called with each newly published version.
-pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>) + Send>;
+/// A hook called with each newly published version and the TIMESTAMP entries applied since
+/// the last publish (INV-4).
+pub type AppliedHook = Box<dyn FnMut(&Arc<Catalog>, u64) + Send>;
 
 /// The fe-meta state machine (see the module docs).
 pub struct MetaState {
     shared: Arc<SharedCatalog>,
     current: Catalog,
+    /// Whether `current` holds applies not yet published.
+    unpublished: bool,
+    /// TIMESTAMP entries applied since the last publish.
+    new_timestamps: u64,
     on_applied: Option<AppliedHook>,
     outcomes: Option<Arc<RecentOutcomes>>,
 }
@@ -86,6 +98,8 @@ impl MetaState {
         MetaState {
             shared,
             current,
+            unpublished: false,
+            new_timestamps: 0,
             on_applied: None,
             outcomes: None,
         }
@@ -106,32 +120,58 @@ impl MetaState {
         &self.shared
     }
 
-    /// Applies the committed txn `zxid` carrying `data` (INV-1).
+    /// Applies the committed txn `zxid` carrying `data` and publishes it (INV-1).
     pub fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ReplayError> {
-        let entry = JournalEntry::decode(data).map_err(|source| ReplayError::Undecodable {
-            journal_id: zxid,
-            op: op_of(data),
-            source,
-        })?;
-        let outcome = apply_entry(&mut self.current, zxid, &entry)?;
-        if let (Outcome::Ignored(conflict), Some(outcomes)) = (outcome, &self.outcomes) {
-            outcomes.record(zxid, conflict);
-        }
-        self.publish(self.current.clone());
+        self.apply_unpublished(zxid, data)?;
+        self.publish_applied();
         Ok(())
     }
 
     /// Passes over the committed configuration txn `zxid` (INV-1): publishes the unchanged
     /// catalog at journal id `zxid`.
     pub fn apply_configuration(&mut self, zxid: Zxid) -> Result<(), ReplayError> {
-        pass_over(&mut self.current, zxid)?;
-        self.publish(self.current.clone());
+        self.pass_over_unpublished(zxid)?;
+        self.publish_applied();
         Ok(())
     }
 
-    /// The current version, to be written as an image later (INV-2).
+    /// Publishes the applies made since the last publish, if any (INV-1, INV-4).
+    pub fn publish_applied(&mut self) {
+        if !self.unpublished {
+            return;
+        }
+        self.unpublished = false;
+        let timestamps = std::mem::take(&mut self.new_timestamps);
+        self.publish(self.current.clone(), timestamps);
+    }
+
+    /// The current version, published or not, to be written as an image later (INV-2).
     pub fn capture(&self) -> CatalogSnapshot {
-        CatalogSnapshot(self.shared.load())
+        CatalogSnapshot(Arc::new(self.current.clone()))
+    }
+
+    fn apply_unpublished(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ReplayError> {
+        let entry = JournalEntry::decode(data).map_err(|source| ReplayError::Undecodable {
+            journal_id: zxid,
+            op: op_of(data),
+            source,
+        })?;
+        let timestamp_before = self.current.last_timestamp_ms();
+        let outcome = apply_entry(&mut self.current, zxid, &entry)?;
+        if let (Outcome::Ignored(conflict), Some(outcomes)) = (outcome, &self.outcomes) {
+            outcomes.record(zxid, conflict);
+        }
+        if self.current.last_timestamp_ms() != timestamp_before {
+            self.new_timestamps += 1;
+        }
+        self.unpublished = true;
+        Ok(())
+    }
+
+    fn pass_over_unpublished(&mut self, zxid: Zxid) -> Result<(), ReplayError> {
+        pass_over(&mut self.current, zxid)?;
+        self.unpublished = true;
+        Ok(())
     }
 
     /// Replaces the state with the image read from `src`, the snapshot at `zxid` (INV-3).
@@ -155,27 +195,30 @@ impl MetaState {
             outcomes.restored(zxid);
         }
         self.current = catalog.clone();
+        self.unpublished = false;
+        self.new_timestamps = 0;
         let published = Arc::new(catalog);
         self.shared.reset_arc(published.clone());
         if let Some(hook) = self.on_applied.as_mut() {
-            hook(&published);
+            hook(&published, 0);
         }
         crate::state::memory::release_freed();
         Ok(())
     }
 
-    fn publish(&mut self, next: Catalog) {
+    fn publish(&mut self, next: Catalog, timestamps: u64) {
         let published = Arc::new(next);
         self.shared.reset_arc(published.clone());
         if let Some(hook) = self.on_applied.as_mut() {
-            hook(&published);
+            hook(&published, timestamps);
         }
     }
 }
 
 impl StateMachine for MetaState {
     fn apply(&mut self, zxid: Zxid, data: &[u8]) -> Result<(), ApplyError> {
-        MetaState::apply(self, zxid, data).map_err(|e| ApplyError::new(e.to_string()))
+        self.apply_unpublished(zxid, data)
+            .map_err(|e| ApplyError::new(e.to_string()))
     }
 
     fn apply_membership(&mut self, zxid: Zxid, membership: &Membership) -> Result<(), ApplyError> {
@@ -184,8 +227,12 @@ impl StateMachine for MetaState {
             members = membership.members.len(),
             "configuration txn applied"
         );
-        self.apply_configuration(zxid)
+        self.pass_over_unpublished(zxid)
             .map_err(|e| ApplyError::new(e.to_string()))
+    }
+
+    fn publish(&mut self) {
+        self.publish_applied();
     }
 
     fn snapshot(&self) -> Box<dyn SnapshotSource> {
@@ -233,12 +280,75 @@ mod tests {
     use crate::state::journal::Op;
 
     #[test]
+    fn applies_driven_by_a_node_are_published_once_per_batch() {
+        let shared = Arc::new(SharedCatalog::default());
+        let mut sm = MetaState::new(shared.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        sm.set_on_applied(Box::new(move |c, timestamps| {
+            s2.lock().unwrap().push((c.journal_id(), timestamps));
+        }));
+        let node: &mut dyn StateMachine = &mut sm;
+        let ts = |wall_ms| {
+            Op::Timestamp {
+                wall_ms,
+                session_expiry_ms: 0,
+            }
+            .to_entry()
+            .encode()
+        };
+        let db = Op::CreateDb(Database {
+            id: 10_000,
+            name: "d".into(),
+        });
+        node.apply(Zxid(1), &ts(7)).unwrap();
+        node.apply(Zxid(2), &db.to_entry().encode()).unwrap();
+        node.apply(Zxid(3), &ts(9)).unwrap();
+        assert_eq!(shared.journal_id(), Zxid(0), "nothing published mid-batch");
+        assert!(seen.lock().unwrap().is_empty());
+        let snap = node.snapshot();
+        let mut image = Vec::new();
+        snap.write_to(&mut image).unwrap();
+        let from_image = read_image(&mut &image[..]).unwrap();
+        assert_eq!(
+            from_image.journal_id(),
+            Zxid(3),
+            "a snapshot has every apply"
+        );
+        node.publish();
+        assert_eq!(shared.journal_id(), Zxid(3));
+        assert_eq!(shared.load().databases().count(), 1);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(Zxid(3), 2)],
+            "one publish, two TIMESTAMPs"
+        );
+        node.publish();
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            1,
+            "nothing new, nothing published"
+        );
+        let config = Membership {
+            version: Zxid(4),
+            members: std::collections::BTreeMap::new(),
+        };
+        node.apply_membership(Zxid(4), &config).unwrap();
+        assert_eq!(shared.journal_id(), Zxid(3));
+        node.publish();
+        assert_eq!(shared.journal_id(), Zxid(4));
+        assert_eq!(*seen.lock().unwrap(), vec![(Zxid(3), 2), (Zxid(4), 0)]);
+    }
+
+    #[test]
     fn apply_publishes_snapshot_is_a_pointer_restore_replaces() {
         let shared = Arc::new(SharedCatalog::default());
         let mut sm = MetaState::new(shared.clone());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
-        sm.set_on_applied(Box::new(move |c| s2.lock().unwrap().push(c.journal_id())));
+        sm.set_on_applied(Box::new(move |c, _| {
+            s2.lock().unwrap().push(c.journal_id())
+        }));
         let db = Op::CreateDb(Database {
             id: 10_000,
             name: "d".into(),
@@ -285,7 +395,9 @@ mod tests {
         let mut sm = MetaState::new(shared.clone());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
-        sm.set_on_applied(Box::new(move |c| s2.lock().unwrap().push(c.journal_id())));
+        sm.set_on_applied(Box::new(move |c, _| {
+            s2.lock().unwrap().push(c.journal_id())
+        }));
         let mut waiter = shared.watch_applied();
         let db = Op::CreateDb(Database {
             id: 10_000,
@@ -302,6 +414,7 @@ mod tests {
             members: BTreeMap::from([(ServerId(4), member)]),
         };
         StateMachine::apply_membership(&mut sm, Zxid(6), &config).unwrap();
+        StateMachine::publish(&mut sm);
         assert_eq!(
             shared.journal_id(),
             Zxid(6),
@@ -333,6 +446,7 @@ mod tests {
 
         // A snapshot taken after a configuration txn restores at its journal id.
         StateMachine::apply_membership(&mut sm, Zxid(8), &config).unwrap();
+        StateMachine::publish(&mut sm);
         let mut image = Vec::new();
         sm.capture().write_image(&mut image).unwrap();
         let mut other = MetaState::new(Arc::new(SharedCatalog::default()));
@@ -398,7 +512,7 @@ mod tests {
         sm.set_outcomes(outcomes.clone());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (s2, o2) = (seen.clone(), outcomes.clone());
-        sm.set_on_applied(Box::new(move |c| {
+        sm.set_on_applied(Box::new(move |c, _| {
             s2.lock().unwrap().push(o2.lookup(c.journal_id()));
         }));
         let db = |id, name: &str| {

@@ -7,7 +7,9 @@
 //! `StateMachine::apply` (the application's operations) or `StateMachine::apply_membership`
 //! (a configuration change) is called once; `snapshot` is called between two applies and must
 //! only capture a view (an `Arc` clone of an immutable version), never copy or serialise the
-//! state there.
+//! state there; it captures every apply made so far, published or not. After each batch of
+//! work that may have applied txns, and before the node answers any write or sync that batch
+//! decided, `StateMachine::publish` is called once.
 //! INV-2: an `apply` or `restore` error is fatal for the node: it stops and reports the error in
 //! [`NodeStatus::fatal`]; nothing after the failed txn is applied. The node does not exit the
 //! process: the embedder does (see [`NodeStatus::fatal`]).
@@ -51,6 +53,13 @@ pub trait StateMachine: Send + 'static {
         let _ = (zxid, membership);
         Ok(())
     }
+
+    /// Called once after each batch of applies (one or more `apply` / `apply_membership`
+    /// calls, or none), before the node answers the writes and syncs that batch committed
+    /// (INV-1). An application that makes its state visible to readers (and wakes those
+    /// waiting for a zxid) can do it here once per batch instead of once per txn: a client
+    /// that got its write's zxid then finds it published. The default does nothing.
+    fn publish(&mut self) {}
 
     /// A consistent, immutable view of the state as of the last `apply`; must be cheap (the
     /// bytes are produced later, on another thread, by [`SnapshotSource::write_to`]).

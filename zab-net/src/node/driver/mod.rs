@@ -22,9 +22,11 @@
 //! queued on its log, transport and request channels (at most [`WAKE_BATCH`] items, no
 //! waiting) and feeds it all in arrival order per channel, each transport event and request
 //! handled only once everything taken before it was fed (as if it had just arrived); the
-//! status is published once per such batch and the batch's answers to clients are sent after
-//! that publish, so a caller that got its zxid sees it applied in `Node::status` (mod INV-4)
-//! and many writes cost one status notification instead of one each.
+//! state machine is asked to publish its applies ([`StateMachine::publish`]) and the status
+//! is published once per such batch, and the batch's answers to clients are sent after both,
+//! so a caller that got its zxid sees it applied in the state machine's published state and in
+//! `Node::status` (mod INV-4), and many writes cost one publish and one status notification
+//! instead of one each.
 //! INV-5 (backpressure): requests, the handle's and those learners forward, are taken only
 //! while `admission` gives room: never more in one wake-up than the members a quorum needs
 //! can absorb without overflowing their links (`crate::admission` INV-1..INV-6; the holds, INV-4,
@@ -397,10 +399,14 @@ impl Driver {
         self.drain().await
     }
 
-    /// Feeds every queued input, then publishes the status once and sends the answers the
-    /// inputs decided (INV-4; also when a fatal condition ends the batch early).
+    /// Feeds every queued input, then has the state machine publish what it applied and
+    /// publishes the status, once each, and sends the answers the inputs decided (INV-4; also
+    /// when a fatal condition ends the batch early).
     async fn drain(&mut self) -> Result<(), Fatal> {
         let result = self.feed().await;
+        if let Some(sm) = self.sm.as_mut() {
+            sm.publish();
+        }
         self.meter.after_batch(&self.peer, self.pending.waiting());
         self.board.publish(&self.peer);
         self.pending.send_answers();
