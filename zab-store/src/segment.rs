@@ -27,6 +27,11 @@
 //! (`MADV_DONTNEED` on the shared file mapping) without changing a byte: the page cache and the
 //! file keep them and a later access reads them back. The log releases only bytes it has made
 //! durable, so a written log costs the page cache, not the process's RSS.
+//! INV-5 (page-sized folios): zero-filling writes one page per `write` call, each ending on a
+//! page boundary. The page cache sizes a folio by the write that creates it, and every later
+//! `pwrite` into a folio walks all of its blocks' buffers (ext4's `block_write_begin` and
+//! `block_commit_write`): on a file zero-filled in 1 MiB writes a 200-byte append measured
+//! 1.4–2.3 µs, against 0.7 µs on one filled page by page (kernel 6.18, ext4).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -93,7 +98,7 @@ impl Segment {
         f.write_all(&header)
             .map_err(|e| StoreError::io("write header", &tmp, e))?;
         if force_sync {
-            zero_fill(&mut f, &tmp, size - SEGMENT_HEADER_LEN)?;
+            zero_fill(&mut f, &tmp, SEGMENT_HEADER_LEN, size - SEGMENT_HEADER_LEN)?;
         } else {
             f.set_len(size as u64)
                 .map_err(|e| StoreError::io("set length", &tmp, e))?;
@@ -260,7 +265,7 @@ pub fn prepare_spare(path: &Path, size: usize) -> Result<usize> {
     let mut left = size;
     while left > 0 {
         let n = left.min(SPARE_STEP);
-        zero_fill(&mut f, path, n)?;
+        zero_fill(&mut f, path, size - left, n)?;
         f.sync_data()
             .map_err(|e| StoreError::io("fdatasync", path, e))?;
         left -= n;
@@ -271,12 +276,15 @@ pub fn prepare_spare(path: &Path, size: usize) -> Result<usize> {
 
 const SPARE_STEP: usize = 4 << 20;
 
-fn zero_fill(f: &mut File, path: &Path, mut left: usize) -> Result<()> {
-    let zeros = vec![0u8; 1 << 20];
+/// Appends `left` zero bytes to `f`, whose write position is `at`, one page per call, each
+/// ending on a page boundary (INV-5).
+fn zero_fill(f: &mut impl Write, path: &Path, mut at: usize, mut left: usize) -> Result<()> {
+    const ZEROS: [u8; PAGE] = [0; PAGE];
     while left > 0 {
-        let n = left.min(zeros.len());
-        f.write_all(&zeros[..n])
+        let n = left.min(PAGE - at % PAGE);
+        f.write_all(&ZEROS[..n])
             .map_err(|e| StoreError::io("preallocate", path, e))?;
+        at += n;
         left -= n;
     }
     Ok(())
@@ -324,6 +332,39 @@ pub(crate) fn decode_header(h: &[u8], path: &Path) -> Result<(Zxid, Zxid)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records the length of every write it gets.
+    #[derive(Default)]
+    struct Writes {
+        at: usize,
+        ends: Vec<(usize, usize)>,
+    }
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.ends.push((self.at, buf.len()));
+            self.at += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn zero_filling_writes_one_page_at_a_time_ending_on_page_boundaries() {
+        let mut w = Writes {
+            at: SEGMENT_HEADER_LEN,
+            ..Writes::default()
+        };
+        zero_fill(&mut w, Path::new("x"), SEGMENT_HEADER_LEN, 3 * PAGE).unwrap();
+        assert_eq!(w.at, SEGMENT_HEADER_LEN + 3 * PAGE);
+        assert_eq!(w.ends[0], (SEGMENT_HEADER_LEN, PAGE - SEGMENT_HEADER_LEN));
+        assert_eq!(w.ends.len(), 4, "{:?}", w.ends);
+        for &(at, len) in &w.ends[1..] {
+            assert!(at % PAGE == 0 && len <= PAGE, "a write at {at} of {len}");
+        }
+    }
 
     fn segment(dir: &Path) -> Segment {
         Segment::create(dir, Zxid(0x1_0000_0001), Zxid::ZERO, 3 * PAGE, false).unwrap()
