@@ -6,6 +6,24 @@ use super::*;
 use crate::state::catalog::Database;
 use crate::state::journal::Op;
 
+/// Records the journal id of every version `sm` publishes.
+fn record_published(sm: &mut MetaState) -> Arc<Mutex<Vec<Zxid>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    sm.set_on_applied(Box::new(move |c, _| {
+        s2.lock().unwrap().push(c.journal_id())
+    }));
+    seen
+}
+
+/// Creates database "d" (id 10,000).
+fn create_db() -> Op {
+    Op::CreateDb(Database {
+        id: 10_000,
+        name: "d".into(),
+    })
+}
+
 #[test]
 fn applies_driven_by_a_node_are_published_once_per_batch() {
     let shared = Arc::new(SharedCatalog::default());
@@ -24,10 +42,7 @@ fn applies_driven_by_a_node_are_published_once_per_batch() {
         .to_entry()
         .encode()
     };
-    let db = Op::CreateDb(Database {
-        id: 10_000,
-        name: "d".into(),
-    });
+    let db = create_db();
     node.apply(Zxid(1), &ts(7)).unwrap();
     node.apply(Zxid(2), &db.to_entry().encode()).unwrap();
     node.apply(Zxid(3), &ts(9)).unwrap();
@@ -71,15 +86,8 @@ fn applies_driven_by_a_node_are_published_once_per_batch() {
 fn apply_publishes_snapshot_is_a_pointer_restore_replaces() {
     let shared = Arc::new(SharedCatalog::default());
     let mut sm = MetaState::new(shared.clone());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s2 = seen.clone();
-    sm.set_on_applied(Box::new(move |c, _| {
-        s2.lock().unwrap().push(c.journal_id())
-    }));
-    let db = Op::CreateDb(Database {
-        id: 10_000,
-        name: "d".into(),
-    });
+    let seen = record_published(&mut sm);
+    let db = create_db();
     sm.apply(Zxid(5), &db.to_entry().encode()).unwrap();
     assert_eq!(shared.journal_id(), Zxid(5));
     let snap = sm.capture();
@@ -120,16 +128,9 @@ fn a_configuration_txn_advances_the_journal_id_and_publishes() {
     use zab_net::{Member, MemberRole, ServerId};
     let shared = Arc::new(SharedCatalog::default());
     let mut sm = MetaState::new(shared.clone());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s2 = seen.clone();
-    sm.set_on_applied(Box::new(move |c, _| {
-        s2.lock().unwrap().push(c.journal_id())
-    }));
+    let seen = record_published(&mut sm);
     let mut waiter = shared.watch_applied();
-    let db = Op::CreateDb(Database {
-        id: 10_000,
-        name: "d".into(),
-    });
+    let db = create_db();
     sm.apply(Zxid(5), &db.to_entry().encode()).unwrap();
     let before = shared.load();
     let member = Member {
