@@ -32,6 +32,11 @@
 //! evicted, ties broken by the lowest client id).
 //! INV-4 (index): `by_activity` holds exactly one `(last_active_ms, client_id)` per record
 //! ([`Sessions::check`]).
+//! INV-5 (in place): a write changes its client's record in place (`Arc::make_mut`) and the
+//! activity index only when the activity moved. A record that a published catalog version
+//! (or the planner's) still shares is copied once; later writes of the same client before the
+//! next publish change that copy without copying again. Copying it on every write (and every
+//! outcome map's path with it) was 15% of the servers' CPU under W2.
 
 use std::sync::Arc;
 use zab_net::Zxid;
@@ -93,6 +98,21 @@ pub struct SessionRecord {
     pub outcomes: OrdMap<u64, Outcome>,
 }
 
+impl SessionRecord {
+    /// Raises the floor to `floor` (never lowers it) and drops the outcomes it passed, lowest
+    /// first: O(log n) each, and each outcome is dropped once (splitting the map instead would
+    /// rebuild it on every write).
+    fn raise_floor(&mut self, floor: u64) {
+        self.floor = self.floor.max(floor);
+        while let Some(&(lowest, _)) = self.outcomes.get_min() {
+            if lowest >= self.floor {
+                break;
+            }
+            self.outcomes.remove(&lowest);
+        }
+    }
+}
+
 /// What replay does with a session write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
@@ -151,36 +171,37 @@ impl Sessions {
 
     /// After a fresh or duplicate write: raises the client's floor to the tag's and marks it
     /// active at `now_ms` (creating the record, and evicting the least recently active client
-    /// when the table is full: INV-3).
+    /// when the table is full: INV-3). Changes the record in place (INV-5).
     pub(crate) fn touch(&mut self, tag: &SessionTag, now_ms: u64) {
-        let mut rec = self
-            .by_client
-            .get(&tag.client_id)
-            .map_or_else(SessionRecord::default, |r| SessionRecord::clone(r));
-        self.by_activity
-            .remove(&(rec.last_active_ms, tag.client_id));
-        rec.last_active_ms = rec.last_active_ms.max(now_ms);
-        rec.floor = rec.floor.max(tag.floor);
-        // Drop the outcomes the floor passed, lowest first: O(log n) each, and each outcome
-        // is dropped once (splitting the map instead would rebuild it on every write).
-        while let Some(&(lowest, _)) = rec.outcomes.get_min() {
-            if lowest >= rec.floor {
-                break;
-            }
-            rec.outcomes.remove(&lowest);
+        let client = tag.client_id;
+        let Some(shared) = self.by_client.get_mut(&client) else {
+            let mut rec = SessionRecord {
+                last_active_ms: now_ms,
+                ..SessionRecord::default()
+            };
+            rec.raise_floor(tag.floor);
+            return self.insert_new(client, rec);
+        };
+        let rec = Arc::make_mut(shared);
+        let before = rec.last_active_ms;
+        rec.last_active_ms = before.max(now_ms);
+        rec.raise_floor(tag.floor);
+        if rec.last_active_ms != before {
+            self.by_activity.remove(&(before, client));
+            self.by_activity.insert((rec.last_active_ms, client));
         }
-        self.put(tag.client_id, rec);
     }
 
     /// Records the outcome of a fresh write that was applied (call [`Sessions::touch`] first).
+    /// Changes the record in place (INV-5).
     pub(crate) fn record(&mut self, tag: &SessionTag, outcome: Outcome) {
-        let Some(old) = self.by_client.get(&tag.client_id) else {
+        let Some(shared) = self.by_client.get_mut(&tag.client_id) else {
             return;
         };
-        let mut rec = SessionRecord::clone(old);
-        if tag.seq < rec.floor {
+        if tag.seq < shared.floor {
             return;
         }
+        let rec = Arc::make_mut(shared);
         rec.outcomes.insert(tag.seq, outcome);
         while rec.outcomes.len() > OUTCOMES_MAX {
             let Some(&(lowest, _)) = rec.outcomes.get_min() else {
@@ -189,7 +210,6 @@ impl Sessions {
             rec.outcomes.remove(&lowest);
             rec.floor = rec.floor.max(lowest.saturating_add(1));
         }
-        self.put(tag.client_id, rec);
     }
 
     /// Drops every client idle since before `now_ms - expiry_ms` (by leader-logged time);
@@ -231,7 +251,7 @@ impl Sessions {
         if self.by_client.len() >= SESSIONS_MAX {
             return Err(format!("more than {SESSIONS_MAX} sessions"));
         }
-        self.put(client_id, rec);
+        self.insert_new(client_id, rec);
         Ok(())
     }
 
@@ -255,14 +275,14 @@ impl Sessions {
         Ok(())
     }
 
-    fn put(&mut self, client_id: u64, rec: SessionRecord) {
-        if !self.by_client.contains_key(&client_id) {
-            while self.by_client.len() >= SESSIONS_MAX {
-                let Some((_, victim)) = self.by_activity.remove_min() else {
-                    break;
-                };
-                self.by_client.remove(&victim);
-            }
+    /// Adds `rec` for `client_id`, which has no record yet, evicting the least recently active
+    /// client first if the table is full (INV-3).
+    fn insert_new(&mut self, client_id: u64, rec: SessionRecord) {
+        while self.by_client.len() >= SESSIONS_MAX {
+            let Some((_, victim)) = self.by_activity.remove_min() else {
+                break;
+            };
+            self.by_client.remove(&victim);
         }
         self.by_activity.insert((rec.last_active_ms, client_id));
         self.by_client.insert(client_id, Arc::new(rec));
@@ -349,6 +369,23 @@ mod tests {
         );
         assert!(s.get(3).is_some() && s.get(2).is_none());
         s.check().unwrap();
+    }
+
+    #[test]
+    fn the_activity_index_keeps_one_entry_per_client_at_its_latest_activity() {
+        let mut s = Sessions::default();
+        for (client, seq, now_ms) in [(7, 1, 100), (7, 2, 100), (8, 1, 150), (7, 3, 200)] {
+            assert_eq!(
+                apply(&mut s, tag(client, seq, 0), seq, now_ms),
+                Admission::Fresh
+            );
+        }
+        apply(&mut s, tag(7, 4, 0), 4, 180);
+        let index: Vec<_> = s.by_activity.iter().copied().collect();
+        assert_eq!(index, vec![(150, 8), (200, 7)]);
+        assert_eq!(s.expire(1_151, 1_000), 1, "client 8, idle since 150");
+        assert_eq!(s.get(7).map(|r| r.last_active_ms), Some(200));
+        assert_eq!(s.check(), Ok(()));
     }
 
     #[test]
