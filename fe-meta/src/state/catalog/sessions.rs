@@ -389,6 +389,24 @@ mod tests {
     }
 
     #[test]
+    fn a_write_in_place_leaves_a_copy_of_the_table_as_it_was() {
+        let mut s = Sessions::default();
+        apply(&mut s, tag(7, 1, 0), 1, 100);
+        let published = s.clone();
+        apply(&mut s, tag(7, 2, 0), 2, 200);
+        apply(&mut s, tag(7, 3, 0), 3, 200);
+        apply(&mut s, tag(7, 4, 4), 4, 300);
+        let before = published.get(7).unwrap();
+        assert_eq!((before.floor, before.last_active_ms), (0, 100));
+        assert_eq!(before.outcomes.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(published.admit(&tag(7, 2, 0)), Admission::Fresh);
+        let after = s.get(7).unwrap();
+        assert_eq!((after.floor, after.last_active_ms), (4, 300));
+        assert_eq!(after.outcomes.keys().copied().collect::<Vec<_>>(), vec![4]);
+        assert_eq!(published.check(), Ok(()));
+    }
+
+    #[test]
     fn a_full_table_evicts_the_least_recently_active_client() {
         let mut s = Sessions::default();
         for c in 0..SESSIONS_MAX as u64 {
