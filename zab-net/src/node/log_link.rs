@@ -6,6 +6,9 @@
 //! durability promise (driver INV-1).
 //! INV-2: events that arrive while waiting for a command's confirmation are handed to the
 //! caller in arrival order (driver INV-2), never dropped; a `Failed` event is fatal.
+//! INV-3: a command refused because the thread has stopped is fatal with the error the thread
+//! stopped on (its `Failed` event, sent before it stops taking commands), not with "stopped":
+//! the operator needs the cause (a full disk, a failed sync), whichever the driver meets first.
 
 use std::time::Duration;
 
@@ -60,8 +63,21 @@ impl LogLink {
     }
 
     /// Queues an append to the group commit (INV-1).
-    pub(super) fn append(&self, txn: Txn) -> Result<(), Fatal> {
-        self.writer.append(txn).map_err(Fatal::LogCommand)
+    pub(super) fn append(&mut self, txn: Txn) -> Result<(), Fatal> {
+        match self.writer.append(txn) {
+            Ok(()) => Ok(()),
+            Err(refused) => Err(self.why_refused(refused)),
+        }
+    }
+
+    /// Why the thread refused a command (INV-3): the error it stopped on, if it reported one.
+    fn why_refused(&mut self, refused: zab_store::StoreError) -> Fatal {
+        while let Ok(ev) = self.events.try_recv() {
+            if let LogEvent::Failed(cause) = ev {
+                return Fatal::LogFailed(cause);
+            }
+        }
+        Fatal::LogCommand(refused)
     }
 
     /// Durably drops every record after `zxid`; later events go to `defer` (INV-1, INV-2).
@@ -70,7 +86,9 @@ impl LogLink {
         zxid: Zxid,
         defer: impl FnMut(Input),
     ) -> Result<(), Fatal> {
-        self.writer.truncate(zxid).map_err(Fatal::LogCommand)?;
+        if let Err(refused) = self.writer.truncate(zxid) {
+            return Err(self.why_refused(refused));
+        }
         self.wait(|ev| matches!(ev, LogEvent::Truncated { .. }), defer)
             .await
     }
@@ -81,7 +99,9 @@ impl LogLink {
         zxid: Zxid,
         defer: impl FnMut(Input),
     ) -> Result<(), Fatal> {
-        self.writer.reset(zxid).map_err(Fatal::LogCommand)?;
+        if let Err(refused) = self.writer.reset(zxid) {
+            return Err(self.why_refused(refused));
+        }
         self.wait(|ev| matches!(ev, LogEvent::Reset { .. }), defer)
             .await
     }
