@@ -337,8 +337,21 @@ impl From<fe_meta::client::ClientError> for Failure {
 
 /// Builds a runtime for a command (library code: no panics on failure).
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    runtime_of(2)
+}
+
+/// A runtime of `threads` threads: one runs every task on the thread that blocks on it (no
+/// hand-offs between workers), more make a work-stealing pool of that many.
+fn runtime_of(threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
+    let mut builder = match threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
+    builder
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))

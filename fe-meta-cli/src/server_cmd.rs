@@ -4,7 +4,8 @@
 //! after its first sync. `--helper` joins a running cluster through one of its members
 //! (`fe_meta::server::join`): it waits until this server was added, learns the cluster id, the
 //! configuration and the timing keys from the member, then syncs and serves.
-//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`); the
+//! The node's tasks run on `server_threads` threads (zoo.cfg; one by default, see
+//! `fe_meta::server::config`). Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`); the
 //! first line names the version and the commit the binary was built from (`build.rs`). Lines are
 //! human-readable text by default, or with `--log-format json` (or `FE_META_LOG_FORMAT=json`)
 //! one JSON object per line for log shippers ([`LogFormat`]). Ctrl-C (SIGINT) or SIGTERM
@@ -27,7 +28,8 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
-use super::{runtime, ExitCode, Failure};
+use super::{runtime_of, ExitCode, Failure};
+use fe_meta::server::config::{server_threads_of, SERVER_THREADS_DEFAULT};
 use fe_meta::server::{ServerError, StartMode, Stopped};
 use zab_net::NetError;
 use zab_store::StoreError;
@@ -93,14 +95,16 @@ pub(super) fn run(config: &Path, mode: StartMode, log_format: LogFormat) -> Resu
         std::io::stderr().is_terminal(),
     )
     .try_init();
+    let threads = server_threads_of(config).unwrap_or(SERVER_THREADS_DEFAULT);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         commit = super::COMMIT,
         config = %config.display(),
+        server_threads = threads,
         "fe-meta {} starting",
         super::VERSION
     );
-    let rt = runtime()?;
+    let rt = runtime_of(threads)?;
     let ended = rt.block_on(fe_meta::server::run(config, mode, shutdown_signal()));
     rt.shutdown_timeout(RUNTIME_STOP_WAIT);
     let at = config.display();

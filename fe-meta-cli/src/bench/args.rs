@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// client certificates; W0-W3 only.
     #[arg(long, conflicts_with = "attach")]
     pub tls: bool,
+    /// `server_threads=N` in every launched node's zoo.cfg (1..=256); without it the nodes
+    /// run with the server's default.
+    #[arg(long, conflicts_with = "attach", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub server_threads: Option<u16>,
     /// Keep the launched cluster's folder (logs, data) after the run.
     #[arg(long)]
     pub keep: bool,

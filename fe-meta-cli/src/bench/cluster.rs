@@ -31,6 +31,18 @@ struct Launched {
     keep: bool,
 }
 
+/// How a cluster is launched.
+pub struct LaunchOptions {
+    /// How long to wait until every node follows one leader.
+    pub wait: Duration,
+    /// Keep the folder after the run.
+    pub keep: bool,
+    /// TLS on every port.
+    pub tls: bool,
+    /// `server_threads` for every node (`None`: the server's default).
+    pub server_threads: Option<u16>,
+}
+
 /// The cluster under test.
 pub struct Cluster {
     /// Client endpoints `host:port`, by position (node `i` has sid `sids[i]`).
@@ -50,8 +62,14 @@ impl Cluster {
     pub async fn launch(
         parent: PathBuf,
         base_port: u16,
-        (wait, keep, tls): (Duration, bool, bool),
+        opts: LaunchOptions,
     ) -> Result<Cluster, Failure> {
+        let LaunchOptions {
+            wait,
+            keep,
+            tls,
+            server_threads,
+        } = opts;
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
@@ -71,6 +89,9 @@ impl Cluster {
             true => Some(super::tls::secure(&layout)?),
             false => None,
         };
+        if let Some(n) = server_threads {
+            layout::append_keys(&layout, &format!("server_threads={n}\n"))?;
+        }
         let exe = std::env::current_exe()
             .map_err(|e| Failure::other(format!("cannot find this executable: {e}")))?;
         let mut children = Children::start(&exe, &layout)?;

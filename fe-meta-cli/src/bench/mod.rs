@@ -46,7 +46,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{runtime, Failure};
 pub use args::BenchArgs;
 use args::{secs, Params};
-use cluster::Cluster;
+use cluster::{Cluster, LaunchOptions};
 use cpu::{Quiet, Window};
 use fe_meta::client::ClientError;
 use output::{draw, file_name, plot_failure, Output};
@@ -174,7 +174,12 @@ async fn one_sitting(
         Some(eps) => Cluster::attach(eps.clone(), args.server_pids.clone()).await?,
         None => {
             progress("launching a 3-node cluster");
-            let opts = (Duration::from_secs(60), args.keep, args.tls);
+            let opts = LaunchOptions {
+                wait: Duration::from_secs(60),
+                keep: args.keep,
+                tls: args.tls,
+                server_threads: args.server_threads,
+            };
             Cluster::launch(args.dir.clone(), args.base_port, opts).await?
         }
     };
@@ -213,8 +218,11 @@ fn header(args: &BenchArgs, cluster: &Cluster, sitting: u32) -> String {
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let target = match cluster.dir() {
         Some(d) => format!(
-            "launched 3 nodes in {} (tickTime=2000 initLimit=10 syncLimit=5 forceSync=yes{})",
+            "launched 3 nodes in {} (tickTime=2000 initLimit=10 syncLimit=5 forceSync=yes{}{})",
             d.display(),
+            args.server_threads
+                .map(|n| format!(" server_threads={n}"))
+                .unwrap_or_default(),
             if cluster.tls.is_some() {
                 " sslQuorum=true client.secure=true ssl.clientAuth=need"
             } else {

@@ -4,11 +4,9 @@
 //! INV-1: applied before any node starts; the nodes then refuse plaintext on every port, and
 //! this process's clients (the workloads and the STATUS polls) present `client-bench.pem`.
 
-use std::io::Write;
-
 use fe_meta::client::ClientTls;
 
-use super::super::local_cluster::layout::Layout;
+use super::super::local_cluster::layout::{self, Layout};
 use super::super::local_cluster::set_poll_tls;
 use super::super::tls_certs::{write_all, Ca};
 use super::super::Failure;
@@ -34,11 +32,7 @@ pub fn secure(layout: &Layout) -> Result<ClientTls, Failure> {
             k = key.display(),
             t = trust.display()
         );
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&node.config)
-            .and_then(|mut f| f.write_all(lines.as_bytes()))
-            .map_err(|e| Failure::other(format!("{}: {e}", node.config.display())))?;
+        layout::append_to_config(node, &lines)?;
     }
     let client = dir.join("client-bench.pem");
     let tls = ClientTls::load(&trust, Some(&client), Some(&client))

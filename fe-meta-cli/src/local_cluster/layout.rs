@@ -180,6 +180,24 @@ fn parse_manifest(text: &str) -> Result<(u16, u16, u64), String> {
     }
 }
 
+/// Appends `lines` (whole `key=value` lines) to node `node`'s zoo.cfg.
+pub fn append_to_config(node: &Node, lines: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&node.config)
+        .and_then(|mut f| f.write_all(lines.as_bytes()))
+        .map_err(|e| io_err("append to", &node.config, e))
+}
+
+/// Appends `lines` to every node's zoo.cfg.
+pub fn append_keys(layout: &Layout, lines: &str) -> Result<(), Failure> {
+    layout
+        .nodes
+        .iter()
+        .try_for_each(|n| append_to_config(n, lines))
+}
+
 /// Node `node`'s zoo.cfg: production-like timing (elections do not wait for ticks).
 fn zoo_cfg(layout: &Layout, node: &Node) -> String {
     let b = layout.base_port;

@@ -15,6 +15,7 @@
 //! | `admin.serverPort` | the admin port; 0: one the OS chooses (ZooKeeper's key) | 8080 |
 //! | `auth.identitiesFile` | the identities (name, role, SHA-256 of the secret or `cert`) allowed on the client port; set: every session must authenticate (`auth`) | none: open |
 //! | `auth.nodeCredentialsFile` | `IDENTITY:SECRET` this node uses when it calls other nodes (an admin identity); required with `auth.identitiesFile` | none |
+//! | `server_threads` | threads that run the server's network, request and replication tasks (1..=[`SERVER_THREADS_MAX`]); 1: one thread for all of them, the fewest cross-thread wake-ups per write (docs/BENCHMARKS.md, "One server thread"); raise it when that thread is saturated (many clients, heavy reads) on a machine with cores to spare. The txn log's sync thread and snapshots have threads of their own either way | [`SERVER_THREADS_DEFAULT`] |
 //! | `4lw.commands.whitelist` | the four-letter words answered on the client port: `*` or a comma-separated list (ZooKeeper's key; ZooKeeper's default is `srvr` only) | `*` |
 //!
 //! Required by fe-meta (zab-net keys): `clusterId` (the cluster's identity, the same on every
@@ -47,10 +48,17 @@ pub const EXTRA_KEYS: &[&str] = &[
     "admin.enableServer",
     "admin.serverAddress",
     "admin.serverPort",
+    "server_threads",
     "4lw.commands.whitelist",
     "auth.identitiesFile",
     "auth.nodeCredentialsFile",
 ];
+
+/// `server_threads`' default: one thread runs every task of the server.
+pub const SERVER_THREADS_DEFAULT: usize = 1;
+
+/// The most `server_threads` accepted.
+pub const SERVER_THREADS_MAX: usize = 256;
 
 /// `admin.serverPort`'s default (ZooKeeper's).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
@@ -95,6 +103,8 @@ pub struct ServerConfig {
     pub session_expiry_ms: u64,
     /// Where the admin HTTP port listens, `host:port` (`None`: `admin.enableServer=false`).
     pub admin_listen: Option<String>,
+    /// `server_threads`: how many threads run the server's tasks.
+    pub server_threads: usize,
     /// The four-letter words answered on the client port (`4lw.commands.whitelist`).
     pub four_letter_words: Vec<FourLetterWord>,
     /// The client port's TLS (`client.secure=true`, files loaded); `None`: plain TCP.
@@ -156,6 +166,7 @@ impl ServerConfig {
                 .unwrap_or(600)
                 .saturating_mul(1000),
             admin_listen: admin_listen(&node)?,
+            server_threads: server_threads(&node)?,
             four_letter_words: four_letter_words(&node)?,
             client_tls: super::conn::tls::load(&node)?,
             bootstrap: false,
@@ -224,6 +235,7 @@ impl ServerConfig {
                 "admin.listen",
                 self.admin_listen.clone().unwrap_or_default(),
             ),
+            ("server_threads", self.server_threads.to_string()),
             ("4lw.commands.whitelist", whitelist.join(",")),
             ("auth.identitiesFile", self.auth.identities_path()),
             ("auth.nodeCredentialsFile", self.auth.credentials_path()),
@@ -232,6 +244,29 @@ impl ServerConfig {
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
     }
+}
+
+/// `server_threads`, in 1..=[`SERVER_THREADS_MAX`].
+fn server_threads(node: &NodeConfig) -> Result<usize, ServerError> {
+    let n: usize = node
+        .extra_value("server_threads")?
+        .unwrap_or(SERVER_THREADS_DEFAULT);
+    if !(1..=SERVER_THREADS_MAX).contains(&n) {
+        return Err(bad(
+            node,
+            "server_threads",
+            &format!("must be 1 to {SERVER_THREADS_MAX}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// The `server_threads` of the zoo.cfg at `path`, read before the server starts (the runtime
+/// that will run it is sized by it); `None` when the file or the key's value is unusable, which
+/// the server's start then reports with the reason.
+pub fn server_threads_of(path: &Path) -> Option<usize> {
+    let node = load(path, EXTRA_KEYS).ok()?;
+    server_threads(&node).ok()
 }
 
 /// `admin.enableServer`, `admin.serverAddress` and `admin.serverPort` as the admin port's
@@ -370,130 +405,4 @@ fn bad(node: &NodeConfig, key: &str, reason: &str) -> ServerError {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use zab_net::config::parse_with;
-
-    const BASE: &str = "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=/tmp/x\n\
-        server.1=127.0.0.1:2888:3888;127.0.0.1:9031\n\
-        server.2=127.0.0.1:2889:3889;9032\n\
-        server.3=127.0.0.1:2890:3890:observer\n";
-
-    fn cfg(extra: &str, sid: u64) -> Result<ServerConfig, ServerError> {
-        ServerConfig::from_node(parse_with(&format!("{BASE}{extra}"), EXTRA_KEYS)?, sid)
-    }
-
-    #[test]
-    fn client_addresses_roles_and_defaults() {
-        let c = cfg("clusterId=0x10\n", 2).unwrap();
-        assert_eq!(
-            (c.cluster_id, c.client_listen.as_str()),
-            (16, "127.0.0.1:9032")
-        );
-        assert_eq!(c.members[&1].client_addr.as_deref(), Some("127.0.0.1:9031"));
-        assert_eq!(c.members[&3].role, FrontendRole::Observer);
-        assert_eq!(c.members[&3].client_addr, None);
-        assert_eq!(c.tolerance_ms, 300_000);
-        assert_eq!(c.timestamp_interval(), Duration::from_secs(150));
-        let c = cfg(
-            "clusterId=1\nclientPort=7000\nmeta_delay_toleration_second=2\n",
-            1,
-        )
-        .unwrap();
-        assert_eq!(c.client_listen, "127.0.0.1:7000");
-        assert_eq!(c.tolerance_ms, 2000);
-    }
-
-    #[test]
-    fn differences_name_the_servers() {
-        let zoo = bootstrap_membership(&parse_with(BASE, EXTRA_KEYS).unwrap());
-        assert_eq!(zoo.differences(&zoo), None);
-        let mut data = zoo.clone();
-        data.members.remove(&ServerId(3));
-        let mut four = data.members[&ServerId(1)].clone();
-        four.address = "10.0.0.4:1:2".into();
-        data.members.insert(ServerId(4), four);
-        data.members.get_mut(&ServerId(2)).unwrap().address = "127.0.0.1:1:2".into();
-        assert_eq!(
-            zoo.differences(&data).as_deref(),
-            Some("only in zoo.cfg: [3]; only in the data dir: [4]; role or address differs: [2]")
-        );
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let e = cfg("", 1).unwrap_err().to_string();
-        assert!(e.contains("clusterId"), "{e}");
-        let e = cfg("clusterId=1\n", 3).unwrap_err().to_string();
-        assert!(e.contains("clientPort"), "{e}");
-        let e = cfg("clusterId=1\nmeta_delay_toleration_second=0\n", 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("meta_delay_toleration_second") && e.contains("line 9"),
-            "{e}"
-        );
-        let e = cfg("clusterId=1\nwrite_timeout_ms=x\n", 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("write_timeout_ms") && e.contains("line 9"),
-            "{e}"
-        );
-        let e = cfg("clusterId=1\nmeta_delay=1\n", 1)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown key `meta_delay`"), "{e}");
-        assert!(cfg("clusterId=1\n", 9).is_err());
-    }
-
-    #[test]
-    fn admin_port_keys_and_their_errors() {
-        let c = cfg("clusterId=1\n", 1).unwrap();
-        assert_eq!(c.admin_listen.as_deref(), Some("0.0.0.0:8080"));
-        assert_eq!(c.four_letter_words, FourLetterWord::ALL.to_vec());
-        let c = cfg(
-            "clusterId=1\nadmin.serverAddress=127.0.0.1\nadmin.serverPort=0\n",
-            1,
-        )
-        .unwrap();
-        assert_eq!(c.admin_listen.as_deref(), Some("127.0.0.1:0"));
-        let c = cfg(
-            "clusterId=1\nadmin.serverAddress=::1\nadmin.serverPort=9\n",
-            1,
-        )
-        .unwrap();
-        assert_eq!(c.admin_listen.as_deref(), Some("[::1]:9"));
-        let c = cfg("clusterId=1\nadmin.enableServer=false\n", 1).unwrap();
-        assert_eq!(c.admin_listen, None);
-        for (extra, key) in [
-            ("admin.enableServer=yes\n", "admin.enableServer"),
-            ("admin.serverPort=70000\n", "admin.serverPort"),
-            ("admin.serverPort=-1\n", "admin.serverPort"),
-            ("admin.serverAddress=a b\n", "admin.serverAddress"),
-            (
-                "4lw.commands.whitelist=srvr, kill\n",
-                "4lw.commands.whitelist",
-            ),
-        ] {
-            let e = cfg(&format!("clusterId=1\n{extra}"), 1)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(key) && e.contains("line 9"), "{extra}: {e}");
-        }
-    }
-
-    #[test]
-    fn the_whitelist_takes_words_or_a_star() {
-        let c = cfg("clusterId=1\n4lw.commands.whitelist=srvr, ruok,srvr\n", 1).unwrap();
-        assert_eq!(
-            c.four_letter_words,
-            vec![FourLetterWord::Srvr, FourLetterWord::Ruok]
-        );
-        let c = cfg("clusterId=1\n4lw.commands.whitelist=stat,*\n", 1).unwrap();
-        assert_eq!(c.four_letter_words.len(), FourLetterWord::ALL.len());
-        let c = cfg("clusterId=1\n4lw.commands.whitelist=\n", 1).unwrap();
-        assert!(c.four_letter_words.is_empty());
-    }
-}
+mod tests;
