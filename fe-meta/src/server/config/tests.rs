@@ -144,7 +144,10 @@ fn server_threads_parse_in_range() {
     );
     for v in ["0", "257", "-1", "two", ""] {
         let e = threads(v).unwrap_err().to_string();
-        assert!(e.contains("server_threads") && e.contains("line 9"), "{v:?}: {e}");
+        assert!(
+            e.contains("server_threads") && e.contains("line 9"),
+            "{v:?}: {e}"
+        );
     }
     let settings = threads("3").unwrap().fe_meta_settings();
     assert!(settings.contains(&("server_threads".into(), "3".into())));
