@@ -104,10 +104,13 @@ async fn metrics_of_a_three_node_cluster_under_a_write_load() {
         };
         assert_eq!(after[&format!("zab_role{{role={role}}}")], 1.0, "sid {sid}");
         assert_eq!(after["zab_role{role=looking}"], 0.0, "sid {sid}");
+        // The servers run on this test's runtime: its two workers, busy with the load.
+        assert_eq!(after["fe_meta_server_threads{}"], 2.0, "sid {sid}");
         for grows in [
             "zab_commits_total{}",
             "fe_meta_applied_journal_id{}",
             "fe_meta_catalog_entries{}",
+            "fe_meta_server_busy_seconds_total{}",
         ] {
             assert!(
                 after[grows] > before[grows],

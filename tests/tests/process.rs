@@ -17,6 +17,7 @@ mod process {
     pub mod quorum;
     pub mod sessions;
     pub mod sync_modes;
+    pub mod threads;
 }
 
 use std::time::{Duration, Instant};

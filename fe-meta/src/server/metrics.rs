@@ -16,6 +16,8 @@
 //! | `fe_meta_last_timestamp_ms` | gauge | | the leader clock of the last applied TIMESTAMP entry (Unix ms; 0: none yet) |
 //! | `fe_meta_timestamps_applied_total` | counter | | TIMESTAMP entries applied since the process started |
 //! | `fe_meta_fatal` | gauge | | 1 once the node stopped on a fatal error |
+//! | `fe_meta_server_threads` | gauge | | threads of the runtime that runs the server's tasks (`server_threads`) |
+//! | `fe_meta_server_busy_seconds_total` | counter | | time those threads spent running tasks, summed over them: its rate divided by `fe_meta_server_threads` near 1 means the server's threads are saturated |
 //! | `fe_meta_auth_refusals_total` | counter | `reason` | client requests refused by authentication (`no_identity`, `bad_credentials`) or authorisation (`permission_denied`) |
 //!
 //! A request's class: `write` (catalog writes and membership changes), `sync` (SYNC, and reads
@@ -25,7 +27,7 @@
 //! INV-1: the request path touches atomics only: every `(class, status)` counter and every
 //! class's histogram is resolved once, when the metrics are registered ([`FeMetrics::new`]).
 //! INV-2: the gauges that mirror state (journal id, staleness, catalog entries, TIMESTAMPs,
-//! fatal) are set from that state right before each scrape ([`FeMetrics::refresh`]), so a
+//! fatal, the runtime's threads and busy time) are set from that state right before each scrape ([`FeMetrics::refresh`]), so a
 //! scrape never shows an older value than the state it was taken from.
 //! INV-3: the Prometheus counters only grow (`srst` resets the four-letter words' own
 //! counters in `stats`, not these).
@@ -130,6 +132,8 @@ pub struct FeMetrics {
     last_timestamp_ms: IntGauge,
     timestamps_applied: IntCounter,
     fatal: IntGauge,
+    server_threads: IntGauge,
+    server_busy_seconds: prometheus::Counter,
     /// By [`Refusal::ALL`]' order.
     auth_refusals: Vec<IntCounter>,
 }
@@ -149,6 +153,10 @@ pub struct StateGauges {
     pub timestamps_applied: u64,
     /// Whether the node stopped on a fatal error.
     pub fatal: bool,
+    /// The runtime's threads.
+    pub server_threads: usize,
+    /// Their busy time so far, summed.
+    pub server_busy: Duration,
 }
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntGauge> {
@@ -277,6 +285,18 @@ impl FeMetrics {
                 "fe_meta_fatal",
                 "1 once the node stopped on a fatal error (the process is exiting)",
             )?,
+            server_threads: gauges(
+                "fe_meta_server_threads",
+                "Threads of the runtime that runs the server's tasks (server_threads)",
+            )?,
+            server_busy_seconds: {
+                let c = prometheus::Counter::new(
+                    "fe_meta_server_busy_seconds_total",
+                    "Time the server's runtime threads spent running tasks, summed over them",
+                )?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
             auth_refusals: auth_refusals(registry)?,
         })
     }
@@ -326,6 +346,12 @@ impl FeMetrics {
                 .inc_by(s.timestamps_applied - counted);
         }
         self.fatal.set(i64::from(s.fatal));
+        self.server_threads
+            .set(i64::try_from(s.server_threads).unwrap_or(i64::MAX));
+        let busy = s.server_busy.as_secs_f64() - self.server_busy_seconds.get();
+        if busy > 0.0 {
+            self.server_busy_seconds.inc_by(busy);
+        }
     }
 
     /// The histogram of `class` (tests and the text words read counts from it).
@@ -408,6 +434,8 @@ mod tests {
             last_timestamp_ms: 0,
             timestamps_applied: 3,
             fatal: false,
+            server_threads: 2,
+            server_busy: Duration::from_millis(1500),
         });
         let flat: std::collections::BTreeMap<_, _> = gather_flat(&registry).into_iter().collect();
         assert_eq!(
@@ -434,6 +462,8 @@ mod tests {
         assert_eq!(flat["fe_meta_applied_journal_id"], "4294967301");
         assert_eq!(flat["fe_meta_catalog_entries"], "7");
         assert_eq!(flat["fe_meta_timestamps_applied_total"], "3");
+        assert_eq!(flat["fe_meta_server_threads"], "2");
+        assert_eq!(flat["fe_meta_server_busy_seconds_total"], "1.5");
         assert!(m.latency(RequestClass::Admin).is_some());
     }
 

@@ -28,12 +28,27 @@ pub struct WordInputs {
     pub extras: WordExtras,
 }
 
+/// The threads of the runtime this runs on and their busy time so far, summed (none outside
+/// a runtime).
+fn runtime_load() -> (usize, std::time::Duration) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return (0, std::time::Duration::ZERO);
+    };
+    let m = handle.metrics();
+    let threads = m.num_workers();
+    (
+        threads,
+        (0..threads).map(|w| m.worker_total_busy_duration(w)).sum(),
+    )
+}
+
 impl Shared {
     /// Refreshes the state gauges of the metrics from the node (metrics INV-2).
     pub(crate) fn refresh_metrics(&self) {
         let st = self.node.status();
         let catalog = self.catalog.load();
         let leader = is_serving_leader(&st);
+        let (server_threads, server_busy) = runtime_load();
         self.stats.metrics().refresh(&StateGauges {
             applied_journal_id: catalog.journal_id().0,
             staleness_ms: if leader {
@@ -45,6 +60,8 @@ impl Shared {
             last_timestamp_ms: catalog.last_timestamp_ms(),
             timestamps_applied: self.progress.timestamps_applied(),
             fatal: st.fatal.is_some(),
+            server_threads,
+            server_busy,
         });
     }
 
