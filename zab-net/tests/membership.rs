@@ -114,7 +114,7 @@ async fn a_server_joins_is_promoted_and_counts_in_the_quorum() {
         .await;
     assert!(matches!(again, Err(NodeError::Invalid(_))), "{again:?}");
 
-    let join = st.committed_membership.clone();
+    let join = (*st.committed_membership).clone();
     c.start_joining(ServerId(4), listen, Some(join)).await;
     let promoted = |s: &NodeStatus| role_of(s, 4) == Some(MemberRole::Participant);
     c.wait_status(leader, "server 4 promoted", promoted, STABLE)
@@ -261,7 +261,7 @@ async fn a_joining_server_restarted_before_its_first_sync_still_knows_the_cluste
         .await
         .unwrap();
     let z = c.put(leader, "a", "1").await.unwrap();
-    let join = c.status(leader).committed_membership.clone();
+    let join = (*c.status(leader).committed_membership).clone();
     let originals = c.sids();
     for sid in &originals {
         c.stop(*sid).await;
@@ -271,7 +271,7 @@ async fn a_joining_server_restarted_before_its_first_sync_still_knows_the_cluste
     c.start_joining(ServerId(4), listen, Some(join.clone()))
         .await;
     let st = c.status(ServerId(4));
-    assert_eq!(st.committed_membership, join, "{st:?}");
+    assert_eq!(*st.committed_membership, join, "{st:?}");
     assert!(!st.initialized, "{st:?}");
     c.stop(ServerId(4)).await;
     c.start_joining(ServerId(4), listen, None).await;

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -133,12 +134,13 @@ pub struct NodeStatus {
     /// Background snapshots written (the `zab_snapshots_taken_total` metric).
     pub snapshots_taken: u64,
     /// The configuration in force: the newest in this node's log, committed or not (zab-core
-    /// `membership` R1); quorums and elections use it.
-    pub membership: Membership,
+    /// `membership` R1); quorums and elections use it. Shared: a status is cloned by every
+    /// reader, the configuration changes rarely.
+    pub membership: Arc<Membership>,
     /// The newest committed configuration this node applied; its `version` is the zxid that
     /// committed it (0: the bootstrap configuration of zoo.cfg). A member with the role
     /// `Joining` was added as a follower and is not synced yet.
-    pub committed_membership: Membership,
+    pub committed_membership: Arc<Membership>,
     /// True once the committed configuration does not list this node: it was removed from the
     /// cluster and stays silent for good (no vote, no election, nothing served). An application
     /// should stop it and exit; its data dir cannot rejoin (a new start is refused): wipe it and
@@ -207,8 +209,8 @@ impl NodeStatus {
             syncs_received: SyncCounters::default(),
             snapshots_taken: 0,
             removed: !committed.members.contains_key(&sid),
-            membership,
-            committed_membership: committed,
+            membership: Arc::new(membership),
+            committed_membership: Arc::new(committed),
             fatal: None,
             stopped: false,
         }

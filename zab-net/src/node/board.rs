@@ -4,6 +4,8 @@
 //! one notification per watch (driver INV-4), and a role watcher is not woken per commit.
 //! INV-2: once `stopped` is published nothing is published again.
 
+use std::sync::Arc;
+
 use tokio::sync::watch;
 use zab_core::{Peer, ServerId};
 
@@ -77,11 +79,11 @@ impl StatusBoard {
             s.restored_snapshot = None;
         }
         s.initialized = !peer.needs_initial_sync();
-        if s.membership != *peer.membership() {
-            s.membership = peer.membership().clone();
+        if *s.membership != *peer.membership() {
+            s.membership = Arc::new(peer.membership().clone());
         }
-        if s.committed_membership != *peer.committed_membership() {
-            s.committed_membership = peer.committed_membership().clone();
+        if *s.committed_membership != *peer.committed_membership() {
+            s.committed_membership = Arc::new(peer.committed_membership().clone());
         }
         s.removed = peer.is_removed();
         self.send_changed();
