@@ -5,8 +5,9 @@
 //! (`fe_meta::server::join`): it waits until this server was added, learns the cluster id, the
 //! configuration and the timing keys from the member, then syncs and serves.
 //! The node's tasks run on `server_threads` threads (zoo.cfg; one by default, see
-//! `fe_meta::server::config`). Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`); the
-//! first line names the version and the commit the binary was built from (`build.rs`). Lines are
+//! `fe_meta::server::config`). Logs go to stderr through `tracing-subscriber`, filtered by
+//! `RUST_LOG` (default `info`); the first line names the version, the commit the binary was
+//! built from (`build.rs`) and the number of server threads. Lines are
 //! human-readable text by default, or with `--log-format json` (or `FE_META_LOG_FORMAT=json`)
 //! one JSON object per line for log shippers ([`LogFormat`]). Ctrl-C (SIGINT) or SIGTERM
 //! stops the node cleanly (also while it waits to be added).

@@ -27,8 +27,9 @@
 //! INV-1: the request path touches atomics only: every `(class, status)` counter and every
 //! class's histogram is resolved once, when the metrics are registered ([`FeMetrics::new`]).
 //! INV-2: the gauges that mirror state (journal id, staleness, catalog entries, TIMESTAMPs,
-//! fatal, the runtime's threads and busy time) are set from that state right before each scrape ([`FeMetrics::refresh`]), so a
-//! scrape never shows an older value than the state it was taken from.
+//! fatal, the runtime's threads and busy time) are set from that state right before each
+//! scrape ([`FeMetrics::refresh`]), so a scrape never shows an older value than the state it
+//! was taken from.
 //! INV-3: the Prometheus counters only grow (`srst` resets the four-letter words' own
 //! counters in `stats`, not these).
 
