@@ -3,8 +3,10 @@
 //! same sends to a peer that reads nothing overflow at the same send, and leave the same
 //! visible outcome: the sender loses the connection once, nothing queued before the overflow
 //! is ever delivered, and what is sent after the loss reaches the peer, in order, on the next
-//! connection. (The log's conformance test, `log_conformance.rs`, does the same for the
-//! simulated disk.)
+//! connection. And the same acknowledgements sent while nothing drains the link fold the same
+//! way (`tests::sim::net` INV-N6 against `zab_net::transport`'s `ack`): every send queued or
+//! folded, the same messages delivered once the peer is reachable. (The log's conformance
+//! test, `log_conformance.rs`, does the same for the simulated disk.)
 
 // Test code: a failed expectation aborts the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,7 +17,7 @@ use std::time::Duration;
 use tests::sim::net::{Channel, Delivery, Network, Sent};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
-use zab_core::{Message, ServerId};
+use zab_core::{Epoch, Message, ServerId, Zxid};
 use zab_net::transport::{Event, PeerAddrs, SendError, Transport, TransportConfig};
 
 /// The outbox capacity both sides run with.
@@ -163,6 +165,103 @@ async fn a_full_link_overflows_at_the_same_send_with_the_same_outcome_as_the_tra
     assert_eq!(sim.delivered, after);
     assert_eq!(
         real().await,
+        sim,
+        "the real transport and the simulation differ"
+    );
+}
+
+fn ack(epoch: u32, counter: u32) -> Message {
+    Message::Ack {
+        zxid: Zxid::new(Epoch(epoch), counter),
+    }
+}
+
+/// What a learner sends a leader that reads nothing: a NEWLEADER ACK, three outboxes' worth
+/// of proposal ACKs and PINGACKs, a PING, ACKs of the next epoch and a PINGACK of rounds that
+/// started again.
+fn ack_script() -> Vec<Message> {
+    let n = 3 * CAPACITY as u32;
+    let mut script = vec![ack(2, 0), ack(2, 1), Message::PingAck { round: 1 }];
+    for i in 2..=n {
+        script.push(ack(2, i));
+        script.push(Message::PingAck {
+            round: u64::from(i),
+        });
+    }
+    script.push(Message::Ping { round: 7 });
+    script.extend([ack(3, 1), ack(3, 2), Message::PingAck { round: 1 }]);
+    script
+}
+
+/// What the receiver gets (each send queued or folded, never overflowing).
+fn expected_after_folding() -> Vec<Message> {
+    let n = 3 * CAPACITY as u32;
+    vec![
+        ack(2, 0),
+        ack(2, n),
+        Message::PingAck {
+            round: u64::from(n),
+        },
+        Message::Ping { round: 7 },
+        ack(3, 1),
+        ack(3, 2),
+        Message::PingAck { round: 1 },
+    ]
+}
+
+fn simulated_acks() -> Vec<Message> {
+    let mut net = Network::with_outbox_len(CAPACITY);
+    for m in ack_script() {
+        assert_eq!(net.send(SENDER, RECEIVER, m), Sent::Queued);
+    }
+    let mut delivered = Vec::new();
+    while let Some(d) = net.pop((SENDER, RECEIVER, Channel::Quorum)) {
+        if let Delivery::Message(m) = d {
+            delivered.push(m);
+        }
+    }
+    delivered
+}
+
+/// The real transport: every send taken while the receiver's address is dead, then the
+/// receiver started and given the link.
+async fn real_acks() -> Vec<Message> {
+    let (sender, _sender_rx) = Transport::start(config(SENDER, RECEIVER, dead_addrs()))
+        .await
+        .unwrap();
+    for m in ack_script() {
+        sender.send(RECEIVER, m).unwrap();
+    }
+    let (receiver, mut receiver_rx) =
+        Transport::start(config(RECEIVER, SENDER, sender.local_addrs()))
+            .await
+            .unwrap();
+    sender
+        .set_peer_addrs(RECEIVER, receiver.local_addrs())
+        .unwrap();
+    let mut delivered = Vec::new();
+    while delivered.len() < expected_after_folding().len() {
+        if let Event::Message { from, msg } = next_event(&mut receiver_rx).await {
+            assert_eq!(from, SENDER);
+            delivered.push(msg);
+        }
+    }
+    if let Ok(Some(Event::Message { msg, .. })) =
+        timeout(Duration::from_millis(300), receiver_rx.recv()).await
+    {
+        delivered.push(msg);
+    }
+    sender.shutdown().await;
+    receiver.shutdown().await;
+    delivered
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledgements_fold_the_same_in_the_simulation_and_the_transport() {
+    let sim = simulated_acks();
+    assert_eq!(sim, expected_after_folding(), "the simulated link");
+    assert_eq!(
+        real_acks().await,
         sim,
         "the real transport and the simulation differ"
     );

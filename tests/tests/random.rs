@@ -148,6 +148,7 @@ fn random_faults_include_slow_disks() {
 #[test]
 fn random_faults_include_holds_and_overflows() {
     let (mut runs, mut held_runs, mut overflow_runs, mut holds, mut overflows) = (0, 0, 0, 0, 0);
+    let mut slow_links = 0;
     for seed in 0..200 {
         let (opts, _) = SimOptions::for_seed(seed);
         if !opts.bursts {
@@ -159,13 +160,14 @@ fn random_faults_include_holds_and_overflows() {
         overflow_runs += u64::from(r.overflows > 0);
         holds += r.holds;
         overflows += r.overflows;
+        slow_links += r.slow_links;
     }
     eprintln!(
         "{runs} runs with bounded links and bursts: {holds} holds in {held_runs} runs, \
-         {overflows} overflows in {overflow_runs} runs"
+         {overflows} overflows in {overflow_runs} runs, {slow_links} slow links"
     );
     assert!(
-        held_runs >= 24 && overflow_runs >= 2,
+        held_runs >= 24 && overflow_runs >= 2 && slow_links >= 20,
         "{holds} holds in {held_runs} runs, {overflows} overflows in {overflow_runs} runs"
     );
 }

@@ -8,16 +8,17 @@
 //!
 //! INV-1 (what a write costs): a write the leader takes sends one PROPOSAL now, and later one
 //! COMMIT to each forwarding follower and, when a learner forwarded it, the answer to that
-//! learner; a write a learner takes sends one REQUEST to the leader (its ACKs follow the
-//! leader's proposals, which the leader's own limit bounds).
+//! learner; a write a learner takes sends one REQUEST to the leader. A learner's ACKs and
+//! PINGACKs fold in its outbox into one of each (`crate::transport::UnwrittenAcks`), so
+//! however late the leader reads it they take two places of the last quarter.
 //! INV-2 (the limit): a member's *backlog* is what waits in its quorum outbox plus the
 //! driver's queue behind a stream; with the messages still owed for proposals not yet
 //! committed, it must stay at or below the high-water mark, three quarters of the outbox
 //! capacity (the last quarter is for heartbeats and sync traffic). The leader takes as many
 //! requests as the best-placed quorum of voters can absorb (itself counted as always able),
-//! and never so many that a follower's outbox would overflow, unless that follower has been
-//! past the mark for [`SLOW_GRACE`]: then it no longer limits the intake and is dropped when
-//! its outbox overflows, as before. So a follower that is slow for good never holds the
+//! and never so many that any follower's backlog would pass the mark (so its heartbeats
+//! still fit), unless that follower has been past the mark for [`SLOW_GRACE`]: then it no
+//! longer limits the intake and is dropped when its outbox overflows, as before. So a follower that is slow for good never holds the
 //! others back for long, and a burst or a scheduling hiccup drops none.
 //! INV-3: a looking peer has no limit (the core answers its requests itself).
 //! INV-6 (requests the core holds): a leader or learner not yet established keeps the
@@ -84,7 +85,6 @@ pub struct Demand<'a, I, F: Fn(ServerId) -> usize> {
 /// The intake limit and the learners' deferred requests (see the module docs).
 #[derive(Debug)]
 pub struct Intake<I> {
-    capacity: usize,
     high_water: usize,
     /// Scratch space for the voters' free room (no allocation per wake-up).
     free: Vec<usize>,
@@ -100,7 +100,6 @@ impl<I: Copy + Ord + Sub<Output = Duration>> Intake<I> {
     /// The limit for outboxes of `outbox_capacity` messages.
     pub fn new(outbox_capacity: usize) -> Intake<I> {
         Intake {
-            capacity: outbox_capacity,
             high_water: outbox_capacity - outbox_capacity / 4,
             free: Vec::new(),
             slow_since: BTreeMap::new(),
@@ -215,7 +214,7 @@ impl<I: Copy + Ord + Sub<Output = Duration>> Intake<I> {
                         d.now.max(since) - since < SLOW_GRACE
                     };
                     if limits {
-                        let left = self.capacity.saturating_sub(queued);
+                        let left = self.high_water.saturating_sub(queued);
                         cap = cap.min(left / LEADER_MESSAGES_PER_WRITE);
                     }
                     self.free.push(self.high_water.saturating_sub(queued));

@@ -53,14 +53,16 @@ fn a_leader_takes_what_its_best_placed_quorum_can_absorb() {
     assert_eq!(leader_room(&[1, 2, 3], &[(2, 10_000), (3, 100)], 0), 66);
     // Both past the mark: hold.
     assert_eq!(leader_room(&[1, 2, 3], &[(2, 300), (3, 301)], 0), 0);
-    // Two messages still owed per uncommitted proposal count against every follower.
-    assert_eq!(leader_room(&[1, 2, 3], &[(3, 100)], 60), 60);
+    // Two messages still owed per uncommitted proposal count against every follower: 120
+    // owed, so follower 3 (100 queued) has 80 messages left before the mark.
+    assert_eq!(leader_room(&[1, 2, 3], &[(3, 100)], 60), 26);
     // Five voters: the second best follower decides...
-    let five = [(2, 0), (3, 299), (4, 100), (5, 400)];
-    assert_eq!(leader_room(&[1, 2, 3, 4, 5], &five, 0), 33);
-    // ... unless one still under the mark would overflow its outbox of 400.
+    let five = [(2, 0), (3, 350), (4, 100), (5, 400)];
+    assert_eq!(leader_room(&[1, 2, 3, 4, 5], &five, 0), 66);
+    // ... unless one still under the mark would pass it (the last quarter of the outbox is
+    // kept for heartbeats and sync traffic).
     let five = [(2, 0), (3, 290), (4, 100), (5, 400)];
-    assert_eq!(leader_room(&[1, 2, 3, 4, 5], &five, 0), 36);
+    assert_eq!(leader_room(&[1, 2, 3, 4, 5], &five, 0), 3);
 }
 
 #[test]
@@ -68,16 +70,17 @@ fn a_follower_past_the_mark_limits_the_intake_only_for_the_grace() {
     let mut a = Intake::new(400);
     let t0 = Instant::ZERO;
     let behind = [(2, 340)];
-    // Past the mark: still kept from overflowing (60 left, three messages per write)...
-    assert_eq!(leader_room_in(&mut a, t0, &[1, 2, 3], &behind, 0), 20);
+    // Past the mark: the intake holds, so its heartbeats still fit...
+    assert_eq!(leader_room_in(&mut a, t0, &[1, 2, 3], &behind, 0), 0);
     let t1 = t0 + SLOW_GRACE / 2;
-    assert_eq!(leader_room_in(&mut a, t1, &[1, 2, 3], &behind, 0), 20);
+    assert_eq!(leader_room_in(&mut a, t1, &[1, 2, 3], &behind, 0), 0);
     // ... until it has been there for the grace: then it is left to overflow.
     let t2 = t0 + SLOW_GRACE;
     assert_eq!(leader_room_in(&mut a, t2, &[1, 2, 3], &behind, 0), 100);
-    // Back under the mark: it limits again, and a new stay past it starts a new grace.
-    assert_eq!(leader_room_in(&mut a, t2, &[1, 2, 3], &[(2, 250)], 0), 50);
-    assert_eq!(leader_room_in(&mut a, t2, &[1, 2, 3], &behind, 0), 20);
+    // Back under the mark: it limits again (50 left, three messages per write), and a new
+    // stay past it starts a new grace.
+    assert_eq!(leader_room_in(&mut a, t2, &[1, 2, 3], &[(2, 250)], 0), 16);
+    assert_eq!(leader_room_in(&mut a, t2, &[1, 2, 3], &behind, 0), 0);
 }
 
 #[test]

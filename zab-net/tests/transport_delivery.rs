@@ -16,7 +16,7 @@ use common::transport::{
     cluster, config, expect_silence, init_tracing, next_any_event, next_event, next_message,
     notification, CLUSTER,
 };
-use zab_core::{Message, RequestId, ServerId};
+use zab_core::{Epoch, Message, RequestId, ServerId, Zxid};
 use zab_net::handshake::Channel;
 use zab_net::transport::{Event, SendError, Transport};
 
@@ -231,4 +231,57 @@ async fn a_peer_that_stops_is_reported_unreachable() {
     one.send(ServerId(2), notification(3)).unwrap();
     until_unreachable(&mut one_rx, 2).await;
     one.shutdown().await;
+}
+
+/// A learner's cumulative ACKs to a peer that reads nothing fold into one (transport `ack`):
+/// four outboxes' worth of them never overflow the link, and once the peer is up it gets one
+/// ACK carrying the highest zxid, where the first was queued (before the PING queued after
+/// it), then the rest in order. A NEWLEADER ACK (counter 0) is not folded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_to_a_peer_that_is_down_fold_into_one_instead_of_overflowing() {
+    init_tracing();
+    let mut nodes = cluster(&[1, 2, 3]).await;
+    let (two, _) = nodes.remove(1);
+    let two_addrs = two.local_addrs();
+    two.shutdown().await;
+    let three = &nodes[1].0;
+    let ack = |counter| Message::Ack {
+        zxid: Zxid::new(Epoch(5), counter),
+    };
+    let cap = u32::try_from(three.outbox_capacity()).unwrap();
+    three.send(ServerId(2), ack(0)).unwrap();
+    three.send(ServerId(2), ack(1)).unwrap();
+    three.send(ServerId(2), Message::Ping { round: 1 }).unwrap();
+    for counter in 2..=4 * cap {
+        three.send(ServerId(2), ack(counter)).unwrap();
+    }
+    three.send(ServerId(2), Message::Ping { round: 2 }).unwrap();
+    let queued = three.outbox_len(ServerId(2), Channel::Quorum).unwrap();
+    assert!(queued <= 4, "{queued} messages queued");
+
+    let (two, mut two_rx) = Transport::start(config(2, CLUSTER, &[1, 2, 3], two_addrs))
+        .await
+        .unwrap();
+    for (t, _) in &nodes {
+        two.set_peer_addrs(t.sid(), t.local_addrs()).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next_message(&mut two_rx).await);
+    }
+    let from3 = |m| (ServerId(3), m);
+    assert_eq!(
+        got,
+        vec![
+            from3(ack(0)),
+            from3(ack(4 * cap)),
+            from3(Message::Ping { round: 1 }),
+            from3(Message::Ping { round: 2 }),
+        ]
+    );
+    expect_silence(&mut two_rx, Duration::from_millis(300)).await;
+    // Written: the next ACK is queued and written again.
+    three.send(ServerId(2), ack(4 * cap + 1)).unwrap();
+    assert_eq!(next_message(&mut two_rx).await, from3(ack(4 * cap + 1)));
+    two.shutdown().await;
 }

@@ -132,6 +132,8 @@ pub struct Cluster {
     pub added: u64,
     /// Times a node began holding client requests or deferring learners' ones (`admit`).
     pub holds: u64,
+    /// Slow-link faults so far (`faults` INV-F5).
+    pub slow_links: u64,
     pub(crate) transfers: super::transfer::TransferLog,
 }
 
@@ -144,7 +146,7 @@ impl Cluster {
             now_ms: 0,
             step_no: 0,
             nodes: BTreeMap::new(),
-            net: Network::with_outbox_len(opts.effective_outbox_len()),
+            net: Network::with_outbox_len(opts.effective_outbox_len()).folding_acks(opts.fold_acks),
             checker: Checker::default(),
             hash: 0xcbf2_9ce4_8422_2325,
             next_request: 0,
@@ -167,6 +169,7 @@ impl Cluster {
             membership_commits: 0,
             added: 0,
             holds: 0,
+            slow_links: 0,
             transfers: Default::default(),
             opts,
         };
@@ -336,7 +339,7 @@ impl Cluster {
         let live = self.live();
         let links = self
             .net
-            .ready_links()
+            .ready_links(self.now_ms)
             // a server that is added but not started yet is not live
             .filter(|(_, to, _)| self.nodes.get(to).is_some_and(|n| n.is_live()))
             .collect();

@@ -1,5 +1,5 @@
-//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions, slow disks, bursts
-//! of client writes.
+//! Faults: crash, restart, wipe, pause/resume, link cut/heal, partitions, slow disks, slow
+//! links, bursts of client writes.
 //!
 //! INV-F1: a crash loses what is not durable (a SNAP not yet durable, the state machine,
 //! every connection, and the pending appends, of which a random prefix survives when
@@ -24,6 +24,13 @@
 //! inside the span (respecting INV-F2), keeping a random prefix of its unsynced appends, and
 //! restarts a random moment after. Every stall and its scheduled power loss end with the
 //! faults (`end_faults`), so the liveness phase runs on healthy disks.
+//! INV-F5: a slow link (only when `SimOptions::bursts` is on) delivers nothing on one
+//! direction of a quorum connection for [`SLOW_LINK_MS`] of virtual time while the other
+//! direction and every other link go on: a reader that falls behind (a busy leader reading
+//! one follower late). What is sent on it still queues and counts against its capacity
+//! (`net` INV-N5), so a slow link overflows like a real one. Half the time it is a
+//! follower's link to the leader, which carries its forwarded requests and its ACKs. Every
+//! slow link ends with the faults.
 
 use std::ops::RangeInclusive;
 
@@ -52,6 +59,13 @@ pub const BURST_WRITES: RangeInclusive<usize> = 10..=100;
 
 /// One random fault in this many is a burst of writes, when bursts are on.
 pub const BURST_ONE_IN: u32 = 3;
+
+/// How long a slow link delivers nothing, in virtual ms (INV-F5): shorter and longer than the
+/// sweep's `syncLimit` (1.5–2.5 s).
+pub const SLOW_LINK_MS: RangeInclusive<u64> = 200..=3_000;
+
+/// One random fault in this many is a slow link, when bursts are on.
+pub const SLOW_LINK_ONE_IN: u32 = 6;
 
 /// How long after its power loss a stalled node restarts, in virtual ms.
 const RESTART_AFTER_MS: RangeInclusive<u64> = 0..=1_500;
@@ -191,10 +205,20 @@ impl Cluster {
         self.trace(format_args!("STALL DISK {id} until t={until}"));
     }
 
+    /// The quorum link from `from` to `to` delivers nothing for `ms` of virtual time
+    /// (INV-F5).
+    pub fn slow_link(&mut self, from: ServerId, to: ServerId, ms: u64) {
+        let until = self.now_ms + ms;
+        self.net.slow(from, to, until);
+        self.mix(0x5104 ^ from.0 << 8 ^ to.0 << 16 ^ until << 24);
+        self.trace(format_args!("SLOW LINK {from}->{to} until t={until}"));
+    }
+
     /// Ends every fault: heals links, resumes paused nodes, restarts crashed ones, ends disk
-    /// stalls and drops their scheduled power losses.
+    /// stalls and drops their scheduled power losses, ends slow links.
     pub fn end_faults(&mut self) {
         self.heal_all();
+        self.net.end_slow_links();
         for n in self.nodes.values_mut() {
             n.fsync_stalled_until_ms = 0;
             n.power_loss_at_ms = None;
@@ -272,6 +296,31 @@ impl Cluster {
         }
     }
 
+    /// A slow link (INV-F5): half the time a follower's to the leader, else any one.
+    fn random_slow_link(&mut self) {
+        let ids = self.ids();
+        let followers: Vec<ServerId> = match self.leader() {
+            Some(l) => ids.iter().copied().filter(|id| *id != l).collect(),
+            None => Vec::new(),
+        };
+        let (from, to) = match self.leader() {
+            Some(l) if !followers.is_empty() && self.rng.gen_ratio(1, 2) => {
+                (followers[self.rng.gen_range(0..followers.len())], l)
+            }
+            _ => {
+                let mut pair = ids.clone();
+                pair.shuffle(&mut self.rng);
+                match pair[..] {
+                    [a, b, ..] => (a, b),
+                    _ => return,
+                }
+            }
+        };
+        let span = self.rng.gen_range(SLOW_LINK_MS);
+        self.slow_links += 1;
+        self.slow_link(from, to, span);
+    }
+
     /// A burst of [`BURST_WRITES`] client writes on the leader (half the time, when there is
     /// one) or on a random live node.
     fn random_burst(&mut self) {
@@ -300,7 +349,8 @@ impl Cluster {
         self.nodes.values().filter(|n| !n.is_live()).count()
     }
 
-    /// A membership change, a leader transfer or a slow disk, when drawn (and turned on).
+    /// A membership change, a leader transfer, a slow disk, a slow link or a burst, when drawn
+    /// (and turned on).
     fn special_fault(&mut self) -> bool {
         if self.opts.membership_changes && self.rng.gen_ratio(1, MEMBERSHIP_ONE_IN) {
             self.random_membership_change();
@@ -308,6 +358,8 @@ impl Cluster {
             self.random_transfer();
         } else if self.opts.slow_disks && self.rng.gen_ratio(1, STALL_ONE_IN) {
             self.random_stall();
+        } else if self.opts.bursts && self.rng.gen_ratio(1, SLOW_LINK_ONE_IN) {
+            self.random_slow_link();
         } else if self.opts.bursts && self.rng.gen_ratio(1, BURST_ONE_IN) {
             self.random_burst();
         } else {

@@ -73,6 +73,8 @@ pub struct RunReport {
     pub holds: u64,
     /// Connections broken by a full link (`net` INV-N5).
     pub overflows: u64,
+    /// Slow-link faults (`faults` INV-F5).
+    pub slow_links: u64,
 }
 
 /// One run of the random sweep: random steps with faults and client traffic, then the
@@ -108,5 +110,6 @@ pub fn run_with(opts: SimOptions, steps: u64) -> RunReport {
         transfers_completed: c.transfer_log().completed() as u64,
         holds: c.holds,
         overflows: c.net().overflows,
+        slow_links: c.slow_links,
     }
 }

@@ -38,10 +38,18 @@
 //! INV-N5: a quorum link never holds more than `outbox_len` plain messages; the send that
 //! would exceed it breaks the connection (both ends' notices, both directions emptied) and
 //! is itself dropped ([`Sent::Overflow`]).
+//! INV-N6: a plain proposal ACK or PINGACK sent while one of its kind waits undelivered on
+//! the same quorum link folds into it (it is not queued, the waiting one is delivered with
+//! the newer value), by zab-net's own rule (`zab_net::transport::UnwrittenAcks`), as the
+//! transport's outbox does: a learner's acknowledgements never fill a link.
+//! INV-N7: a *slow* quorum link delivers nothing until its time ([`Network::slow`]: a reader
+//! that falls behind); what is sent on it queues and counts against its capacity as usual,
+//! and a break empties it as any other.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use zab_core::{Input, Message, ServerId};
+use zab_net::transport::{cumulative, UnwrittenAcks};
 
 /// Which of the two per-pair channels a message travels on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,6 +113,9 @@ pub enum Sent {
 struct Queue {
     messages: VecDeque<(Message, bool)>,
     streamed: usize,
+    /// The proposal ACK queued last and not delivered yet, which later ones fold into
+    /// (INV-N6).
+    unwritten_acks: UnwrittenAcks,
 }
 
 impl Queue {
@@ -119,6 +130,10 @@ pub struct Network {
     queues: BTreeMap<LinkKey, Queue>,
     /// Most plain messages one quorum link holds (INV-N5).
     outbox_len: usize,
+    /// (from, to): that quorum link delivers nothing before this virtual time (INV-N7).
+    slow_until: BTreeMap<(ServerId, ServerId), u64>,
+    /// Proposal ACKs fold (INV-N6); off only to show what folding prevents.
+    fold_acks: bool,
     /// Unordered pairs (low, high) whose link is cut.
     cut: BTreeSet<(ServerId, ServerId)>,
     /// (holder, peer): `holder` has a pending, unconsumed `ConnectionLost { peer }`.
@@ -155,6 +170,8 @@ impl Network {
         Network {
             queues: BTreeMap::new(),
             outbox_len: outbox_len.max(1),
+            slow_until: BTreeMap::new(),
+            fold_acks: true,
             cut: BTreeSet::new(),
             broken: BTreeSet::new(),
             notices: BTreeMap::new(),
@@ -163,6 +180,13 @@ impl Network {
             dropped: 0,
             overflows: 0,
         }
+    }
+
+    /// The same network with INV-N6 on (the default) or off: every acknowledgement queued as
+    /// it is (a test-only switch, to show what folding prevents).
+    pub fn folding_acks(mut self, on: bool) -> Network {
+        self.fold_acks = on;
+        self
     }
 
     /// Most plain messages one quorum link holds.
@@ -204,6 +228,7 @@ impl Network {
             self.dropped += q.messages.len() as u64;
             q.messages.clear();
             q.streamed = 0;
+            q.unwritten_acks = UnwrittenAcks::default();
         }
     }
 
@@ -231,10 +256,15 @@ impl Network {
                 self.break_end(from, to);
                 return Sent::Dropped;
             }
-            let full = self
-                .queues
-                .get(&(from, to, channel))
-                .is_some_and(|q| q.plain() >= self.outbox_len);
+            let ack = cumulative(&msg).filter(|_| self.fold_acks && !streamed);
+            let q = self.queues.entry((from, to, channel)).or_default();
+            if ack.is_some_and(|c| q.unwritten_acks.fold(c)) {
+                return Sent::Queued;
+            }
+            if let Some(c) = ack.filter(|_| q.plain() < self.outbox_len) {
+                q.unwritten_acks.queued(c);
+            }
+            let full = q.plain() >= self.outbox_len;
             if full && !streamed {
                 self.overflow(from, to);
                 return Sent::Overflow;
@@ -323,12 +353,29 @@ impl Network {
         self.down.remove(&id);
     }
 
-    /// Every non-empty queue.
-    pub fn ready_links(&self) -> impl Iterator<Item = LinkKey> + '_ {
+    /// Every non-empty queue that is not slow at `now_ms` (INV-N7).
+    pub fn ready_links(&self, now_ms: u64) -> impl Iterator<Item = LinkKey> + '_ {
         self.queues
             .iter()
             .filter(|(_, q)| !q.messages.is_empty())
             .map(|(k, _)| *k)
+            .filter(move |&(from, to, channel)| {
+                channel == Channel::Election
+                    || self
+                        .slow_until
+                        .get(&(from, to))
+                        .is_none_or(|until| *until <= now_ms)
+            })
+    }
+
+    /// The quorum link from `from` to `to` delivers nothing before `until_ms` (INV-N7).
+    pub fn slow(&mut self, from: ServerId, to: ServerId, until_ms: u64) {
+        self.slow_until.insert((from, to), until_ms);
+    }
+
+    /// Every link delivers again.
+    pub fn end_slow_links(&mut self) {
+        self.slow_until.clear();
     }
 
     /// Every node with a pending notice.
@@ -370,7 +417,7 @@ impl Network {
         let q = self.queues.get_mut(&key)?;
         let (msg, streamed) = q.messages.pop_front()?;
         q.streamed -= usize::from(streamed);
-        Some(Delivery::Message(msg))
+        Some(Delivery::Message(q.unwritten_acks.take(msg)))
     }
 
     /// Takes the oldest pending notice of `id`: the peer whose connection it lost, else one

@@ -130,8 +130,12 @@ pub struct SimOptions {
     /// a test-only switch to show what the limit prevents: off, every request is taken at once.
     pub admission: bool,
     /// Random faults include bursts of client writes ([`super::faults::BURST_WRITES`] at once
-    /// on one node).
+    /// on one node) and slow links (`faults` INV-F5).
     pub bursts: bool,
+    /// A learner's proposal ACKs and PINGACKs fold in its link to the leader (`net` INV-N6, zab-net's
+    /// `transport::UnwrittenAcks`). On by default; a test-only switch to show what folding
+    /// prevents.
+    pub fold_acks: bool,
     /// Print every step to stderr.
     pub trace: bool,
     /// Keep a log of every message sent (for scenario assertions).
@@ -191,6 +195,7 @@ impl SimOptions {
             outbox_len: None,
             admission: true,
             bursts: false,
+            fold_acks: true,
             trace: std::env::var_os("ZAB_TRACE").is_some(),
             record_events: false,
             purge_log: std::env::var_os("ZAB_NO_PURGE").is_none(),

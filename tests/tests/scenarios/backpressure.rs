@@ -112,3 +112,51 @@ fn a_paused_follower_limits_the_intake_for_the_grace_then_overflows() {
     c.resume(f);
     c.check_liveness();
 }
+
+/// What a burst through a follower whose link to the leader is slow came to: connections
+/// broken by a full link, and writes that failed.
+fn burst_over_a_slow_link(fold_acks: bool) -> (u64, usize) {
+    let mut o = small_outboxes(true);
+    o.sync_limit_ticks = 30;
+    o.fold_acks = fold_acks;
+    let (mut c, l) = started(o);
+    let epoch = c.peer(l).unwrap().current_epoch();
+    let f = others(&c, l)[0];
+    c.slow_link(f, l, 1_500);
+    let mut reqs: Vec<RequestId> = (0..3 * OUTBOX).map(|_| c.write(l)).collect();
+    reqs.extend((0..OUTBOX).map(|_| c.write(f)));
+    c.run_until(60_000, |c| {
+        reqs.iter().all(|r| c.write_outcome(*r).is_some())
+    });
+    let failed = reqs
+        .iter()
+        .filter(|r| !matches!(c.write_outcome(**r), Some(Ok(_))))
+        .count();
+    if fold_acks {
+        assert_eq!(c.peer(l).unwrap().current_epoch(), epoch, "an election");
+    }
+    c.check_liveness();
+    (c.net().overflows, failed)
+}
+
+/// A follower whose link to the leader delivers nothing for 1.5 s (under `syncLimit`: a busy
+/// leader reading it late) while the leader commits a burst with the other follower: the
+/// slow follower persists and acknowledges every proposal, and its ACKs fold into the one
+/// waiting on the link (`net` INV-N6), so its link holds its forwarded requests (bounded by
+/// the intake limit) and one ACK: nothing overflows and every write commits. This is the
+/// failure of zab-net's `a_burst_beyond_the_followers_outboxes_waits_instead_of_dropping_them`
+/// when the leader's thread read a follower late.
+#[test]
+fn acks_of_a_follower_read_late_fold_instead_of_overflowing_its_link() {
+    let (overflows, failed) = burst_over_a_slow_link(true);
+    assert_eq!((overflows, failed), (0, 0), "overflows, failed writes");
+}
+
+/// The same without folding (the simulation's test-only switch): one ACK per persist fills
+/// the slow link, it overflows and the follower's forwarded writes fail.
+#[test]
+fn without_folding_the_acks_of_a_follower_read_late_overflow_its_link() {
+    let (overflows, failed) = burst_over_a_slow_link(false);
+    assert!(overflows >= 1, "no overflow");
+    assert!(failed > 0, "no write failed");
+}

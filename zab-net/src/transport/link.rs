@@ -25,21 +25,22 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
-use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, info, warn, Instrument};
 use zab_core::{Message, ServerId};
 
 use super::peer::Outbox;
 use super::{bump, Channel, Control, Event, LinkHandle, LinkStart, Shared};
-use crate::frame::{FrameCodec, FrameError};
+use crate::frame::FrameCodec;
 use crate::handshake::{self, HandshakeError, Hello, Reply};
-use crate::tls::{ReadHalf, Stream, WriteHalf};
+use crate::tls::Stream;
 
+mod halves;
 mod tls;
+
+use halves::{read_loop, write_loop, WriterAcks};
 
 /// Why a session ended.
 enum SessionEnd {
@@ -340,7 +341,7 @@ impl Link {
             read_loop(self.shared.clone(), self.peer, rd, codec).in_current_span(),
         ));
         let mut writer = AbortOnDrop(tokio::spawn(
-            write_loop(wr, codec, self.stash.take(), outbox).in_current_span(),
+            write_loop(wr, codec, self.stash.take(), outbox, self.acks()).in_current_span(),
         ));
         self.dial_requested = false;
         self.link_connected(true);
@@ -411,11 +412,20 @@ impl Link {
             generation,
             tx,
             overflow_signalled: false,
+            unwritten_acks: Default::default(),
         };
         drop(slot);
         self.generation = generation;
         self.outbox = Some(rx);
         self.stash = None;
+    }
+
+    /// What the writer of the current generation's outbox folds ACKs with (`ack` INV-3).
+    fn acks(&self) -> WriterAcks {
+        WriterAcks {
+            handle: self.handle.clone(),
+            generation: self.generation,
+        }
     }
 
     /// Emits `ConnectionLost` for the quorum channel. False on shutdown.
@@ -434,65 +444,5 @@ impl Link {
             _ = self.shared.shutdown.cancelled() => false,
             sent = self.shared.events.send(event) => sent.is_ok(),
         }
-    }
-}
-
-/// Delivers the connection's messages until it closes or sends a bad frame.
-async fn read_loop(shared: Arc<Shared>, from: ServerId, rd: ReadHalf, codec: FrameCodec) {
-    let mut frames = FramedRead::new(rd, codec);
-    // Bounded by the connection: ends at EOF, on the first error, or when aborted.
-    loop {
-        match frames.next().await {
-            Some(Ok(msg)) => {
-                if shared
-                    .events
-                    .send(Event::Message { from, msg })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            Some(Err(FrameError::Io(e))) => {
-                debug!(error = %e, "read failed");
-                return;
-            }
-            Some(Err(e)) => {
-                bump(&shared.counters.bad_frames);
-                warn!(error = %e, "bad frame from peer; closing connection");
-                return;
-            }
-            None => {
-                debug!("peer closed the connection");
-                return;
-            }
-        }
-    }
-}
-
-/// Writes the stash and then the outbox, in order, flushing whenever the outbox is empty.
-async fn write_loop(
-    wr: WriteHalf,
-    codec: FrameCodec,
-    first: Option<Message>,
-    mut outbox: mpsc::Receiver<Message>,
-) -> Result<(), FrameError> {
-    let mut frames = FramedWrite::new(wr, codec);
-    if let Some(m) = first {
-        frames.feed(m).await?;
-    }
-    // Bounded by the connection: ends on a write error, or when aborted.
-    loop {
-        let msg = match outbox.try_recv() {
-            Ok(m) => m,
-            Err(_) => {
-                frames.flush().await?;
-                match outbox.recv().await {
-                    Some(m) => m,
-                    None => return Ok(()),
-                }
-            }
-        };
-        frames.feed(msg).await?;
     }
 }

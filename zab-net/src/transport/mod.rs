@@ -12,13 +12,17 @@
 //! - **Outboxes.** [`Transport::send`] never blocks: it puts the message in the link's bounded
 //!   outbox, which the link's writer task drains. When the outbox is full the peer is too slow:
 //!   the connection is dropped, the queued messages discarded, and `send` returns
-//!   [`SendError::Overflow`]. Other peers are unaffected — each has its own writer.
+//!   [`SendError::Overflow`]. Other peers are unaffected — each has its own writer. A
+//!   learner's cumulative ACKs and PINGACKs do not pile up there: one waiting unwritten takes
+//!   the later ones of its kind in (`ack`), so a link that drains slowly holds one of each.
 //! - **Inbound.** Each connection's reader task decodes frames and delivers
 //!   `Event::Message { from, msg }` on the channel returned by [`Transport::start`]. A frame that
 //!   does not decode, or is too large, closes that connection only.
 //!
 //! INV-1: per peer and channel, messages handed to `send` are written in order, on one
-//! connection, and never after a message sent later (FIFO per link, as ZAB requires).
+//! connection, and never after a message sent later (FIFO per link, as ZAB requires); the one
+//! exception is a folded acknowledgement, written where the first one of its kind still
+//! unwritten was queued (`ack` INV-2).
 //! INV-2: a quorum-channel connection that was established and ends (peer closed, bad frame,
 //! overflow, `disconnect`, replaced by a newer connection) produces exactly one
 //! `Event::ConnectionLost { peer }`, after every message it delivered; an overflow while not
@@ -50,6 +54,7 @@
 //!   (a lower sid asking to be called back); otherwise they cost nothing. Inbound hellos from
 //!   it are still accepted. The next start knows only the members of the configuration then.
 
+mod ack;
 mod config;
 mod error;
 mod link;
@@ -57,6 +62,7 @@ mod listener;
 mod peer;
 mod sender;
 
+pub use ack::{cumulative, UnwrittenAcks};
 pub use config::{PeerAddrs, TransportConfig};
 pub use error::{NetError, SendError};
 pub use sender::PeerSender;
@@ -319,8 +325,17 @@ impl Transport {
             .link(to, channel)
             .ok_or(SendError::UnknownPeer(to))?;
         let mut outbox = link.outbox.lock();
+        let ack = cumulative(&msg);
+        if ack.is_some_and(|c| outbox.unwritten_acks.fold(c)) {
+            return Ok(());
+        }
         match outbox.tx.try_send(msg) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                if let Some(c) = ack {
+                    outbox.unwritten_acks.queued(c);
+                }
+                Ok(())
+            }
             // The link is between a lost connection and its new outbox; the loss is (or will
             // be) reported by ConnectionLost, and this message goes with the discarded queue.
             Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),

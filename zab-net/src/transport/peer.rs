@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use zab_core::{Message, ServerId};
 
+use super::ack::UnwrittenAcks;
 use super::{Channel, PeerAddrs};
 use crate::tls::Stream;
 
@@ -23,6 +24,8 @@ pub(super) struct Outbox {
     pub(super) generation: u64,
     pub(super) tx: mpsc::Sender<Message>,
     pub(super) overflow_signalled: bool,
+    /// The proposal ACK queued and not written yet, which later ones fold into (`ack`).
+    pub(super) unwritten_acks: UnwrittenAcks,
 }
 
 /// Requests to a link task.
@@ -81,6 +84,7 @@ impl Peer {
                     generation: 0,
                     tx,
                     overflow_signalled: false,
+                    unwritten_acks: UnwrittenAcks::default(),
                 }),
                 ctrl,
                 connected: AtomicBool::new(false),
