@@ -280,8 +280,12 @@ impl LogWriter {
             });
         }
         st.cmds.push_back(cmd);
-        if st.cmds.len() == 1 {
-            // The thread waits only on an empty queue and takes all of it when it wakes.
+        // The thread waits only on an empty queue (checked under the lock, so this wake-up
+        // cannot be missed) and takes all of it when it wakes. Woken after the lock is
+        // released: woken under it, the thread would block again at once on the lock.
+        let wake = st.cmds.len() == 1;
+        drop(st);
+        if wake {
             self.queue.ready.notify_one();
         }
         Ok(())
