@@ -113,7 +113,7 @@ pub enum Sent {
 struct Queue {
     messages: VecDeque<(Message, bool)>,
     streamed: usize,
-    /// The proposal ACK queued last and not delivered yet, which later ones fold into
+    /// The acknowledgements queued last and not delivered yet, which later ones fold into
     /// (INV-N6).
     unwritten_acks: UnwrittenAcks,
 }

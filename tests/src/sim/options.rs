@@ -132,9 +132,9 @@ pub struct SimOptions {
     /// Random faults include bursts of client writes ([`super::faults::BURST_WRITES`] at once
     /// on one node) and slow links (`faults` INV-F5).
     pub bursts: bool,
-    /// A learner's proposal ACKs and PINGACKs fold in its link to the leader (`net` INV-N6, zab-net's
-    /// `transport::UnwrittenAcks`). On by default; a test-only switch to show what folding
-    /// prevents.
+    /// A learner's proposal ACKs and PINGACKs fold in its link to the leader (`net` INV-N6,
+    /// zab-net's `transport::UnwrittenAcks`). On by default; a test-only switch to show what
+    /// folding prevents.
     pub fold_acks: bool,
     /// Print every step to stderr.
     pub trace: bool,

@@ -420,7 +420,7 @@ impl Link {
         self.stash = None;
     }
 
-    /// What the writer of the current generation's outbox folds ACKs with (`ack` INV-3).
+    /// The current generation's unwritten acknowledgements, for its writer (`ack` INV-3).
     fn acks(&self) -> WriterAcks {
         WriterAcks {
             handle: self.handle.clone(),

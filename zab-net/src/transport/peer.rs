@@ -24,7 +24,7 @@ pub(super) struct Outbox {
     pub(super) generation: u64,
     pub(super) tx: mpsc::Sender<Message>,
     pub(super) overflow_signalled: bool,
-    /// The proposal ACK queued and not written yet, which later ones fold into (`ack`).
+    /// The acknowledgements queued and not written yet, which later ones fold into (`ack`).
     pub(super) unwritten_acks: UnwrittenAcks,
 }
 

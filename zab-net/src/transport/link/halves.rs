@@ -1,5 +1,5 @@
 //! A session's two halves: the reader delivering the peer's frames as events, and the writer
-//! draining the outbox (link INV-1), folding proposal ACKs as it takes them (`ack`).
+//! draining the outbox (link INV-1), writing a folded acknowledgement's newest value (`ack`).
 
 use std::sync::Arc;
 
@@ -52,14 +52,15 @@ pub(super) async fn read_loop(
     }
 }
 
-/// The writer's access to its outbox's unwritten ACK (`ack`), for one generation.
+/// The writer's access to its outbox's unwritten acknowledgements (`ack`), for one
+/// generation.
 pub(super) struct WriterAcks {
     pub(super) handle: Arc<LinkHandle>,
     pub(super) generation: u64,
 }
 
 impl WriterAcks {
-    /// The message to write for `msg` (a proposal ACK carries what was folded into it).
+    /// The message to write for `msg` (an acknowledgement carries what was folded into it).
     fn take(&self, msg: Message) -> Message {
         if cumulative(&msg).is_none() {
             return msg;
