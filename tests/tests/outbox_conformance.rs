@@ -103,6 +103,35 @@ async fn next_event(rx: &mut mpsc::Receiver<Event>) -> Event {
     timeout(WAIT, rx.recv()).await.unwrap().unwrap()
 }
 
+/// Starts the receiver's real transport and points the sender's link at it.
+async fn start_receiver(sender: &Transport) -> (Transport, mpsc::Receiver<Event>) {
+    let (receiver, receiver_rx) = Transport::start(config(RECEIVER, SENDER, sender.local_addrs()))
+        .await
+        .unwrap();
+    sender
+        .set_peer_addrs(RECEIVER, receiver.local_addrs())
+        .unwrap();
+    (receiver, receiver_rx)
+}
+
+/// The first `n` messages the receiver gets from the sender, and any that comes within 300 ms
+/// after them (none, when the link behaved).
+async fn receive(rx: &mut mpsc::Receiver<Event>, n: usize) -> Vec<Message> {
+    let mut delivered = Vec::new();
+    while delivered.len() < n {
+        if let Event::Message { from, msg } = next_event(rx).await {
+            assert_eq!(from, SENDER);
+            delivered.push(msg);
+        }
+    }
+    if let Ok(Some(Event::Message { msg, .. })) =
+        timeout(Duration::from_millis(300), rx.recv()).await
+    {
+        delivered.push(msg);
+    }
+    delivered
+}
+
 /// The real transport: the receiver's address is dead until the loss was reported, then its
 /// real transport's.
 async fn real() -> Outcome {
@@ -122,29 +151,12 @@ async fn real() -> Outcome {
         }
     }
     let lost = next_event(&mut sender_rx).await == Event::ConnectionLost { peer: RECEIVER };
-    let (receiver, mut receiver_rx) =
-        Transport::start(config(RECEIVER, SENDER, sender.local_addrs()))
-            .await
-            .unwrap();
-    sender
-        .set_peer_addrs(RECEIVER, receiver.local_addrs())
-        .unwrap();
+    let (receiver, mut receiver_rx) = start_receiver(&sender).await;
     for i in 0..AFTER {
         sender.send(RECEIVER, msg(1_000 + i)).unwrap();
     }
-    let mut delivered = Vec::new();
-    while delivered.len() < AFTER as usize {
-        if let Event::Message { from, msg } = next_event(&mut receiver_rx).await {
-            assert_eq!(from, SENDER);
-            delivered.push(msg);
-        }
-    }
     // Nothing more: in particular nothing queued before the overflow.
-    if let Ok(Some(Event::Message { msg, .. })) =
-        timeout(Duration::from_millis(300), receiver_rx.recv()).await
-    {
-        delivered.push(msg);
-    }
+    let delivered = receive(&mut receiver_rx, AFTER as usize).await;
     sender.shutdown().await;
     receiver.shutdown().await;
     Outcome {
@@ -232,25 +244,8 @@ async fn real_acks() -> Vec<Message> {
     for m in ack_script() {
         sender.send(RECEIVER, m).unwrap();
     }
-    let (receiver, mut receiver_rx) =
-        Transport::start(config(RECEIVER, SENDER, sender.local_addrs()))
-            .await
-            .unwrap();
-    sender
-        .set_peer_addrs(RECEIVER, receiver.local_addrs())
-        .unwrap();
-    let mut delivered = Vec::new();
-    while delivered.len() < expected_after_folding().len() {
-        if let Event::Message { from, msg } = next_event(&mut receiver_rx).await {
-            assert_eq!(from, SENDER);
-            delivered.push(msg);
-        }
-    }
-    if let Ok(Some(Event::Message { msg, .. })) =
-        timeout(Duration::from_millis(300), receiver_rx.recv()).await
-    {
-        delivered.push(msg);
-    }
+    let (receiver, mut receiver_rx) = start_receiver(&sender).await;
+    let delivered = receive(&mut receiver_rx, expected_after_folding().len()).await;
     sender.shutdown().await;
     receiver.shutdown().await;
     delivered
