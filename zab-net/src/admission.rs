@@ -58,7 +58,10 @@ const LEADER_MESSAGES_PER_WRITE: usize = 3;
 /// Messages a leader still owes a follower for a proposal it sent and has not committed.
 const LEADER_MESSAGES_OWED: usize = 2;
 
-/// Messages a learner sends its leader per request, with room kept for the ACKs (INV-1).
+/// What a learner counts per request it takes or holds: one REQUEST, counted twice, so each
+/// refresh takes half the room left below the mark. The room is worked out again from the
+/// actual backlog at every refresh, so the REQUESTs waiting in the link converge to the mark;
+/// the quarter above it holds the learner's one folded ACK and one folded PINGACK (INV-1).
 const LEARNER_MESSAGES_PER_WRITE: usize = 2;
 
 /// What the room depends on, read from the core and the transport.
