@@ -228,6 +228,7 @@ fn assert_text_format(leader: &Node) {
         .unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("zab_role{role=\"leading\"} 1"), "{text}");
+    assert!(text.contains("zab_peer_acks_folded_total "), "{text}");
     assert!(
         text.contains("zab_commit_latency_us_bucket{le=\"50\"}"),
         "{text}"

@@ -258,6 +258,7 @@ async fn acks_to_a_peer_that_is_down_fold_into_one_instead_of_overflowing() {
     three.send(ServerId(2), Message::Ping { round: 2 }).unwrap();
     let queued = three.outbox_len(ServerId(2), Channel::Quorum).unwrap();
     assert!(queued <= 4, "{queued} messages queued");
+    assert_eq!(three.stats().acks_folded, u64::from(4 * cap - 1));
 
     let (two, mut two_rx) = Transport::start(config(2, CLUSTER, &[1, 2, 3], two_addrs))
         .await

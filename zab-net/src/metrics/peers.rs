@@ -1,4 +1,5 @@
-//! Peer connections refused (the transport's TLS and hello checks), by reason.
+//! Peer connections refused (the transport's TLS and hello checks), by reason, and the
+//! acknowledgements the transport folded (`transport::UnwrittenAcks`).
 
 use prometheus::{IntCounter, IntCounterVec, Opts};
 
@@ -16,6 +17,8 @@ pub struct PeerMetrics {
     pub(crate) hello: IntCounter,
     /// `reason="tls_dial"`: a dial's TLS handshake failed.
     pub(crate) tls_dial: IntCounter,
+    /// `zab_peer_acks_folded_total`: ACKs and PINGACKs folded into one still unwritten.
+    pub(crate) acks_folded: IntCounter,
 }
 
 impl PeerMetrics {
@@ -30,7 +33,14 @@ impl PeerMetrics {
             &["reason"],
         )?;
         b.registry.register(Box::new(v.clone()))?;
+        let acks_folded = IntCounter::new(
+            "zab_peer_acks_folded_total",
+            "ACKs and PINGACKs folded into one of their kind still waiting unwritten in a \
+             link's outbox (the link drains slower than this server acknowledges)",
+        )?;
+        b.registry.register(Box::new(acks_folded.clone()))?;
         Ok(PeerMetrics {
+            acks_folded,
             tls: v.with_label_values(&["tls"]),
             name: v.with_label_values(&["certificate_name"]),
             hello: v.with_label_values(&["hello"]),

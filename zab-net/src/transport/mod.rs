@@ -128,6 +128,8 @@ pub struct TransportStats {
     pub tls_refused: u64,
     /// Dials whose TLS handshake failed (the peer's certificate refused here, or ours there).
     pub tls_dial_failures: u64,
+    /// ACKs and PINGACKs folded into one still unwritten (`ack`) instead of being queued.
+    pub acks_folded: u64,
 }
 
 #[derive(Default)]
@@ -139,6 +141,7 @@ struct Counters {
     overflows: AtomicU64,
     tls_refused: AtomicU64,
     tls_dial_failures: AtomicU64,
+    acks_folded: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -327,6 +330,10 @@ impl Transport {
         let mut outbox = link.outbox.lock();
         let ack = cumulative(&msg);
         if ack.is_some_and(|c| outbox.unwritten_acks.fold(c)) {
+            bump(&self.shared.counters.acks_folded);
+            if let Some(m) = &self.shared.cfg.metrics {
+                m.acks_folded.inc();
+            }
             return Ok(());
         }
         match outbox.tx.try_send(msg) {
@@ -421,6 +428,7 @@ impl Transport {
             overflows: get(&c.overflows),
             tls_refused: get(&c.tls_refused),
             tls_dial_failures: get(&c.tls_dial_failures),
+            acks_folded: get(&c.acks_folded),
         }
     }
 
