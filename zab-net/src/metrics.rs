@@ -38,7 +38,7 @@
 //! | `zab_election_duration_us` | histogram | their duration |
 //! | `zab_learners_connected` | gauge | leader: learners being synced or synced |
 //! | `zab_learners_synced` | gauge | leader: learners sent UPTODATE and still connected |
-//! | `zab_peer_acks_folded_total` | counter | ACKs and PINGACKs folded into one of their kind still waiting unwritten in a link's outbox instead of being queued (`transport::UnwrittenAcks`): on a learner, its link to the leader drains slower than it acknowledges (the leader reads it late) |
+//! | `zab_peer_acks_folded_total` | counter | ACKs and PINGACKs folded into one of their kind still waiting unwritten in a link's outbox instead of being queued (`transport::UnwrittenAcks`): on a learner, its link to the leader drained slower than it acknowledged (some of it is normal under a heavy write load; much of it under a light one means the leader reads it late) |
 //! | `zab_peer_connections_refused_total{reason}` | counter | peer connections refused: `tls` (inbound TLS handshake failed: no certificate, untrusted CA, plaintext), `certificate_name` (the certificate does not name the server the hello claims), `hello` (hello refused or unreadable), `tls_dial` (a dial's TLS handshake failed) |
 //!
 //! INV-1: everything updated on the commit path is an atomic (label children are resolved once,
