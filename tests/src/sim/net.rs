@@ -132,7 +132,7 @@ pub struct Network {
     outbox_len: usize,
     /// (from, to): that quorum link delivers nothing before this virtual time (INV-N7).
     slow_until: BTreeMap<(ServerId, ServerId), u64>,
-    /// Proposal ACKs fold (INV-N6); off only to show what folding prevents.
+    /// Acknowledgements fold (INV-N6); off only to show what folding prevents.
     fold_acks: bool,
     /// Unordered pairs (low, high) whose link is cut.
     cut: BTreeSet<(ServerId, ServerId)>,
@@ -245,6 +245,7 @@ impl Network {
 
     fn enqueue(&mut self, from: ServerId, to: ServerId, msg: Message, streamed: bool) -> Sent {
         let channel = Channel::of(&msg);
+        let ack = cumulative(&msg).filter(|_| self.fold_acks && !streamed);
         let unreachable = self.down.contains(&to) || self.is_cut(from, to) || from == to;
         if channel == Channel::Quorum {
             if self.broken.contains(&(from, to)) {
@@ -256,16 +257,11 @@ impl Network {
                 self.break_end(from, to);
                 return Sent::Dropped;
             }
-            let ack = cumulative(&msg).filter(|_| self.fold_acks && !streamed);
             let q = self.queues.entry((from, to, channel)).or_default();
             if ack.is_some_and(|c| q.unwritten_acks.fold(c)) {
                 return Sent::Queued;
             }
-            if let Some(c) = ack.filter(|_| q.plain() < self.outbox_len) {
-                q.unwritten_acks.queued(c);
-            }
-            let full = q.plain() >= self.outbox_len;
-            if full && !streamed {
+            if q.plain() >= self.outbox_len && !streamed {
                 self.overflow(from, to);
                 return Sent::Overflow;
             }
@@ -277,6 +273,9 @@ impl Network {
         let q = self.queues.entry((from, to, channel)).or_default();
         q.messages.push_back((msg, streamed));
         q.streamed += usize::from(streamed);
+        if let Some(c) = ack {
+            q.unwritten_acks.queued(c);
+        }
         Sent::Queued
     }
 
