@@ -5,14 +5,14 @@
 //! earlier one (create a database, then a table in it), as ZooKeeper runs a session's
 //! requests in order.
 //!
-//! The reader gives each write a [`Turn`] in read order; its request task waits for the turn
+//! The reader gives each write a [`Turn`] in read order; the request waits for the turn
 //! ([`Turn::wait`]) right before it hands the write on and passes it ([`Turn::pass`]) right
 //! after, so requests still run concurrently everywhere else (waiting for a quorum, applying,
 //! answering).
 //!
 //! INV-1: tickets are numbered from 0 in read order; a turn comes when every earlier ticket
 //! has been passed.
-//! INV-2: a ticket is passed at the latest when its `Turn` is dropped (the request task ended,
+//! INV-2: a ticket is passed at the latest when its `Turn` is dropped (the request's future ended,
 //! whatever path it took), so no write waits for one that never reaches the hand-off.
 //! INV-3: passing is idempotent, and waiting for a passed ticket returns at once (a write sent
 //! to a second leader after the first refused it takes no new turn).
