@@ -18,6 +18,10 @@
 //! INV-4: with `force_sync = false` nothing is ever fsynced: **for tests only**.
 //! A process crash loses nothing in that mode (the page cache survives), a power loss or
 //! kernel crash can lose anything, including records reported persisted.
+//! INV-6: records appended together ([`TxnLog::append_all`]) are written with one `pwrite` per
+//! run of them in one segment (at most [`WRITE_RUN_MAX`] bytes), and readers see a run's
+//! records only once it is written, all at once; a crash may tear a run as it may tear a
+//! record (recovery keeps the valid prefix).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,8 +67,12 @@ pub struct TxnLog {
     dirty: Vec<(Zxid, usize, usize)>,
     /// The next segment, being preallocated in the background.
     spare: Option<Spare>,
-    /// The record being appended, encoded.
+    /// The run of records being appended, encoded (INV-6).
     scratch: Vec<u8>,
+    /// Their index entries, published once the run is written.
+    run: Vec<IndexEntry>,
+    /// Runs written since the log was opened (`pwrite` calls of appends).
+    runs_written: u64,
 }
 
 impl TxnLog {
@@ -86,6 +94,8 @@ impl TxnLog {
             dirty: Vec::new(),
             spare: None,
             scratch: Vec::new(),
+            run: Vec::new(),
+            runs_written: 0,
         };
         Ok((log, report))
     }
@@ -112,6 +122,11 @@ impl TxnLog {
         self.shared.state.read().index.last().map(|e| e.zxid)
     }
 
+    /// How many `pwrite` calls wrote appended records since the log was opened (INV-6).
+    pub fn runs_written(&self) -> u64 {
+        self.runs_written
+    }
+
     /// Verifies the in-memory invariants (`log_state` INV-1, INV-2, INV-4); O(records).
     pub fn check(&self) -> std::result::Result<(), String> {
         self.shared.state.read().check()
@@ -119,6 +134,28 @@ impl TxnLog {
 
     /// Appends `txn` to the last segment; durable only after the next [`TxnLog::sync`].
     pub fn append(&mut self, txn: &Txn) -> Result<()> {
+        self.append_all(std::slice::from_ref(txn))
+    }
+
+    /// Appends `txns` in order, as [`TxnLog::append`] would one by one, with one `pwrite` per
+    /// run of records that share a segment (at most [`WRITE_RUN_MAX`] bytes each, INV-6);
+    /// durable only after the next [`TxnLog::sync`]. When one is refused, the records before
+    /// it are appended and the rest are not.
+    pub fn append_all(&mut self, txns: &[Txn]) -> Result<()> {
+        let mut last = self.shared.state.read().last_or_floor();
+        for txn in txns {
+            if let Err(e) = self.stage(txn, last) {
+                self.write_run()?;
+                return Err(e);
+            }
+            last = txn.zxid;
+        }
+        self.write_run()
+    }
+
+    /// Encodes `txn` (following `last`) at the end of the run, after rolling to a new segment
+    /// if it does not fit in the last one.
+    fn stage(&mut self, txn: &Txn, last: Zxid) -> Result<()> {
         let len = txn.data.len();
         if len > MAX_PAYLOAD_LEN {
             return Err(StoreError::RecordTooLarge {
@@ -128,48 +165,72 @@ impl TxnLog {
             });
         }
         let need = record::encoded_len(len);
-        let (last, fits) = {
+        if txn.zxid <= last {
             let st = self.shared.state.read();
-            let last = st.last_or_floor();
-            if txn.zxid <= last {
-                return Err(StoreError::NotIncreasing {
-                    path: st.current_path(&self.shared.dir),
-                    zxid: txn.zxid,
-                    last,
-                });
-            }
-            let fits = st.segs.last().is_some_and(|s| s.end + need <= s.seg.size());
-            (last, fits)
+            return Err(StoreError::NotIncreasing {
+                path: st.current_path(&self.shared.dir),
+                zxid: txn.zxid,
+                last,
+            });
+        }
+        let run = self.scratch.len();
+        let fits = {
+            let st = self.shared.state.read();
+            st.segs
+                .last()
+                .is_some_and(|s| s.end + run + need <= s.seg.size())
         };
         if !fits {
+            self.write_run()?;
             self.roll(txn.zxid, last, need)?;
         }
-        self.scratch.clear();
-        self.scratch.resize(need, 0);
-        record::encode_into(&mut self.scratch, txn.zxid, txn.kind, &txn.data);
-        let (base, off, entry) = {
-            // Only this writer changes the segments, so the last one stays the last while the
-            // record is written under the read lock (readers go on reading meanwhile).
+        let entry = {
             let st = self.shared.state.read();
             let seg = st.segs.last().ok_or_else(|| self.missing_segment())?;
-            let (base, off) = (seg.seg.base(), seg.end);
-            let entry = IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
+            let (base, off) = (seg.seg.base(), seg.end + self.scratch.len());
+            IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
                 StoreError::corrupt(
                     seg.seg.path(),
                     off as u64,
                     "record beyond 4 GiB into its segment: lower the preallocation size",
                 )
-            })?;
-            seg.seg.write_at(off, &self.scratch)?;
-            (base, off, entry)
+            })?
         };
+        let at = self.scratch.len();
+        self.scratch.resize(at + need, 0);
+        record::encode_into(&mut self.scratch[at..], txn.zxid, txn.kind, &txn.data);
+        self.run.push(entry);
+        if self.scratch.len() >= WRITE_RUN_MAX {
+            self.write_run()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the records staged at the end of the last segment with one `pwrite`, then
+    /// makes them visible to readers (INV-6).
+    fn write_run(&mut self) -> Result<()> {
+        if self.run.is_empty() {
+            return Ok(());
+        }
+        let (base, off) = {
+            // Only this writer changes the segments, so the last one stays the last while the
+            // run is written under the read lock (readers go on reading meanwhile).
+            let st = self.shared.state.read();
+            let seg = st.segs.last().ok_or_else(|| self.missing_segment())?;
+            let (base, off) = (seg.seg.base(), seg.end);
+            seg.seg.write_at(off, &self.scratch)?;
+            (base, off)
+        };
+        let len = self.scratch.len();
         {
             let mut st = self.shared.state.write();
             let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
-            seg.end += need;
-            st.index.push(entry);
+            seg.end += len;
+            st.index.extend(self.run.drain(..));
         }
-        self.mark_dirty(base, off, off + need);
+        self.scratch.clear();
+        self.runs_written += 1;
+        self.mark_dirty(base, off, off + len);
         Ok(())
     }
 
@@ -351,6 +412,9 @@ impl TxnLog {
         )
     }
 }
+
+/// The most bytes of records written with one `pwrite` (INV-6).
+pub const WRITE_RUN_MAX: usize = 1 << 20;
 
 /// Bytes of durable records the last segment gathers before they are released (INV-5).
 pub const RELEASE_STEP: usize = 4 << 20;

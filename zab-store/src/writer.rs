@@ -2,7 +2,8 @@
 //! [`TxnLog`].
 //!
 //! The thread blocks for one command, then drains everything else already queued (up to
-//! `MAX_BATCH`), executes the commands in order, and syncs once for all the appends of the
+//! `MAX_BATCH`), executes the commands in order — the appends queued back to back written
+//! together, one `pwrite` per run (`log` INV-6) — and syncs once for all the appends of the
 //! batch before reporting [`LogEvent::Persisted`]. While it syncs, new commands queue up and
 //! form the next batch, so the number of syncs per second stays bounded by the disk while the
 //! records per sync grow with the load.
@@ -17,7 +18,7 @@
 //! `Truncated`, `Reset` and `Purged` only after the removal is durable. Appends sent before a
 //! truncate/reset/flush are synced (and reported) before it runs.
 //! INV-4: an observer given in [`WriterOptions`] sees every sync of the batch's records
-//! ([`SyncBatch`]: records, bytes, time spent in the sync call) on the sync thread, after the
+//! ([`SyncBatch`]: records, bytes, writes, time spent in the sync call) on the sync thread, after the
 //! sync and before its `Persisted`/`Flushed` report; it must be cheap and must not block.
 //! INV-3: the first error stops the thread: it is reported as [`LogEvent::Failed`] (with the
 //! error itself), later sends and [`SyncThread::join`] fail with [`StoreError::WriterStopped`]. The log is in
@@ -137,6 +138,9 @@ pub struct SyncBatch {
     pub records: u64,
     /// Their encoded size in the log, headers included.
     pub bytes: u64,
+    /// The `pwrite` calls that wrote them (one per run of records in one segment, `log`
+    /// INV-6): fewer than `records` when appends were queued together.
+    pub writes: u64,
     /// Time spent in the sync call (fdatasync of each segment written to).
     pub duration: Duration,
 }
@@ -362,15 +366,17 @@ fn run<F: FnMut(LogEvent)>(
 ) -> Result<()> {
     let _stop = StopOnExit(queue);
     let mut batch = Vec::new();
+    let mut appends = Vec::new();
     let mut syncer = Syncer {
         log,
         observer,
         records: 0,
         bytes: 0,
+        writes_before: 0,
         slow: SlowSyncs::default(),
     };
     while next_batch(queue, &mut batch) {
-        if let Err(e) = run_batch(&mut syncer, &mut batch, &mut on_event) {
+        if let Err(e) = run_batch(&mut syncer, &mut batch, &mut appends, &mut on_event) {
             let log = &syncer.log;
             // WARN, not ERROR: the error itself goes to the owner in `LogEvent::Failed`
             // (INV-3), which decides what it means and reports it once (fe-meta: one ERROR
@@ -392,14 +398,19 @@ struct Syncer {
     observer: Option<Arc<dyn SyncObserver>>,
     records: u64,
     bytes: u64,
+    /// `log.runs_written()` at the previous sync.
+    writes_before: u64,
     slow: SlowSyncs,
 }
 
 impl Syncer {
-    fn append(&mut self, txn: &Txn) -> Result<()> {
-        self.log.append(txn)?;
-        self.records += 1;
-        self.bytes += u64::try_from(encoded_len(txn.data.len())).unwrap_or(u64::MAX);
+    /// Appends and empties `txns` (one `pwrite` per run, `log` INV-6).
+    fn append_all(&mut self, txns: &mut Vec<Txn>) -> Result<()> {
+        self.log.append_all(txns)?;
+        self.records += txns.len() as u64;
+        for txn in txns.drain(..) {
+            self.bytes += u64::try_from(encoded_len(txn.data.len())).unwrap_or(u64::MAX);
+        }
         Ok(())
     }
 
@@ -422,11 +433,13 @@ impl Syncer {
             o.on_sync(&SyncBatch {
                 records: self.records,
                 bytes: self.bytes,
+                writes: self.log.runs_written() - self.writes_before,
                 duration,
             });
         }
         self.records = 0;
         self.bytes = 0;
+        self.writes_before = self.log.runs_written();
         Ok(upto)
     }
 }
@@ -434,19 +447,16 @@ impl Syncer {
 fn run_batch<F: FnMut(LogEvent)>(
     s: &mut Syncer,
     batch: &mut Vec<LogCommand>,
+    appends: &mut Vec<Txn>,
     on_event: &mut F,
 ) -> Result<()> {
-    let mut pending = false;
     for cmd in batch.drain(..) {
-        if !matches!(cmd, LogCommand::Append(_)) && pending {
+        if !matches!(cmd, LogCommand::Append(_)) && !appends.is_empty() {
+            s.append_all(appends)?;
             sync_and_report(s, on_event)?;
-            pending = false;
         }
         match cmd {
-            LogCommand::Append(txn) => {
-                s.append(&txn)?;
-                pending = true;
-            }
+            LogCommand::Append(txn) => appends.push(txn),
             LogCommand::Truncate { to } => {
                 let last = s.log.truncate(to)?;
                 on_event(LogEvent::Truncated { to, last });
@@ -465,7 +475,8 @@ fn run_batch<F: FnMut(LogEvent)>(
             }
         }
     }
-    if pending {
+    if !appends.is_empty() {
+        s.append_all(appends)?;
         sync_and_report(s, on_event)?;
     }
     Ok(())
