@@ -226,7 +226,7 @@ impl TxnLog {
             let mut st = self.shared.state.write();
             let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
             seg.end += len;
-            st.index.extend(self.run.drain(..));
+            st.index.append(&mut self.run);
         }
         self.scratch.clear();
         self.runs_written += 1;
