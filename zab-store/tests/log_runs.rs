@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use zab_core::Zxid;
-use zab_store::{LogEvent, LogWriter, StoreError, SyncBatch, SyncObserver, WriterOptions};
+use zab_store::{LogEvent, LogWriter, StoreError, WriterOptions};
 
 #[test]
 fn records_appended_together_take_one_write_per_segment_and_read_back_the_same() {
@@ -59,16 +59,6 @@ fn a_refused_record_keeps_the_ones_before_it_and_drops_the_rest() {
     log.append_all(&[txn(3, 10)]).unwrap();
     assert_eq!(log.sync().unwrap(), Some(Zxid(3)));
     log.check().unwrap();
-}
-
-/// Keeps every sync the writer thread reports.
-#[derive(Default)]
-struct Batches(std::sync::Mutex<Vec<SyncBatch>>);
-
-impl SyncObserver for Batches {
-    fn on_sync(&self, batch: &SyncBatch) {
-        self.0.lock().unwrap().push(*batch);
-    }
 }
 
 #[test]

@@ -8,16 +8,6 @@ mod common;
 use common::*;
 use zab_store::{LogEvent, LogWriter};
 
-/// Keeps every sync the writer thread reports.
-#[derive(Default)]
-struct Batches(std::sync::Mutex<Vec<zab_store::SyncBatch>>);
-
-impl zab_store::SyncObserver for Batches {
-    fn on_sync(&self, batch: &zab_store::SyncBatch) {
-        self.0.lock().unwrap().push(*batch);
-    }
-}
-
 #[test]
 fn the_sync_observer_sees_every_sync_with_its_records_bytes_and_duration() {
     // force_sync = true: the durations are those of real msync/fsync calls.

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use zab_core::{Txn, TxnKind, Zxid};
-use zab_store::{LogOptions, Recovery, TxnLog};
+use zab_store::{LogOptions, Recovery, SyncBatch, SyncObserver, TxnLog};
 
 /// A deterministic payload for `zxid` of `len` bytes (never all zero).
 pub fn payload(zxid: Zxid, len: usize) -> Bytes {
@@ -93,5 +93,15 @@ pub fn contents(log: &TxnLog) -> Vec<Txn> {
     match r.last_zxid() {
         None => vec![],
         Some(last) => r.read_range(r.floor(), last).expect("read_range"),
+    }
+}
+
+/// A sync observer that keeps every sync the writer thread reports.
+#[derive(Default)]
+pub struct Batches(pub std::sync::Mutex<Vec<SyncBatch>>);
+
+impl SyncObserver for Batches {
+    fn on_sync(&self, batch: &SyncBatch) {
+        self.0.lock().expect("observer lock").push(*batch);
     }
 }

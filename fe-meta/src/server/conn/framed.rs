@@ -56,6 +56,8 @@ use crate::protocol::{
 pub const IN_FLIGHT_MAX: usize = 1024;
 /// Bytes of unwritten answers above which no more input is read (INV-1).
 pub const UNWRITTEN_HIGH: usize = 1 << 20;
+/// Bytes of answer buffer an idle session keeps for its next answers.
+const UNWRITTEN_KEPT: usize = 64 << 10;
 
 /// Serves a framed session whose first four bytes, `first`, were already read.
 pub async fn serve(
@@ -322,6 +324,7 @@ impl Unwritten {
         self.written += n;
         if self.written == self.buf.len() {
             self.buf.clear();
+            self.buf.shrink_to(UNWRITTEN_KEPT);
             self.written = 0;
             self.permits.clear();
         } else if self.written >= UNWRITTEN_HIGH {
