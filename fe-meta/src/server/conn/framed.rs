@@ -333,3 +333,68 @@ impl Unwritten {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    fn framed(payloads: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in payloads {
+            encode_frame(p, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn partial_writes_leave_the_rest_and_a_full_one_releases_the_permits() {
+        let slots = Arc::new(Semaphore::new(2));
+        let mut out = Unwritten::default();
+        let payloads = [vec![1u8; 10], vec![2u8; 20], vec![3u8; 30]];
+        out.push(Answer::plain(payloads[0].clone()));
+        for p in &payloads[1..] {
+            let permit = slots.clone().try_acquire_owned().ok();
+            out.push(Answer {
+                payload: p.clone(),
+                permit,
+            });
+        }
+        let all = framed(&payloads);
+        assert_eq!(out.bytes(), &all[..]);
+        out.wrote(17);
+        assert_eq!(out.bytes(), &all[17..]);
+        assert_eq!(slots.available_permits(), 0, "held until everything is written");
+        out.wrote(all.len() - 17);
+        assert!(out.is_empty());
+        assert_eq!(slots.available_permits(), 2);
+    }
+
+    #[test]
+    fn a_backlog_past_the_mark_is_compacted_and_still_written_in_order() {
+        let slots = Arc::new(Semaphore::new(1));
+        let mut out = Unwritten::default();
+        let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; UNWRITTEN_HIGH / 3]).collect();
+        for (i, p) in payloads.iter().enumerate() {
+            let permit = (i == 0).then(|| slots.clone().try_acquire_owned().ok()).flatten();
+            out.push(Answer {
+                payload: p.clone(),
+                permit,
+            });
+        }
+        let all = framed(&payloads);
+        let first = UNWRITTEN_HIGH + 100;
+        out.wrote(first);
+        assert_eq!(out.written, 0, "the written part was dropped");
+        assert_eq!(out.bytes(), &all[first..]);
+        assert_eq!(out.len(), all.len() - first);
+        assert_eq!(slots.available_permits(), 0);
+        out.wrote(all.len() - first);
+        assert!(out.is_empty());
+        assert_eq!(slots.available_permits(), 1);
+        assert!(out.buf.capacity() <= UNWRITTEN_KEPT, "an idle session keeps little");
+    }
+}
