@@ -367,7 +367,11 @@ mod tests {
         assert_eq!(out.bytes(), &all[..]);
         out.wrote(17);
         assert_eq!(out.bytes(), &all[17..]);
-        assert_eq!(slots.available_permits(), 0, "held until everything is written");
+        assert_eq!(
+            slots.available_permits(),
+            0,
+            "held until everything is written"
+        );
         out.wrote(all.len() - 17);
         assert!(out.is_empty());
         assert_eq!(slots.available_permits(), 2);
@@ -379,7 +383,9 @@ mod tests {
         let mut out = Unwritten::default();
         let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; UNWRITTEN_HIGH / 3]).collect();
         for (i, p) in payloads.iter().enumerate() {
-            let permit = (i == 0).then(|| slots.clone().try_acquire_owned().ok()).flatten();
+            let permit = (i == 0)
+                .then(|| slots.clone().try_acquire_owned().ok())
+                .flatten();
             out.push(Answer {
                 payload: p.clone(),
                 permit,
@@ -395,6 +401,9 @@ mod tests {
         out.wrote(all.len() - first);
         assert!(out.is_empty());
         assert_eq!(slots.available_permits(), 1);
-        assert!(out.buf.capacity() <= UNWRITTEN_KEPT, "an idle session keeps little");
+        assert!(
+            out.buf.capacity() <= UNWRITTEN_KEPT,
+            "an idle session keeps little"
+        );
     }
 }
