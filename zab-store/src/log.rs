@@ -173,28 +173,15 @@ impl TxnLog {
                 last,
             });
         }
-        let run = self.scratch.len();
-        let fits = {
-            let st = self.shared.state.read();
-            st.segs
-                .last()
-                .is_some_and(|s| s.end + run + need <= s.seg.size())
-        };
-        if !fits {
-            self.write_run()?;
-            self.roll(txn.zxid, last, need)?;
-        }
-        let entry = {
-            let st = self.shared.state.read();
-            let seg = st.segs.last().ok_or_else(|| self.missing_segment())?;
-            let (base, off) = (seg.seg.base(), seg.end + self.scratch.len());
-            IndexEntry::new(txn.zxid, txn.kind, base, off, need).ok_or_else(|| {
-                StoreError::corrupt(
-                    seg.seg.path(),
-                    off as u64,
-                    "record beyond 4 GiB into its segment: lower the preallocation size",
-                )
-            })?
+        let entry = match self.place(txn, need)? {
+            Some(entry) => entry,
+            None => {
+                self.write_run()?;
+                self.roll(txn.zxid, last, need)?;
+                // A new segment holds at least one record of any size.
+                self.place(txn, need)?
+                    .ok_or_else(|| self.missing_segment())?
+            }
         };
         let at = self.scratch.len();
         self.scratch.resize(at + need, 0);
@@ -204,6 +191,28 @@ impl TxnLog {
             self.write_run()?;
         }
         Ok(())
+    }
+
+    /// The index entry of `txn` (`need` bytes encoded) right after the run in the last
+    /// segment; `None` when it does not fit there.
+    fn place(&self, txn: &Txn, need: usize) -> Result<Option<IndexEntry>> {
+        let st = self.shared.state.read();
+        let Some(seg) = st.segs.last() else {
+            return Ok(None);
+        };
+        let off = seg.end + self.scratch.len();
+        if off + need > seg.seg.size() {
+            return Ok(None);
+        }
+        IndexEntry::new(txn.zxid, txn.kind, seg.seg.base(), off, need)
+            .map(Some)
+            .ok_or_else(|| {
+                StoreError::corrupt(
+                    seg.seg.path(),
+                    off as u64,
+                    "record beyond 4 GiB into its segment: lower the preallocation size",
+                )
+            })
     }
 
     /// Writes the records staged at the end of the last segment with one `pwrite`, then

@@ -18,8 +18,9 @@
 //! `Truncated`, `Reset` and `Purged` only after the removal is durable. Appends sent before a
 //! truncate/reset/flush are synced (and reported) before it runs.
 //! INV-4: an observer given in [`WriterOptions`] sees every sync of the batch's records
-//! ([`SyncBatch`]: records, bytes, writes, time spent in the sync call) on the sync thread, after the
-//! sync and before its `Persisted`/`Flushed` report; it must be cheap and must not block.
+//! ([`SyncBatch`]: records, bytes, writes, time spent in the sync call) on the sync thread,
+//! after the sync and before its `Persisted`/`Flushed` report; it must be cheap and must not
+//! block.
 //! INV-3: the first error stops the thread: it is reported as [`LogEvent::Failed`] (with the
 //! error itself), later sends and [`SyncThread::join`] fail with [`StoreError::WriterStopped`]. The log is in
 //! an unknown state then; the owner must stop the peer and reopen.
@@ -451,9 +452,8 @@ fn run_batch<F: FnMut(LogEvent)>(
     on_event: &mut F,
 ) -> Result<()> {
     for cmd in batch.drain(..) {
-        if !matches!(cmd, LogCommand::Append(_)) && !appends.is_empty() {
-            s.append_all(appends)?;
-            sync_and_report(s, on_event)?;
+        if !matches!(cmd, LogCommand::Append(_)) {
+            write_and_sync(s, appends, on_event)?;
         }
         match cmd {
             LogCommand::Append(txn) => appends.push(txn),
@@ -475,11 +475,20 @@ fn run_batch<F: FnMut(LogEvent)>(
             }
         }
     }
-    if !appends.is_empty() {
-        s.append_all(appends)?;
-        sync_and_report(s, on_event)?;
+    write_and_sync(s, appends, on_event)
+}
+
+/// Writes the appends gathered so far, if any, syncs them and reports them persisted.
+fn write_and_sync<F: FnMut(LogEvent)>(
+    s: &mut Syncer,
+    appends: &mut Vec<Txn>,
+    on_event: &mut F,
+) -> Result<()> {
+    if appends.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    s.append_all(appends)?;
+    sync_and_report(s, on_event)
 }
 
 fn sync_and_report<F: FnMut(LogEvent)>(s: &mut Syncer, on_event: &mut F) -> Result<()> {

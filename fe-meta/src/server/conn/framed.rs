@@ -253,29 +253,24 @@ async fn answer(shared: Arc<Shared>, conn: Arc<ConnStats>, job: Job) -> Option<A
     let started = Instant::now();
     let class = RequestClass::of(&req.body);
     let (id, kind) = (req.id, req.body.kind());
-    if let RequestBody::Backup(opts) = req.body {
-        let status = backup::stream(&shared, id, opts, &side).await;
-        shared
-            .stats
-            .answered(&conn, class, status, started.elapsed());
-        return None;
-    }
-    let forwarded = id & FORWARDED_BIT != 0;
-    let ctx = RequestContext::new(received, &req.meta);
-    let ctx = match turn {
-        Some(turn) => ctx.in_turn(turn),
-        None => ctx,
+    let (status, reply) = if let RequestBody::Backup(opts) = req.body {
+        (backup::stream(&shared, id, opts, &side).await, None)
+    } else {
+        let forwarded = id & FORWARDED_BIT != 0;
+        let ctx = RequestContext::new(received, &req.meta);
+        let ctx = match turn {
+            Some(turn) => ctx.in_turn(turn),
+            None => ctx,
+        };
+        let result = shared.handle(&ctx, &req.body, forwarded).await;
+        let status = result.as_ref().err().map(|e| e.status);
+        let payload = encode_response_bounded(&Response { id, kind, result });
+        (status, Some(Answer::plain(payload)))
     };
-    let result = shared.handle(&ctx, &req.body, forwarded).await;
-    let status = result.as_ref().err().map(|e| e.status);
     shared
         .stats
         .answered(&conn, class, status, started.elapsed());
-    Some(Answer::plain(encode_response_bounded(&Response {
-        id,
-        kind,
-        result,
-    })))
+    reply
 }
 
 fn error_payload(id: u64, kind: RequestKind, message: String) -> Vec<u8> {
