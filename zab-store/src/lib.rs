@@ -67,6 +67,7 @@
 //! exercise them.
 
 mod data_dir;
+mod discard;
 mod epoch_file;
 mod error;
 mod fsutil;

@@ -22,6 +22,10 @@
 //! run of them in one segment (at most [`WRITE_RUN_MAX`] bytes), and readers see a run's
 //! records only once it is written, all at once; a crash may tear a run as it may tear a
 //! record (recovery keeps the valid prefix).
+//! INV-7: a segment leaving the log (purge, truncate, reset) is durably gone from it when the
+//! call returns — renamed to `discarded.<name>`, directory fsynced — and freed later, a step at
+//! a time, by a background thread (`discard`): freeing a segment's blocks stalls the
+//! filesystem's syncs, and on the sync thread it stalled every append.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,8 +33,8 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use zab_core::{Txn, Zxid};
 
+use crate::discard::Discarder;
 use crate::error::{Result, StoreError};
-use crate::fsutil;
 use crate::log_state::{IndexEntry, SegEntry};
 use crate::reader::{LogReader, Shared};
 use crate::record::{self, HEADER_LEN, MAX_PAYLOAD_LEN};
@@ -73,6 +77,8 @@ pub struct TxnLog {
     run: Vec<IndexEntry>,
     /// Runs written since the log was opened (`pwrite` calls of appends).
     runs_written: u64,
+    /// Frees the segments that left the log, off this thread (INV-7).
+    discarder: Discarder,
 }
 
 impl TxnLog {
@@ -96,6 +102,7 @@ impl TxnLog {
             scratch: Vec::new(),
             run: Vec::new(),
             runs_written: 0,
+            discarder: Discarder::default(),
         };
         Ok((log, report))
     }
@@ -119,7 +126,7 @@ impl TxnLog {
 
     /// The last record's zxid, durable or not.
     pub fn last_zxid(&self) -> Option<Zxid> {
-        self.shared.state.read().index.last().map(|e| e.zxid)
+        self.shared.state.read().index.back().map(|e| e.zxid)
     }
 
     /// How many `pwrite` calls wrote appended records since the log was opened (INV-6).
@@ -235,7 +242,7 @@ impl TxnLog {
             let mut st = self.shared.state.write();
             let seg = st.segs.last_mut().ok_or_else(|| self.missing_segment())?;
             seg.end += len;
-            st.index.append(&mut self.run);
+            st.index.extend(self.run.drain(..));
         }
         self.scratch.clear();
         self.runs_written += 1;
@@ -324,9 +331,9 @@ impl TxnLog {
                 st.floor = st.segs[0].seg.prev();
                 removed.seg.path().to_path_buf()
             };
-            fsutil::remove_durably(&path, self.opts.force_sync)?;
+            self.discarder.discard(&path, self.opts.force_sync)?;
         }
-        Ok(self.shared.state.read().index.first().map(|e| e.zxid))
+        Ok(self.shared.state.read().index.front().map(|e| e.zxid))
     }
 
     /// Creates the segment that starts with `zxid` after making the current one durable, from
@@ -368,7 +375,7 @@ impl TxnLog {
                     None => return Ok(()),
                 }
             };
-            fsutil::remove_durably(&path, self.opts.force_sync)?;
+            self.discarder.discard(&path, self.opts.force_sync)?;
         }
     }
 

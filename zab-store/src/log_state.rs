@@ -9,6 +9,7 @@
 //! INV-4: `floor` is the zxid the first record follows (the first segment's `prev`, or the
 //! truncate/reset point when the log is empty); every record is greater than it.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use zab_core::{TxnKind, Zxid};
@@ -69,7 +70,7 @@ impl IndexEntry {
 #[derive(Debug, Default)]
 pub(crate) struct LogState {
     pub segs: Vec<SegEntry>,
-    pub index: Vec<IndexEntry>,
+    pub index: VecDeque<IndexEntry>,
     pub durable: usize,
     pub floor: Zxid,
     pub generation: u64,
@@ -78,7 +79,7 @@ pub(crate) struct LogState {
 impl LogState {
     /// The last record's zxid, or the floor when there is none: appends must exceed it.
     pub fn last_or_floor(&self) -> Zxid {
-        self.index.last().map_or(self.floor, |e| e.zxid)
+        self.index.back().map_or(self.floor, |e| e.zxid)
     }
 
     /// The last durable record's zxid.

@@ -104,7 +104,8 @@ pub struct OfflineLog {
     pub dir: PathBuf,
     /// Every `log.<zxid>` file, ascending, up to the first damage (included).
     pub segments: Vec<OfflineSegment>,
-    /// Unfinished or spare `log.*.tmp` files (recovery removes them; they hold no record).
+    /// Unfinished or spare `log.*.tmp` files and discarded files (`discarded.*`, being freed):
+    /// recovery removes them; they hold no record.
     pub temp_files: Vec<PathBuf>,
     /// The zxid the first segment follows (records up to it were purged or are in a snapshot).
     pub floor: Zxid,
@@ -134,7 +135,9 @@ pub fn read_log(dir: &Path, mut on_record: impl FnMut(&OfflineRecord<'_>)) -> Re
     };
     let mut bases = Vec::new();
     for name in fsutil::list_names(dir)? {
-        if name.starts_with("log.") && fsutil::is_temp_name(&name) {
+        if (name.starts_with("log.") && fsutil::is_temp_name(&name))
+            || crate::discard::is_discarded_name(&name)
+        {
             log.temp_files.push(dir.join(&name));
         } else if let Some(base) = segment::parse_segment_name(&name) {
             bases.push(base);

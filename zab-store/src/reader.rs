@@ -38,7 +38,7 @@ impl LogReader {
     /// The zxid of the first durable record still on disk.
     pub fn first_zxid(&self) -> Option<Zxid> {
         let st = self.shared.state.read();
-        st.index[..st.durable].first().map(|e| e.zxid)
+        st.index.range(..st.durable).next().map(|e| e.zxid)
     }
 
     /// The zxid of the last durable record.
@@ -56,15 +56,15 @@ impl LogReader {
     /// Every durable zxid on disk, ascending (the boot-time index of the protocol core).
     pub fn zxids(&self) -> Vec<Zxid> {
         let st = self.shared.state.read();
-        st.index[..st.durable].iter().map(|e| e.zxid).collect()
+        st.index.range(..st.durable).map(|e| e.zxid).collect()
     }
 
     /// Every durable zxid on disk with its record's payload size, read in one snapshot of the
     /// index (two parallel vectors, as the core's `DurableState` holds them).
     pub fn zxids_and_sizes(&self) -> (Vec<Zxid>, Vec<u32>) {
         let st = self.shared.state.read();
-        st.index[..st.durable]
-            .iter()
+        st.index
+            .range(..st.durable)
             .map(|e| {
                 let payload = e.len().saturating_sub(HEADER_LEN);
                 (e.zxid, u32::try_from(payload).unwrap_or(u32::MAX))
@@ -176,9 +176,10 @@ impl LogIter {
         if self.pos < st.floor {
             return Err("the records after it were purged during the read");
         }
-        let durable = &st.index[..st.durable];
-        let i = durable.partition_point(|e| e.zxid <= self.pos);
-        let Some(e) = durable.get(i).copied() else {
+        // The index is sorted throughout, so the first record after `pos` is durable iff its
+        // position is below `durable`.
+        let i = st.index.partition_point(|e| e.zxid <= self.pos);
+        let Some(e) = st.index.get(i).filter(|_| i < st.durable).copied() else {
             return Err("records after it are no longer on disk");
         };
         if e.zxid > self.upto {

@@ -8,14 +8,16 @@
 //! missing range. A missing *last* segment cannot be detected (nothing refers to it).
 //! INV-3: after a torn tail is cut, the bytes after the cut are zero again and durable, so the
 //! next recovery sees a clean end there.
-//! INV-4: leftover `log.*.tmp` files (segments whose creation did not finish) and an empty last
-//! segment are removed; both hold no record.
+//! INV-4: leftover `log.*.tmp` files (segments whose creation did not finish, spares),
+//! `discarded.*` files (segments that left the log but were not yet freed: `discard` INV-1) and
+//! an empty last segment are removed; none holds a record of the log.
 
 use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 use zab_core::Zxid;
 
+use crate::discard;
 use crate::error::{Result, StoreError};
 use crate::fsutil;
 use crate::log_state::{IndexEntry, LogState, SegEntry};
@@ -88,7 +90,7 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
                     "record beyond 4 GiB into its segment",
                 )
             })?;
-            st.index.push(e);
+            st.index.push_back(e);
         }
         if scanned.records.is_empty() {
             // Only possible for the last segment: created, but its first batch never landed.
@@ -107,11 +109,17 @@ pub(crate) fn recover(dir: &Path, force_sync: bool) -> Result<(LogState, Recover
     Ok((st, report))
 }
 
-/// The base zxids of the segments in `dir`, ascending; removes unfinished (`.tmp`) ones.
+/// The base zxids of the segments in `dir`, ascending; removes unfinished (`.tmp`) and
+/// discarded ones (INV-4).
 fn list_segments(dir: &Path, force_sync: bool, report: &mut Recovery) -> Result<Vec<Zxid>> {
     let mut bases = Vec::new();
     for name in fsutil::list_names(dir)? {
-        if name.starts_with("log.") && fsutil::is_temp_name(&name) {
+        if discard::is_discarded_name(&name) {
+            let p = dir.join(&name);
+            info!(file = %p.display(), "removing a discarded file");
+            fsutil::remove_durably(&p, force_sync)?;
+            report.removed.push(p);
+        } else if name.starts_with("log.") && fsutil::is_temp_name(&name) {
             let p = dir.join(&name);
             if name.starts_with("log.spare.") {
                 info!(file = %p.display(), "removing preallocated spare segment");
@@ -129,7 +137,7 @@ fn list_segments(dir: &Path, force_sync: bool, report: &mut Recovery) -> Result<
 }
 
 fn check_chain(st: &LogState, prev: &SegEntry, seg: &Segment) -> Result<Zxid> {
-    let last = st.index.last().map_or(st.floor, |e| e.zxid);
+    let last = st.index.back().map_or(st.floor, |e| e.zxid);
     if seg.prev() == last {
         return Ok(last);
     }

@@ -1,20 +1,26 @@
 //! The snapshot directory: listing, creating, loading the newest valid snapshot, purging.
 //!
-//! INV-1: listing ignores `*.tmp` files (unfinished snapshots); [`SnapDir::remove_temp`] deletes
-//! them and is meant for start-up only, when no snapshot is being written.
+//! INV-1: listing ignores `*.tmp` files (unfinished snapshots) and `discarded.*` files (purged
+//! snapshots being freed); [`SnapDir::remove_temp`] deletes both and is meant for start-up
+//! only, when no snapshot is being written.
 //! INV-2: [`SnapDir::load_newest`] hands the consumer a verifying stream, newest snapshot first;
 //! a snapshot counts as loaded only if the consumer succeeded *and* the whole file verified.
 //! Otherwise it logs a warning naming the file and offers the next older one; if snapshots
 //! exist but none is valid, that is an error (starting empty would silently drop committed
 //! state).
 //! INV-3: purge never removes the newest `retain` snapshots, and never runs with `retain == 0`.
+//! A purged snapshot is durably out of the listing when purge returns (renamed to
+//! `discarded.<name>`, directory fsynced); purge then frees it a step at a time on the calling
+//! (snapshot) thread, so that a large image's blocks do not stall the log's syncs
+//! (`discard`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use tracing::warn;
+use tracing::{info, warn};
 use zab_core::{Membership, Zxid};
 
+use crate::discard;
 use crate::error::{Result, StoreError};
 use crate::fsutil;
 use crate::snapshot::{
@@ -56,16 +62,21 @@ impl SnapDir {
         self.dir.join(snapshot_name(zxid))
     }
 
-    /// Removes leftover `snapshot.*.tmp` files; call at start-up only (INV-1).
+    /// Removes leftover `snapshot.*.tmp` files and discarded files (`discard` INV-1); call at
+    /// start-up only (INV-1).
     pub fn remove_temp(&self) -> Result<Vec<PathBuf>> {
         let mut removed = Vec::new();
         for name in fsutil::list_names(&self.dir)? {
+            let p = self.dir.join(&name);
             if name.starts_with("snapshot.") && fsutil::is_temp_name(&name) {
-                let p = self.dir.join(&name);
                 warn!(file = %p.display(), "removing unfinished snapshot");
-                std::fs::remove_file(&p).map_err(|e| StoreError::io("remove", &p, e))?;
-                removed.push(p);
+            } else if discard::is_discarded_name(&name) {
+                info!(file = %p.display(), "removing a discarded file");
+            } else {
+                continue;
             }
+            std::fs::remove_file(&p).map_err(|e| StoreError::io("remove", &p, e))?;
+            removed.push(p);
         }
         if !removed.is_empty() {
             fsutil::sync_dir(&self.dir, self.force_sync)?;
@@ -136,11 +147,13 @@ impl SnapDir {
             return Ok(zxids.first().copied());
         }
         let (old, kept) = zxids.split_at(zxids.len() - retain);
+        let mut discarded = Vec::with_capacity(old.len());
         for &z in old {
-            let p = self.path(z);
-            std::fs::remove_file(&p).map_err(|e| StoreError::io("remove", &p, e))?;
+            discarded.push(discard::discard_durably(&self.path(z), self.force_sync)?);
         }
-        fsutil::sync_dir(&self.dir, self.force_sync)?;
+        for p in &discarded {
+            discard::free_logged(p);
+        }
         Ok(kept.first().copied())
     }
 }

@@ -7,6 +7,8 @@
 //! - raw `write 4 KiB + fdatasync` latency on a preallocated file in DIR (the disk's floor);
 //! - single-writer append+sync latency, both calling `TxnLog` directly and through the
 //!   group-commit thread (`LogWriter`, append until `Persisted` is reported);
+//! - the time a `purge` of one 64 MiB segment whose pages are cached takes on the sync thread,
+//!   and one writer's append -> Persisted latency while the sync thread purges such segments;
 //! - group-commit throughput with 1, 8 and 64 appender threads, closed loop (one record in
 //!   flight per appender) and pipelined (up to 1024 in flight per appender, as a leader with
 //!   many clients has). A record counts only once `Persisted` covering it was reported.
@@ -88,6 +90,10 @@ fn main() -> Res<()> {
         PREALLOC >> 20,
         rollover.as_millis()
     );
+    let purges = purge_latency(&args.dir.join("purge"))?;
+    print_lat("TxnLog purge of one cached segment", &purges);
+    let purging = purging_writer(&args.dir.join("purging"))?;
+    print_lat("LogWriter append -> Persisted, purging", &purging);
     println!();
     println!(
         "{:<12} {:>10} {:>12} {:>12} {:>10} {:>14}",
@@ -199,6 +205,76 @@ fn direct_append_sync(dir: &Path, phase: Duration) -> Res<(Histogram<u64>, Durat
     drop(log);
     std::fs::remove_dir_all(dir)?;
     Ok((h, rollover))
+}
+
+/// Segments filled, then purged one at a time, by [`purge_latency`] and [`purging_writer`].
+const PURGE_SEGMENTS: u32 = 5;
+/// Time between two purges: a node purges once per snapshot, seconds apart.
+const PURGE_EVERY: Duration = Duration::from_millis(200);
+
+/// A log of [`PURGE_SEGMENTS`] full segments whose pages are cached (as a running node's
+/// are), the segments' base zxids and the last zxid.
+fn filled_log(dir: &Path) -> Res<(TxnLog, Vec<Zxid>, u32)> {
+    let mut log = open_log(dir)?;
+    let per_segment = (PREALLOC / (RECORD + 24)) as u32;
+    let mut c = 0;
+    while c < per_segment * PURGE_SEGMENTS {
+        c += 1;
+        log.append(&record(Zxid::new(Epoch(1), c)))?;
+    }
+    log.sync()?;
+    let mut bases: Vec<Zxid> = std::fs::read_dir(dir)?
+        .filter_map(|e| zab_store::parse_segment_name(&e.ok()?.file_name().to_string_lossy()))
+        .collect();
+    bases.sort();
+    Ok((log, bases, c))
+}
+
+/// Times each `purge` that drops the oldest segment, called directly: what the sync thread
+/// spends on it.
+fn purge_latency(dir: &Path) -> Res<Histogram<u64>> {
+    let (mut log, bases, _) = filled_log(dir)?;
+    let mut h = hist()?;
+    for next in bases.iter().skip(1) {
+        std::thread::sleep(PURGE_EVERY);
+        let t = Instant::now();
+        log.purge(Zxid(next.0 - 1))?;
+        h.record(micros(t.elapsed()))?;
+    }
+    drop(log);
+    std::fs::remove_dir_all(dir)?;
+    Ok(h)
+}
+
+/// One appender's append -> Persisted latency through the sync thread while it purges the
+/// oldest segment every [`PURGE_EVERY`].
+fn purging_writer(dir: &Path) -> Res<Histogram<u64>> {
+    let (log, bases, last) = filled_log(dir)?;
+    let progress = Arc::new(Progress::default());
+    let (w, _r, thread) = LogWriter::spawn(log, progress.on_event())?;
+    let mut h = hist()?;
+    let mut c = last;
+    let mut purges = bases.iter().skip(1).map(|next| Zxid(next.0 - 1));
+    let mut next_purge = Instant::now() + PURGE_EVERY;
+    loop {
+        if Instant::now() >= next_purge {
+            match purges.next() {
+                Some(upto) => w.purge(upto)?,
+                None => break,
+            }
+            next_purge += PURGE_EVERY;
+        }
+        c += 1;
+        let z = Zxid::new(Epoch(1), c);
+        let t = Instant::now();
+        w.append(record(z))?;
+        progress.wait(z.0)?;
+        h.record(micros(t.elapsed()))?;
+    }
+    drop(w);
+    thread.join()?;
+    std::fs::remove_dir_all(dir)?;
+    Ok(h)
 }
 
 /// The persisted point reported by the sync thread, for waiting appenders.

@@ -56,15 +56,19 @@ pub fn open(dir: &Path, prealloc: usize) -> (TxnLog, Recovery) {
     TxnLog::open(dir, opts(prealloc)).expect("open log")
 }
 
-/// Every file of `dir` by name.
+/// Every file of `dir` by name. A file that goes while it is listed (a discarded segment the
+/// log's background thread unlinks) is left out.
 pub fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut m = BTreeMap::new();
     for e in fs::read_dir(dir).unwrap() {
         let e = e.unwrap();
-        m.insert(
-            e.file_name().into_string().unwrap(),
-            fs::read(e.path()).unwrap(),
-        );
+        match fs::read(e.path()) {
+            Ok(bytes) => {
+                m.insert(e.file_name().into_string().unwrap(), bytes);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => panic!("read {}: {err}", e.path().display()),
+        }
     }
     m
 }
@@ -72,7 +76,10 @@ pub fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// Replaces the content of `dir` with `files`.
 pub fn write_dir_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
     for e in fs::read_dir(dir).unwrap() {
-        fs::remove_file(e.unwrap().path()).unwrap();
+        match fs::remove_file(e.unwrap().path()) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => panic!("remove: {err}"),
+            _ => {}
+        }
     }
     for (name, bytes) in files {
         fs::write(dir.join(name), bytes).unwrap();
