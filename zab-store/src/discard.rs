@@ -3,12 +3,12 @@
 //! the file is then freed gradually, away from the log's sync thread.
 //!
 //! Why: on the reference VM (ext4 mounted with `discard`) freeing a file's blocks holds up every
-//! `fdatasync` of the same filesystem while it runs: a plain unlink of a 64 MiB segment took
-//! 13–15 ms on its own thread and stalled a concurrent 4 KiB write + `fdatasync` loop for up to
-//! 11–14 ms, a 350 MB snapshot (a 5M-entry catalog's) 80 ms and 41–47 ms. Shrinking the file
-//! [`FREE_STEP`] at a time with a [`FREE_PAUSE`] between steps kept that loop's worst sync at
-//! 1.5–1.7 ms, for 100 ms (64 MiB) and 265 ms (350 MB) of background work. And on the sync
-//! thread itself the unlink was a stall of every append of the node.
+//! `fdatasync` of the same filesystem while it runs (`scripts/free_stall.py`): a plain unlink
+//! of a 64 MiB segment took 13–15 ms on its own thread and stalled a concurrent 4 KiB write +
+//! `fdatasync` loop for up to 11–14 ms, of a 350 MB snapshot (a 5M-entry catalog's) 80–87 ms
+//! and 15–47 ms. Shrinking the file [`FREE_STEP`] at a time with a [`FREE_PAUSE`] between
+//! steps kept that loop's worst sync under 2 ms, for 50 ms (64 MiB) and 265–275 ms (350 MB) of
+//! background work. And on the sync thread itself the unlink stalled every append of the node.
 //!
 //! INV-1: when [`discard_durably`] (or [`Discarder::discard`]) returns, the file's name is
 //! durably gone: it was renamed to `discarded.<name>` and its directory fsynced, so a crash at
@@ -182,12 +182,21 @@ mod tests {
         let mut discarder = Discarder::with_free(gated_free);
         discarder.discard(&seg, true).unwrap();
         let trash = dir.path().join("discarded.log.0000000100000001");
-        assert!(!seg.exists(), "the segment's name is gone when discard returns");
-        assert!(trash.exists(), "freeing waits for the gate, off this thread");
+        assert!(
+            !seg.exists(),
+            "the segment's name is gone when discard returns"
+        );
+        assert!(
+            trash.exists(),
+            "freeing waits for the gate, off this thread"
+        );
 
         open.send(()).unwrap();
         drop(discarder);
-        assert!(!trash.exists(), "dropping the discarder waits until its files are freed");
+        assert!(
+            !trash.exists(),
+            "dropping the discarder waits until its files are freed"
+        );
         *GATE.lock().unwrap() = None;
     }
 
@@ -202,13 +211,23 @@ mod tests {
         }
         drop(discarder);
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert!(left.is_empty(), "every discarded segment was freed: {left:?}");
+        assert!(
+            left.is_empty(),
+            "every discarded segment was freed: {left:?}"
+        );
     }
 
     #[test]
     fn a_file_freed_gradually_is_gone_whatever_its_size() {
         let dir = tempfile::tempdir().unwrap();
-        for len in [0, 1, FREE_STEP - 1, FREE_STEP, FREE_STEP + 1, 3 * FREE_STEP + 7] {
+        for len in [
+            0,
+            1,
+            FREE_STEP - 1,
+            FREE_STEP,
+            FREE_STEP + 1,
+            3 * FREE_STEP + 7,
+        ] {
             let p = dir.path().join(format!("discarded.f{len}"));
             std::fs::File::create(&p).unwrap().set_len(len).unwrap();
             remove_gradually(&p).unwrap();

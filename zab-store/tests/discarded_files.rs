@@ -123,7 +123,11 @@ fn purged_snapshots_are_out_of_the_listing_and_freed_and_leftovers_go_at_start_u
 
     let leftover = d.path().join("discarded.snapshot.0000000000000005");
     fs::write(&leftover, b"half freed").unwrap();
-    assert_eq!(snaps.list().unwrap(), vec![Zxid(30), Zxid(40)], "not listed");
+    assert_eq!(
+        snaps.list().unwrap(),
+        vec![Zxid(30), Zxid(40)],
+        "not listed"
+    );
     let removed = snaps.remove_temp().unwrap();
     assert_eq!(removed, vec![leftover.clone()]);
     assert!(!leftover.exists());
