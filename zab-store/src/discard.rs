@@ -11,7 +11,8 @@
 //! background work. And on the sync thread itself the unlink stalled every append of the node.
 //!
 //! INV-1: when [`discard_durably`] (or [`Discarder::discard`]) returns, the file's name is
-//! durably gone: it was renamed to `discarded.<name>` and its directory fsynced, so a crash at
+//! durably gone: it was renamed to `discarded.<name>.<n>` (`n` unique in the process, so two
+//! discarded files never share a name) and its directory fsynced, so a crash at
 //! any later point cannot bring a segment's records back into the log or a snapshot back into
 //! the listing — neither lists `discarded.*` names, and opening the log or the snapshot
 //! directory removes them (`recovery` INV-4, [`crate::SnapDir::remove_temp`]).
@@ -26,6 +27,7 @@
 use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -42,6 +44,9 @@ pub(crate) const FREE_STEP: u64 = 4 << 20;
 /// The pause between two steps, which lets the syncs queued meanwhile through.
 pub(crate) const FREE_PAUSE: Duration = Duration::from_millis(2);
 
+/// Numbers the discarded names of this process.
+static DISCARDS: AtomicU64 = AtomicU64::new(0);
+
 /// Whether a directory entry is a discarded file (removed when its directory is opened).
 pub(crate) fn is_discarded_name(name: &str) -> bool {
     name.starts_with(DISCARDED_PREFIX)
@@ -53,7 +58,8 @@ pub(crate) fn discard_durably(path: &Path, force_sync: bool) -> Result<PathBuf> 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let discarded = path.with_file_name(format!("{DISCARDED_PREFIX}{name}"));
+    let n = DISCARDS.fetch_add(1, Ordering::Relaxed);
+    let discarded = path.with_file_name(format!("{DISCARDED_PREFIX}{name}.{n}"));
     fsutil::rename_durably(path, &discarded, force_sync)?;
     Ok(discarded)
 }
@@ -170,6 +176,17 @@ mod tests {
         remove_gradually(path).unwrap();
     }
 
+    /// The one discarded file in `dir`.
+    fn only_discarded(dir: &Path) -> PathBuf {
+        let found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| is_discarded_name(&p.file_name().unwrap().to_string_lossy()))
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0].clone()
+    }
+
     #[test]
     fn a_discard_returns_with_the_name_gone_before_the_file_is_unlinked() {
         let _alone = GATE_USER.lock().unwrap();
@@ -181,7 +198,7 @@ mod tests {
 
         let mut discarder = Discarder::with_free(gated_free);
         discarder.discard(&seg, true).unwrap();
-        let trash = dir.path().join("discarded.log.0000000100000001");
+        let trash = only_discarded(dir.path());
         assert!(
             !seg.exists(),
             "the segment's name is gone when discard returns"
@@ -242,7 +259,15 @@ mod tests {
         let p = dir.path().join("snapshot.0000000200000003");
         std::fs::write(&p, b"image").unwrap();
         let d = discard_durably(&p, true).unwrap();
-        assert_eq!(d, dir.path().join("discarded.snapshot.0000000200000003"));
+        let name = d.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("discarded.snapshot.0000000200000003."),
+            "{name}"
+        );
+        assert_eq!(d, only_discarded(dir.path()));
+        std::fs::write(&p, b"again").unwrap();
+        let again = discard_durably(&p, true).unwrap();
+        assert_ne!(again, d, "a second discard of the same name gets its own");
         assert!(is_discarded_name("discarded.snapshot.0000000200000003"));
         assert!(!is_discarded_name("snapshot.0000000200000003"));
         assert_eq!(std::fs::read(&d).unwrap(), b"image");

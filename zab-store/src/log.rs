@@ -23,7 +23,7 @@
 //! records only once it is written, all at once; a crash may tear a run as it may tear a
 //! record (recovery keeps the valid prefix).
 //! INV-7: a segment leaving the log (purge, truncate, reset) is durably gone from it when the
-//! call returns — renamed to `discarded.<name>`, directory fsynced — and freed later, a step at
+//! call returns — renamed to `discarded.<name>.<n>`, directory fsynced — and freed later, a step at
 //! a time, by a background thread (`discard`): freeing a segment's blocks stalls the
 //! filesystem's syncs, and on the sync thread it stalled every append.
 

@@ -10,7 +10,7 @@
 //! state).
 //! INV-3: purge never removes the newest `retain` snapshots, and never runs with `retain == 0`.
 //! A purged snapshot is durably out of the listing when purge returns (renamed to
-//! `discarded.<name>`, directory fsynced); purge then frees it a step at a time on the calling
+//! `discarded.<name>.<n>`, directory fsynced); purge then frees it a step at a time on the calling
 //! (snapshot) thread, so that a large image's blocks do not stall the log's syncs
 //! (`discard`).
 

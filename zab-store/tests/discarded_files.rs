@@ -1,5 +1,5 @@
 //! Files that leave the log or the snapshot directory (purged, truncated, reset) are renamed
-//! to `discarded.<name>` and freed in the background (`discard` INV-1..3): out of the listing
+//! to `discarded.<name>.<n>` and freed in the background (`discard` INV-1..3): out of the listing
 //! at once, gone once the log is dropped, and removed at the next open if a crash left them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may fail loudly
 
@@ -76,7 +76,7 @@ fn a_discarded_segment_left_by_a_crash_is_removed_at_open_and_holds_nothing_of_t
     // As a crash between the rename and the freeing leaves it: a whole segment's bytes under the
     // discarded name (here a copy of the first one, records 1.. included).
     let first = segments(d.path())[0].clone();
-    let leftover = format!("discarded.{first}");
+    let leftover = format!("discarded.{first}.7");
     fs::copy(d.path().join(&first), d.path().join(&leftover)).unwrap();
 
     let (log, rec) = open(d.path(), 4096);
@@ -96,7 +96,7 @@ fn the_offline_reader_reports_a_discarded_segment_as_a_temp_file() {
     }
     log.sync().unwrap();
     drop(log);
-    let leftover = d.path().join("discarded.log.0000000000000001");
+    let leftover = d.path().join("discarded.log.0000000000000001.0");
     fs::write(&leftover, b"anything").unwrap();
     let mut records = 0;
     let offline = zab_store::read_log(d.path(), |_| records += 1).unwrap();
@@ -121,7 +121,7 @@ fn purged_snapshots_are_out_of_the_listing_and_freed_and_leftovers_go_at_start_u
     assert_eq!(snaps.list().unwrap(), vec![Zxid(30), Zxid(40)]);
     assert_eq!(discarded(d.path()), Vec::<String>::new(), "freed by purge");
 
-    let leftover = d.path().join("discarded.snapshot.0000000000000005");
+    let leftover = d.path().join("discarded.snapshot.0000000000000005.0");
     fs::write(&leftover, b"half freed").unwrap();
     assert_eq!(
         snaps.list().unwrap(),
