@@ -29,14 +29,20 @@ fn discarded(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn purged_and_truncated_segments_leave_the_log_at_once_and_the_disk_once_it_is_dropped() {
-    let d = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(d.path(), 4096);
-    for c in 1..=200 {
+/// A log in `dir` (4 KiB segments) holding records 1..=`n`, synced.
+fn synced_log(dir: &Path, n: u64) -> zab_store::TxnLog {
+    let (mut log, _) = open(dir, 4096);
+    for c in 1..=n {
         log.append(&txn(c, 300)).unwrap();
     }
     log.sync().unwrap();
+    log
+}
+
+#[test]
+fn purged_and_truncated_segments_leave_the_log_at_once_and_the_disk_once_it_is_dropped() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = synced_log(d.path(), 200);
     let before = segments(d.path());
     assert!(before.len() >= 10, "{before:?}");
 
@@ -67,11 +73,7 @@ fn purged_and_truncated_segments_leave_the_log_at_once_and_the_disk_once_it_is_d
 #[test]
 fn a_discarded_segment_left_by_a_crash_is_removed_at_open_and_holds_nothing_of_the_log() {
     let d = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(d.path(), 4096);
-    for c in 1..=60 {
-        log.append(&txn(c, 300)).unwrap();
-    }
-    log.sync().unwrap();
+    let log = synced_log(d.path(), 60);
     drop(log);
     // As a crash between the rename and the freeing leaves it: a whole segment's bytes under the
     // discarded name (here a copy of the first one, records 1.. included).
@@ -90,11 +92,7 @@ fn a_discarded_segment_left_by_a_crash_is_removed_at_open_and_holds_nothing_of_t
 #[test]
 fn the_offline_reader_reports_a_discarded_segment_as_a_temp_file() {
     let d = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(d.path(), 4096);
-    for c in 1..=30 {
-        log.append(&txn(c, 300)).unwrap();
-    }
-    log.sync().unwrap();
+    let log = synced_log(d.path(), 30);
     drop(log);
     let leftover = d.path().join("discarded.log.0000000000000001.0");
     fs::write(&leftover, b"anything").unwrap();

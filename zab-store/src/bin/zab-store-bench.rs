@@ -29,7 +29,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use parking_lot::{Condvar, Mutex};
 use zab_core::{Epoch, Txn, Zxid};
-use zab_store::{LogEvent, LogOptions, LogWriter, TxnLog};
+use zab_store::{LogEvent, LogOptions, LogWriter, SyncThread, TxnLog};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -265,16 +265,27 @@ fn purging_writer(dir: &Path) -> Res<Histogram<u64>> {
             next_purge += PURGE_EVERY;
         }
         c += 1;
-        let z = Zxid::new(Epoch(1), c);
-        let t = Instant::now();
-        w.append(record(z))?;
-        progress.wait(z.0)?;
-        h.record(micros(t.elapsed()))?;
+        append_timed(&w, &progress, &mut h, Zxid::new(Epoch(1), c))?;
     }
+    stop_writer(w, thread, dir)?;
+    Ok(h)
+}
+
+/// Appends the record of `z` and waits until it is persisted, recording how long that took.
+fn append_timed(w: &LogWriter, progress: &Progress, h: &mut Histogram<u64>, z: Zxid) -> Res<()> {
+    let t = Instant::now();
+    w.append(record(z))?;
+    progress.wait(z.0)?;
+    h.record(micros(t.elapsed()))?;
+    Ok(())
+}
+
+/// Stops the sync thread once everything sent was handled, and removes the log.
+fn stop_writer(w: LogWriter, thread: SyncThread, dir: &Path) -> Res<()> {
     drop(w);
     thread.join()?;
     std::fs::remove_dir_all(dir)?;
-    Ok(h)
+    Ok(())
 }
 
 /// The persisted point reported by the sync thread, for waiting appenders.
@@ -325,15 +336,9 @@ fn writer_latency(dir: &Path, phase: Duration) -> Res<Histogram<u64>> {
     let start = Instant::now();
     while start.elapsed() < phase {
         c += 1;
-        let z = Zxid::new(Epoch(1), c);
-        let t = Instant::now();
-        w.append(record(z))?;
-        progress.wait(z.0)?;
-        h.record(micros(t.elapsed()))?;
+        append_timed(&w, &progress, &mut h, Zxid::new(Epoch(1), c))?;
     }
-    drop(w);
-    thread.join()?;
-    std::fs::remove_dir_all(dir)?;
+    stop_writer(w, thread, dir)?;
     Ok(h)
 }
 
