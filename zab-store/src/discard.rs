@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::fsutil;
 
 /// The name prefix of a discarded file.
@@ -54,13 +54,22 @@ pub(crate) fn is_discarded_name(name: &str) -> bool {
 
 /// Renames `path` to its discarded name and fsyncs its directory (INV-1); returns the new path.
 pub(crate) fn discard_durably(path: &Path, force_sync: bool) -> Result<PathBuf> {
+    let discarded = rename_out(path)?;
+    fsutil::sync_dir(fsutil::parent_of(path), force_sync)?;
+    Ok(discarded)
+}
+
+/// Renames `path` to its discarded name, not yet durably: the caller fsyncs the directory
+/// (once for several files) before it counts them gone (INV-1).
+pub(crate) fn rename_out(path: &Path) -> Result<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let n = DISCARDS.fetch_add(1, Ordering::Relaxed);
     let discarded = path.with_file_name(format!("{DISCARDED_PREFIX}{name}.{n}"));
-    fsutil::rename_durably(path, &discarded, force_sync)?;
+    std::fs::rename(path, &discarded)
+        .map_err(|e| StoreError::io(format!("rename to {}", discarded.display()), path, e))?;
     Ok(discarded)
 }
 

@@ -149,8 +149,9 @@ impl SnapDir {
         let (old, kept) = zxids.split_at(zxids.len() - retain);
         let mut discarded = Vec::with_capacity(old.len());
         for &z in old {
-            discarded.push(discard::discard_durably(&self.path(z), self.force_sync)?);
+            discarded.push(discard::rename_out(&self.path(z))?);
         }
+        fsutil::sync_dir(&self.dir, self.force_sync)?;
         for p in &discarded {
             discard::free_logged(p);
         }
