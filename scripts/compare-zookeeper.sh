@@ -4,7 +4,9 @@
 #   scripts/compare-zookeeper.sh
 #
 # Each sitting runs, one after the other (each waits for an idle machine before every workload):
-#   1. $ANCHORS/limits/run.sh      the physical floor: fdatasync latency, loopback TCP round trip
+#   1. $ANCHORS/limits/run.sh      the physical floor: fdatasync latency, loopback TCP round trip;
+#      then scripts/tcp_fanin.c      the W3 ceiling: W3_SESSIONS closed-loop clients against 1 and
+#                                    3 echo servers that do no work (limits/fanin.txt)
 #   2. $ANCHORS/zookeeper/run.sh   ZooKeeper's W0..W5 (installs zookeeper from Debian if needed)
 #   3. fe-meta bench               our W0..W5 (release build) on a fresh 3-node cluster
 #   4. with BUSY_CORES > 0, both again with that many cores kept busy by a spinning loop: for
@@ -108,6 +110,12 @@ for ((s = 1; s <= SITTINGS; s++)); do
   if [[ -z "${SKIP_LIMITS:-}" ]]; then
     log "the floor: $ANCHORS/limits/run.sh"
     ANCHOR_OUT=$SD timeout 900 bash "$ANCHORS/limits/run.sh" >&2
+    log "the W3 ceiling: scripts/tcp_fanin.c"
+    mkdir -p "$SD/limits/build"
+    gcc -O2 -Wall -pthread -o "$SD/limits/build/tcp_fanin" "$REPO/scripts/tcp_fanin.c"
+    for servers in 1 3; do
+      timeout 60 "$SD/limits/build/tcp_fanin" "$servers" "$W3_SESSIONS" 5 128
+    done | tee "$SD/limits/fanin.txt" >&2
   fi
   passes=(0)
   ((BUSY_CORES == 0)) || passes+=("$BUSY_CORES")

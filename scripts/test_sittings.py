@@ -31,6 +31,10 @@ prealloc 4096 2000 p50=100.0 p99=300
 tcp_rtt pin=none 64 20000 p50=50.0 p99=90
 """
 
+FANIN = """fanin servers=1 clients=32 bytes=128 secs=5 ops_per_s=200000 p50_us=150 p99_us=300 server_cores=0.70
+fanin servers=3 clients=32 bytes=128 secs=5 ops_per_s=250000 p50_us=30 p99_us=2000 server_cores=1.00
+"""
+
 
 def write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -38,18 +42,20 @@ def write(path, text):
         f.write(text)
 
 
-def steady(w, label, ops, p50, p99):
-    return f"RESULT workload={w} label={label} ops_per_s={ops} p50_us={p50} p99_us={p99}\n"
+def steady(w, label, ops, p50, p99, busy_cores=1.5):
+    return (f"RESULT workload={w} label={label} ops_per_s={ops} p50_us={p50} p99_us={p99} "
+            f"machine_busy_cores={busy_cores}\n")
 
 
 def sitting(root, name, ours_w3, zk_w3, ours_w1, busy=None):
     d = os.path.join(root, name)
     write(os.path.join(d, "limits", "results.txt"), LIMITS)
+    write(os.path.join(d, "limits", "fanin.txt"), FANIN)
     ours = steady("W3", "ens-spread", ours_w3, 1000, 2000) + steady("W1", "ens-leader", 1000, ours_w1, 900)
     ours += "RESULT workload=W4 label=ens trial=1 new_leader_reported_ms=60 fresh_client_first_write_ms=70\n"
     ours += "RESULT workload=W4 label=ens trial=2 new_leader_reported_ms=95 fresh_client_first_write_ms=130\n"
     write(os.path.join(d, "fe-meta", "raw.txt"), ours)
-    zk = steady("W3", "ens-spread", zk_w3, 3000, 8000) + steady("W1", "ens-leader", 800, 1000, 5000)
+    zk = steady("W3", "ens-spread", zk_w3, 3000, 8000, busy_cores=1.6) + steady("W1", "ens-leader", 800, 1000, 5000)
     write(os.path.join(d, "zookeeper", "results", "raw-1.txt"), zk)
     if busy:
         ours_busy, zk_busy = busy
@@ -89,6 +95,17 @@ class SittingsTest(unittest.TestCase):
             # No busy pass: not measured, never "yes".
             r = self.row(text, "busy W3 ens-spread ops_per_s: share kept, ours - ZK")
             self.assertEqual(r[-1], "not measured")
+
+    def test_the_w3_ceiling_and_cpu_per_write_are_reported_beside_the_ratio(self):
+        with tempfile.TemporaryDirectory() as root:
+            sitting(root, "s1", 50000, 10000, 400)
+            text = self.run_report(root)
+            # the spread against the three echo servers: 50k / 250k, ZooKeeper 10k / 250k.
+            self.assertEqual(self.row(text, "W3 ens-spread ops/s ours/ceiling")[2], "0.20")
+            self.assertEqual(self.row(text, "W3 ens-spread ops/s ZK/ceiling")[2], "0.04")
+            # machine CPU per write: 1.5 cores / 50k = 30 µs against 1.6 / 10k = 160 µs.
+            self.assertEqual(self.row(text, "W3 ens-spread machine CPU µs/op ours/ZK")[2], "0.19")
+            self.assertIn("1 server(s) 200000 ops/s, 3 server(s) 250000 ops/s", text)
 
     def test_busy_degradation_compares_the_shares_kept(self):
         with tempfile.TemporaryDirectory() as root:
