@@ -85,7 +85,7 @@ impl Line {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0.0);
             let per_op = match w.server_cores {
-                Some(c) if ops > 0.0 => format!("{:.0}", c * 1e6 / ops),
+                Some(c) if ops > 0.0 => format!("{:.1}", c * 1e6 / ops),
                 _ => "NA".to_owned(),
             };
             self.set("server_cpu_us_per_op", per_op);

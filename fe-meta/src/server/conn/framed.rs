@@ -1,11 +1,13 @@
 //! A framed, pipelined session (`docs/PROTOCOL.md` §2): one task reads the client's frames,
 //! runs its requests and writes their answers.
 //!
-//! The requests in flight are futures polled by the session's own task (`FuturesUnordered`),
-//! not tasks of their own, and their answers are written by that task too: a request costs no
-//! task spawn and no hop to a writer task, which under many clients is a measurable share of
-//! the server's CPU per write (docs/BENCHMARKS.md, "One task per connection"). Answers go out
-//! in the order they complete, batched: each write takes every answer encoded so far.
+//! The requests in flight are futures polled by the session's own task, not tasks of their
+//! own, and their answers are written by that task too: a request costs no task spawn and no
+//! hop to a writer task, which under many clients is a measurable share of the server's CPU
+//! per write (docs/BENCHMARKS.md, "One task per connection"). One request runs in a slot of the
+//! session's own future, the others in a `FuturesUnordered`: a client with one request at a
+//! time (most of them) costs no allocation and no ready-queue bookkeeping per request. Answers
+//! go out in the order they complete, batched: each write takes every answer encoded so far.
 //!
 //! Each catalog write takes a turn in the connection's write order as it is read (`order`), so
 //! the writes are handed to the leader's planner in the order they were sent.
@@ -30,8 +32,11 @@
 //! input when `auth` says so). BACKUP streams its chunks (`backup`) through the session's
 //! answer queue, flow-controlled by permits released once they are written.
 
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -69,27 +74,40 @@ pub async fn serve(
 ) {
     let (mut reader, mut writer) = stream.into_split();
     let mut intake = Intake::new(shared, conn, peer, first);
+    let mut single = pin!(empty_slot(answer));
     let mut in_flight = FuturesUnordered::new();
     let mut out = Unwritten::default();
     loop {
-        while in_flight.len() < IN_FLIGHT_MAX {
-            match intake.next_request() {
-                Some(job) => in_flight.push(answer(shared.clone(), conn.clone(), job)),
-                None => break,
+        while in_flight.len() + usize::from(single.is_some()) < IN_FLIGHT_MAX {
+            let Some(job) = intake.next_request() else {
+                break;
+            };
+            let request = answer(shared.clone(), conn.clone(), job);
+            if single.is_none() {
+                single.set(Some(request));
+            } else {
+                in_flight.push(request);
             }
         }
         while let Ok(a) = intake.side.try_recv() {
             out.push(a);
         }
-        if intake.ended && in_flight.is_empty() && out.is_empty() {
+        let running = in_flight.len() + usize::from(single.is_some());
+        if intake.ended && running == 0 && out.is_empty() {
             break;
         }
-        let read_more =
-            !intake.ended && in_flight.len() < IN_FLIGHT_MAX && out.len() < UNWRITTEN_HIGH;
+        let read_more = !intake.ended && running < IN_FLIGHT_MAX && out.len() < UNWRITTEN_HIGH;
         // In this order, so that every answer ready is encoded before the next write (one
         // write per batch, as one task per request and a writer task could not batch better).
         tokio::select! {
             biased;
+            a = poll_fn(|cx| match single.as_mut().as_pin_mut() {
+                Some(request) => request.poll(cx),
+                None => Poll::Pending,
+            }), if single.is_some() => {
+                single.set(None);
+                out.extend(a);
+            }
             Some(a) = in_flight.next(), if !in_flight.is_empty() => out.extend(a),
             Some(a) = intake.side.recv() => out.push(a),
             n = writer.write(out.bytes()), if !out.is_empty() => match n {
@@ -233,6 +251,12 @@ impl<'a> Intake<'a> {
             .stats
             .answered(self.conn, class, status, received.elapsed());
     }
+}
+
+/// An empty slot for one request's future: `answer` is an `async fn`, whose future type has no
+/// name to write `Option<_>` with.
+fn empty_slot<F: Future>(_: fn(Arc<Shared>, Arc<ConnStats>, Job) -> F) -> Option<F> {
+    None
 }
 
 /// Whether `body` takes a place in its connection's write order (`order` INV-4): catalog
