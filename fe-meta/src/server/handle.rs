@@ -81,7 +81,11 @@ impl Shared {
 
     /// INTERNAL naming the error once the node stopped on a fatal error (`fatal` INV-1).
     pub(super) fn refuse_if_fatal(&self) -> Result<(), ErrorReply> {
-        match self.node.status().fatal {
+        match self
+            .node
+            .status_if(|s| s.fatal.is_some())
+            .and_then(|s| s.fatal)
+        {
             None => Ok(()),
             Some(reason) => Err(ErrorReply::new(
                 Status::Internal,

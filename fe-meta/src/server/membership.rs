@@ -17,6 +17,7 @@
 //! at a time: CONFLICT).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::{debug, info};
 use zab_net::config::ServerAddr;
@@ -81,6 +82,40 @@ pub fn client_addr_of(membership: &Membership, sid: u64) -> Option<String> {
     ServerAddr::parse_value(&member.address)
         .ok()?
         .client_endpoint()
+}
+
+/// The last member client address looked up, kept with the configuration it came from: a
+/// follower looks the leader's up for every write it forwards, and parsing the member's
+/// address each time was a measurable share of its CPU. A new configuration (another `Arc`)
+/// or another member is looked up afresh.
+#[derive(Debug, Default)]
+pub(crate) struct ClientAddrCache(Mutex<Option<CachedAddr>>);
+
+#[derive(Debug)]
+struct CachedAddr {
+    membership: Arc<Membership>,
+    sid: u64,
+    addr: Option<String>,
+}
+
+impl ClientAddrCache {
+    /// [`client_addr_of`] `sid` in `membership`.
+    pub(crate) fn get(&self, membership: &Arc<Membership>, sid: u64) -> Option<String> {
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(hit) = last
+            .as_ref()
+            .filter(|c| c.sid == sid && Arc::ptr_eq(&c.membership, membership))
+        {
+            return hit.addr.clone();
+        }
+        let addr = client_addr_of(membership, sid);
+        *last = Some(CachedAddr {
+            membership: Arc::clone(membership),
+            sid,
+            addr: addr.clone(),
+        });
+        addr
+    }
 }
 
 /// The node's answer to a refused or failed change, as a client status (INV-3).
@@ -172,7 +207,7 @@ impl Shared {
 
     /// The client address of member `sid` in the configuration in force.
     pub fn member_client_addr(&self, sid: u64) -> Option<String> {
-        client_addr_of(&self.node.status().membership, sid)
+        self.client_addrs.get(&self.node.membership(), sid)
     }
 
     /// A membership change on the serving leader (INV-2, INV-3).
@@ -270,6 +305,26 @@ mod tests {
         assert_eq!(client_addr_of(&m, 2).as_deref(), Some("h2:9031"));
         assert_eq!(client_addr_of(&m, 4), None);
         assert_eq!(client_addr_of(&m, 5), None);
+    }
+
+    #[test]
+    fn the_address_cache_answers_for_the_configuration_it_is_given() {
+        let cache = ClientAddrCache::default();
+        let first = Arc::new(membership(&[
+            (1, MemberRole::Participant, "h1:2888:3888;9030"),
+            (2, MemberRole::Participant, "h2:2888:3888;9031"),
+        ]));
+        assert_eq!(cache.get(&first, 1).as_deref(), Some("h1:9030"));
+        assert_eq!(cache.get(&first, 1).as_deref(), Some("h1:9030"));
+        assert_eq!(cache.get(&first, 2).as_deref(), Some("h2:9031"));
+        assert_eq!(cache.get(&first, 3), None);
+        // Member 1 moved to another client port: a new configuration is another `Arc`.
+        let moved = Arc::new(membership(&[
+            (1, MemberRole::Participant, "h1:2888:3888;9040"),
+            (2, MemberRole::Participant, "h2:2888:3888;9031"),
+        ]));
+        assert_eq!(cache.get(&moved, 1).as_deref(), Some("h1:9040"));
+        assert_eq!(cache.get(&first, 1).as_deref(), Some("h1:9030"));
     }
 
     #[test]

@@ -143,6 +143,7 @@ pub(crate) struct Shared {
     stats: stats::Stats,
     frontends: frontends::PeerAnswers,
     refusals: auth::RefusalLog,
+    client_addrs: membership::ClientAddrCache,
 }
 
 /// A running server.
@@ -331,6 +332,7 @@ impl Server {
                 stats: stats::Stats::new(metrics),
                 frontends: frontends::PeerAnswers::default(),
                 refusals: auth::RefusalLog::default(),
+                client_addrs: membership::ClientAddrCache::default(),
             });
             let stop = CancellationToken::new();
             let mut tasks = spawn_tasks(&shared, listener, meta, &stop);

@@ -82,8 +82,11 @@ pub fn is_serving_leader(st: &NodeStatus) -> bool {
 impl Shared {
     /// Waits (at most `leader_wait_ms`) until this node serves under a known leader.
     pub(super) async fn serving_status(&self) -> Option<NodeStatus> {
-        let mut w = self.node.watch();
         let ok = |s: &NodeStatus| (s.serving && s.leader.is_some()) || s.fatal.is_some();
+        if let Some(st) = self.node.status_if(ok) {
+            return Some(st);
+        }
+        let mut w = self.node.watch();
         let r = tokio::time::timeout(self.cfg.leader_wait, w.wait_for(ok)).await;
         match r {
             Ok(Ok(s)) => Some(s.clone()),

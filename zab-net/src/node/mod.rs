@@ -323,6 +323,18 @@ impl Node {
         self.status.borrow().clone()
     }
 
+    /// The current status if `wanted` holds for it, copied only then: a check made on every
+    /// request need not copy the whole status.
+    pub fn status_if(&self, wanted: impl FnOnce(&NodeStatus) -> bool) -> Option<NodeStatus> {
+        let st = self.status.borrow();
+        wanted(&st).then(|| st.clone())
+    }
+
+    /// The configuration in force (shared, not copied).
+    pub fn membership(&self) -> std::sync::Arc<Membership> {
+        std::sync::Arc::clone(&self.status.borrow().membership)
+    }
+
     /// A watch of the status (role, leader, epoch, last applied zxid, serving, ...).
     pub fn watch(&self) -> watch::Receiver<NodeStatus> {
         self.status.clone()
