@@ -14,6 +14,9 @@
  *
  * server_cores is the servers' CPU time over the run (from /proc/<pid>/stat). A replicated
  * write costs the same client round trip plus the replication, so W3 can only approach this.
+ *
+ * Bounded: the whole run ends by itself after SECONDS + 30 s (alarm), and the servers die with
+ * the client process (PR_SET_PDEATHSIG), however it ends.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -177,6 +181,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "SERVERS 1..16, CLIENTS 1..%d, SECONDS >= 1, BYTES 1..65536\n", MAX_CLIENTS);
         return 2;
     }
+    alarm((unsigned)secs + 30); /* the default action ends the run, and the servers with it */
     pid_t pids[16];
     struct sockaddr_in addrs[16];
     for (int s = 0; s < servers; s++) {
@@ -190,7 +195,11 @@ int main(int argc, char **argv) {
         if (getsockname(l, (struct sockaddr *)&addrs[s], &len) < 0) die("getsockname");
         pids[s] = fork();
         if (pids[s] < 0) die("fork");
-        if (pids[s] == 0) serve(l);
+        if (pids[s] == 0) {
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) die("PR_SET_PDEATHSIG");
+            if (getppid() == 1) _exit(1); /* the client is gone already */
+            serve(l);
+        }
         close(l);
     }
     struct client_thread ts[CLIENT_THREADS];
