@@ -18,7 +18,7 @@ fn run(
 ) -> Result<Option<u64>, CommandError> {
     let (_, planned) = planner.plan(&cmd.into())?;
     let next = Zxid(replayed.journal_id().0 + 1);
-    apply(replayed, next, &planned.entry).unwrap();
+    apply(replayed, next, &planned.journal_entry().unwrap()).unwrap();
     Ok(planned.created_id)
 }
 
@@ -120,7 +120,7 @@ fn pipelined_writes_see_each_other_and_failed_ones_are_forgotten() {
     // ...a table in it is accepted, and ids never collide.
     let (t2, second) = p.plan(&table("d", "t", &["a"]).into()).unwrap();
     assert_ne!(first.created_id, second.created_id);
-    match Op::from_entry(&second.entry).unwrap() {
+    match Op::decode(&second.entry).unwrap() {
         Op::CreateTable(t) => assert_eq!(Some(t.db_id), first.created_id),
         other => panic!("unexpected {other:?}"),
     }

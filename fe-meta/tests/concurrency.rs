@@ -55,7 +55,15 @@ fn readers_see_whole_versions_while_replay_runs() {
             .iter()
             .map(|c| {
                 zxid += 1;
-                (Zxid(zxid), planner.plan(&c.clone().into()).unwrap().1.entry)
+                (
+                    Zxid(zxid),
+                    planner
+                        .plan(&c.clone().into())
+                        .unwrap()
+                        .1
+                        .journal_entry()
+                        .unwrap(),
+                )
             })
             .collect();
         fe_meta::state::replay::apply_batch(&shared, entries).unwrap();
@@ -68,11 +76,8 @@ fn readers_see_whole_versions_while_replay_runs() {
             name: format!("v{i}"),
             value: i.to_string(),
         };
-        sm.apply(
-            Zxid(zxid),
-            &planner.plan(&set.into()).unwrap().1.entry.encode(),
-        )
-        .unwrap();
+        sm.apply(Zxid(zxid), &planner.plan(&set.into()).unwrap().1.entry)
+            .unwrap();
     }
     drop(sm);
     done.store(true, Ordering::Release);

@@ -17,7 +17,7 @@ use zab_net::Zxid;
 /// Plans `cmd` on `planner` and applies it through `sm` as txn `zxid`.
 fn write(sm: &mut MetaState, planner: &mut Planner, zxid: u64, cmd: &command::Write) {
     let entry = planner.plan(cmd).unwrap().1.entry;
-    sm.apply(Zxid(zxid), &entry.encode()).unwrap();
+    sm.apply(Zxid(zxid), &entry).unwrap();
 }
 
 fn create_db(i: u64) -> command::Write {

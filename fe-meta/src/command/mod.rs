@@ -16,11 +16,12 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use thiserror::Error;
 
 use crate::protocol::Status;
 use crate::state::catalog::{BackendState, Catalog, Column, Frontend, Outcome};
-use crate::state::journal::{JournalEntry, Op, ENTRY_LEN_MAX};
+use crate::state::journal::{JournalEntry, JournalError, Op, ENTRY_LEN_MAX};
 
 mod plan;
 mod planner;
@@ -290,40 +291,41 @@ impl CommandError {
 /// A validated command: the entry to submit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Planned {
-    /// The decoded op.
-    pub op: Op,
-    /// Its journal entry (what is submitted to ZAB).
-    pub entry: JournalEntry,
+    /// Its journal entry's bytes, `op u16 | payload` (what is submitted to ZAB).
+    pub entry: Bytes,
     /// The id of the entity created (or the first id reserved), if any.
     pub created_id: Option<u64>,
 }
 
+impl Planned {
+    /// The entry of `op`, encoded once; refused when it is over the size limit (INV-4).
+    fn encode(op: &Op, created_id: Option<u64>) -> Result<Planned, CommandError> {
+        let entry = op.encode_entry();
+        if entry.len() > ENTRY_LEN_MAX {
+            return Err(CommandError::EntryTooLarge { len: entry.len() });
+        }
+        Ok(Planned {
+            entry: Bytes::from(entry),
+            created_id,
+        })
+    }
+
+    /// The entry split into op code and payload, as replay reads it.
+    pub fn journal_entry(&self) -> Result<JournalEntry, JournalError> {
+        JournalEntry::decode(&self.entry)
+    }
+}
+
 /// Validates `write` against `catalog` and plans its journal entry (INV-1, INV-2).
 pub fn validate(catalog: &Catalog, write: &Write) -> Result<Planned, CommandError> {
-    let (op, created_id) = match write {
-        Write::Client(cmd) => plan_command(catalog, cmd)?,
-        Write::Node(cmd) => plan_node_command(catalog, cmd)?,
-    };
-    within_limit(op, created_id)
+    let (op, created_id) = plan_write(catalog, write)?;
+    Planned::encode(&op, created_id)
 }
 
-/// [`validate`] for a client's command.
-fn validate_command(catalog: &Catalog, cmd: &Command) -> Result<Planned, CommandError> {
-    let (op, created_id) = plan_command(catalog, cmd)?;
-    within_limit(op, created_id)
-}
-
-/// The planned entry of `op`, refused when it is over the size limit (INV-4).
-fn within_limit(op: Op, created_id: Option<u64>) -> Result<Planned, CommandError> {
-    let entry = op.to_entry();
-    if entry.encoded_len() > ENTRY_LEN_MAX {
-        return Err(CommandError::EntryTooLarge {
-            len: entry.encoded_len(),
-        });
+/// The op of `write` against `catalog` and the id it creates, not yet encoded.
+fn plan_write(catalog: &Catalog, write: &Write) -> Result<(Op, Option<u64>), CommandError> {
+    match write {
+        Write::Client(cmd) => plan_command(catalog, cmd),
+        Write::Node(cmd) => plan_node_command(catalog, cmd),
     }
-    Ok(Planned {
-        op,
-        entry,
-        created_id,
-    })
 }

@@ -31,9 +31,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{validate, validate_command, Command, CommandError, Planned, Write};
+use super::{plan_command, plan_write, Command, CommandError, Planned, Write};
 use crate::state::catalog::{Admission, Catalog, SessionTag};
-use crate::state::journal::{Op, ENTRY_LEN_MAX};
+use crate::state::journal::Op;
 use crate::state::replay::apply_op;
 
 /// Names one planned entry until it settles or fails (INV-2).
@@ -67,9 +67,10 @@ impl Planner {
     /// Validates `write` against the speculative catalog and, on success, applies it there and
     /// keeps it pending under the returned ticket (INV-1).
     pub fn plan(&mut self, write: &Write) -> Result<(Ticket, Planned), CommandError> {
-        let planned = validate(&self.speculative, write)?;
-        apply_op(&mut self.speculative, &planned.op);
-        Ok((self.keep_pending(planned.op.clone()), planned))
+        let (op, created_id) = plan_write(&self.speculative, write)?;
+        let planned = Planned::encode(&op, created_id)?;
+        apply_op(&mut self.speculative, &op);
+        Ok((self.keep_pending(op), planned))
     }
 
     /// As [`Planner::plan`] for a client write with a session tag: refused early when the
@@ -94,26 +95,14 @@ impl Planner {
                 outcome,
             }),
             Admission::Fresh => {
-                let inner = validate_command(&self.speculative, cmd)?;
+                let (inner, created_id) = plan_command(&self.speculative, cmd)?;
                 let op = Op::SessionWrite {
                     tag,
-                    inner: Box::new(inner.op),
+                    inner: Box::new(inner),
                 };
-                let entry = op.to_entry();
-                if entry.encoded_len() > ENTRY_LEN_MAX {
-                    return Err(CommandError::EntryTooLarge {
-                        len: entry.encoded_len(),
-                    });
-                }
+                let planned = Planned::encode(&op, created_id)?;
                 apply_op(&mut self.speculative, &op);
-                Ok((
-                    self.keep_pending(op.clone()),
-                    Planned {
-                        op,
-                        entry,
-                        created_id: inner.created_id,
-                    },
-                ))
+                Ok((self.keep_pending(op), planned))
             }
         }
     }
@@ -188,7 +177,12 @@ mod tests {
     }
 
     fn commit(applied: &mut Catalog, journal_id: u64, planned: &Planned) {
-        apply(applied, zab_net::Zxid(journal_id), &planned.entry).unwrap();
+        apply(
+            applied,
+            zab_net::Zxid(journal_id),
+            &planned.journal_entry().unwrap(),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -26,7 +26,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::{oneshot, Mutex};
 use zab_net::{Epoch, Role, Zxid};
 use zab_net::{Node, SubmitError};
@@ -107,7 +106,7 @@ impl Writer {
             Planning::Answer(answer) => return Err(NotQueued::Answered(answer)),
         };
         let (tx, rx) = oneshot::channel();
-        let payload = Bytes::from(planned.entry.encode());
+        let payload = planned.entry;
         if tokio::time::timeout(limit, node.enqueue_write(payload, tx))
             .await
             .is_err()

@@ -252,7 +252,7 @@ mod tests {
             panic!("an in-flight retry is answered")
         };
         assert_eq!(e.status, Status::Timeout);
-        apply(&mut applied, Zxid(7), &first.entry).unwrap();
+        apply(&mut applied, Zxid(7), &first.journal_entry().unwrap()).unwrap();
         assert_eq!(
             answer_applied(&applied, &tag(1, 1), Zxid(7)),
             Ok((Zxid(7), None))
@@ -268,7 +268,7 @@ mod tests {
         else {
             panic!("a newer write is submitted")
         };
-        apply(&mut applied, Zxid(8), &newer.entry).unwrap();
+        apply(&mut applied, Zxid(8), &newer.journal_entry().unwrap()).unwrap();
         // Seq 2 was given up by the client (floor 3 since): refused early, never planned.
         let Planning::Answer(Err(e)) = plan(&mut planner, &applied, &set("old"), Some(tag(2, 2)))
         else {

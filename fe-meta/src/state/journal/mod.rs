@@ -55,6 +55,9 @@ pub const PAYLOAD_VERSION: u8 = 1;
 /// The TIMESTAMP payload version this build writes (it reads 1 too).
 pub const TIMESTAMP_VERSION: u8 = 2;
 
+/// Room reserved for a payload before it is written: most ops fit, larger ones grow once.
+const PAYLOAD_CAPACITY: usize = 96;
+
 /// A journal op code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpCode(pub u16);
@@ -283,27 +286,46 @@ impl Op {
 
     /// The op as a journal entry (payload version [`PAYLOAD_VERSION`]).
     pub fn to_entry(&self) -> JournalEntry {
-        let version = match self {
+        let mut p = Vec::with_capacity(PAYLOAD_CAPACITY);
+        self.write_payload(&mut p);
+        JournalEntry {
+            op: self.code(),
+            payload: Bytes::from(p),
+        }
+    }
+
+    /// The op's entry bytes, `op u16 | payload`, written in one buffer: what
+    /// [`JournalEntry::encode`] of [`Op::to_entry`] gives, without the second copy.
+    pub fn encode_entry(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + PAYLOAD_CAPACITY);
+        out.put_u16(self.code().0);
+        self.write_payload(&mut out);
+        out
+    }
+
+    /// Appends the op's payload (its version byte, then its fields) to `p`; a SESSION_WRITE's
+    /// inner entry is written in place.
+    fn write_payload(&self, p: &mut Vec<u8>) {
+        p.put_u8(match self {
             Op::Timestamp { .. } => TIMESTAMP_VERSION,
             _ => PAYLOAD_VERSION,
-        };
-        let mut p = vec![version];
+        });
         match self {
             Op::SaveNextId { next_id } => p.put_u64(*next_id),
-            Op::CreateDb(db) => db.encode(&mut p),
+            Op::CreateDb(db) => db.encode(p),
             Op::DropDb { db_id } => p.put_u64(*db_id),
             Op::RenameDb { db_id, new_name } => {
                 p.put_u64(*db_id);
                 p.put_str(new_name);
             }
-            Op::CreateTable(t) => t.encode(&mut p),
+            Op::CreateTable(t) => t.encode(p),
             Op::DropTable { db_id, table_id } => {
                 p.put_u64(*db_id);
                 p.put_u64(*table_id);
             }
-            Op::AddBackend(be) | Op::ModifyBackend(be) => be.encode(&mut p),
+            Op::AddBackend(be) | Op::ModifyBackend(be) => be.encode(p),
             Op::DropBackend { backend_id } => p.put_u64(*backend_id),
-            Op::AddFrontend(fe) => fe.encode(&mut p),
+            Op::AddFrontend(fe) => fe.encode(p),
             Op::DropFrontend { sid } => p.put_u64(*sid),
             Op::SetGlobalVariable { name, value } => {
                 p.put_str(name);
@@ -320,14 +342,9 @@ impl Op {
                 p.put_u64(tag.client_id);
                 p.put_u64(tag.seq);
                 p.put_u64(tag.floor);
-                let entry = inner.to_entry();
-                p.put_u16(entry.op.0);
-                p.extend_from_slice(&entry.payload);
+                p.put_u16(inner.code().0);
+                inner.write_payload(p);
             }
-        }
-        JournalEntry {
-            op: self.code(),
-            payload: Bytes::from(p),
         }
     }
 
