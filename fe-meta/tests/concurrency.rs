@@ -9,6 +9,7 @@ use std::thread;
 
 use fe_meta::command::{Command, Planner};
 use fe_meta::state::catalog::{Catalog, SharedCatalog};
+use fe_meta::state::journal::JournalEntry;
 use fe_meta::state::machine::MetaState;
 use zab_net::Zxid;
 
@@ -55,15 +56,7 @@ fn readers_see_whole_versions_while_replay_runs() {
             .iter()
             .map(|c| {
                 zxid += 1;
-                (
-                    Zxid(zxid),
-                    planner
-                        .plan(&c.clone().into())
-                        .unwrap()
-                        .1
-                        .journal_entry()
-                        .unwrap(),
-                )
+                (Zxid(zxid), planned_entry(&mut planner, c))
             })
             .collect();
         fe_meta::state::replay::apply_batch(&shared, entries).unwrap();
@@ -89,6 +82,12 @@ fn readers_see_whole_versions_while_replay_runs() {
     assert_eq!(last.databases().count(), 3_000);
     assert_eq!(last.vars().count(), 2_000);
     assert_eq!(last.journal_id(), Zxid(zxid));
+}
+
+/// The journal entry `planner` plans for `cmd`.
+fn planned_entry(planner: &mut Planner, cmd: &Command) -> JournalEntry {
+    let (_, planned) = planner.plan(&cmd.clone().into()).unwrap();
+    planned.journal_entry().unwrap()
 }
 
 fn table(i: usize, name: &str) -> Command {
